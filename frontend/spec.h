@@ -1,0 +1,193 @@
+/* frontend/spec.h — the .tfm model spec: lexer, parser, semantic checks,
+ * weight maps, presets, lowering to graph IR, loading weights.
+ *
+ * Example:
+ *     Arena *a = arena_create();
+ *     Diags d; diags_init(&d, a, stderr);
+ *     char err[256];
+ *     SrcFile *src = src_file_read(a, "examples/gpt2.tfm", err, sizeof err);
+ *     diags_add_source(&d, src);
+ *     Spec *spec = spec_parse(a, src, &d);        // NULL if any error (all reported)
+ *     IrGraph *g = spec_lower(a, spec, &(LowerOptions){0}, &d);
+ *     ...
+ *     arena_destroy(a);
+ *
+ * The language (README.md has the user-facing reference):
+ *
+ *   spec    := item*
+ *   item    := 'model' IDENT '{' NL* (entry NL+)* '}'
+ *            | 'weights' IDENT '{' NL* (wentry NL+)* '}'      IDENT = the model's name
+ *   entry   := KEY value*                 one per line; '#' starts a comment
+ *   value   := IDENT | NUMBER | STRING
+ *   wentry  := 'preset' STRING ['root' STRING]
+ *            | 'ignore' STRING            a checkpoint name (pattern) deliberately unused
+ *            | TARGET '=' TRANSFORM ...   see WeightRule
+ *   TARGET  := IDENT ('[' 'i' ']')? ('.' IDENT)*     e.g. enc[i].attn.q, src_embed
+ *
+ * Ownership: everything returned lives in the Arena passed in.
+ */
+#ifndef TFMC_SPEC_H
+#define TFMC_SPEC_H
+
+#include "ir/ir.h"
+#include "runtime/rt_safetensors.h"
+
+/* ---- lexer.c ---- */
+
+typedef enum TokKind {
+  TOK_EOF, TOK_NEWLINE, TOK_IDENT, TOK_INT, TOK_FLOAT, TOK_STRING,
+  TOK_LBRACE, TOK_RBRACE, TOK_LBRACKET, TOK_RBRACKET, TOK_EQUALS, TOK_DOT,
+  TOK_ERROR, TOK_KIND_COUNT
+} TokKind;
+
+typedef struct Token {
+  TokKind kind;
+  const char *start; /* into the source text */
+  int len;
+  IrLoc loc;
+  int64_t ival;  /* TOK_INT */
+  double fval;   /* TOK_INT and TOK_FLOAT */
+  const char *str; /* TOK_STRING: unescaped, arena-owned; TOK_IDENT: copy */
+} Token;
+
+/* Tokenises the whole file; lexical errors are reported to d and produce
+ * TOK_ERROR tokens (the parser skips them). The array ends with TOK_EOF. */
+Token *lex_tokens(Arena *a, const SrcFile *src, Diags *d, int *n_out);
+
+/* ---- the checked model (sema.c fills it; defaults documented in README) ---- */
+
+typedef enum Arch { ARCH_ENCODER, ARCH_DECODER, ARCH_ENCODER_DECODER, ARCH_COUNT } Arch;
+typedef enum Activation { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_COUNT } Activation;
+typedef enum NormPlace { NORM_PRE, NORM_POST, NORM_PLACE_COUNT } NormPlace;
+typedef enum PosKind { POS_NONE, POS_SINUSOIDAL, POS_LEARNED, POS_KIND_COUNT } PosKind;
+typedef enum HeadKind {
+  HEAD_NONE,        /* outputs the final hidden states: "hidden" */
+  HEAD_LOGITS,      /* "logits" [B,T,V] */
+  HEAD_LOG_SOFTMAX, /* "log_probs" [B,T,V] */
+  HEAD_CLASSIFIER,  /* "class_logits" [B,C] from position 0 */
+  HEAD_KIND_COUNT
+} HeadKind;
+
+typedef struct ModelSpec {
+  const char *name;
+  IrLoc loc;
+  Arch arch;
+  /* "src" is the encoder side, "tgt" the decoder side. Encoder-only models
+   * use only src fields, decoder-only models only tgt fields. */
+  int64_t vocab_src, vocab_tgt;
+  int64_t d_model, heads, d_ff;
+  int64_t layers_enc, layers_dec;
+  Activation act;
+  NormPlace norm;
+  double norm_eps;     /* default 1e-5 */
+  bool norm_unbiased;  /* a (x-mean)/(std_unbiased+eps) + b */
+  bool final_norm_enc, final_norm_dec;
+  PosKind pos;
+  int64_t pos_max;     /* learned: table rows; sinusoidal: 0 = no bound */
+  double embed_scale;  /* 1.0 = none; sqrt(d_model) for sqrt_d_model */
+  bool embed_norm;
+  double embed_norm_eps;
+  int64_t token_types; /* 0 = none */
+  bool mask_enc_padding, mask_dec_padding, mask_dec_causal, mask_cross_padding;
+  int64_t pad_id, bos_id, eos_id; /* -1 = not given */
+  HeadKind head;
+  int64_t n_classes;   /* HEAD_CLASSIFIER */
+  bool head_tied;      /* LM head reuses the target (or only) embedding; no bias */
+  bool head_bias;      /* default: !head_tied */
+  bool pooler;         /* classifier: tanh(linear(x[:,0])) before the classifier */
+  int64_t max_batch, max_src, max_tgt;
+  /* where each key was written, for diagnostics raised after sema */
+  IrLoc loc_arch, loc_heads, loc_mask, loc_head, loc_position;
+} ModelSpec;
+
+/* ---- weight maps ---- */
+
+typedef enum WeightXform {
+  WX_TENSOR,      /* TARGET = tensor "name"          one tensor, as stored */
+  WX_LINEAR,      /* TARGET = linear "prefix"        prefix.weight [out,in], prefix.bias */
+  WX_CONV1D,      /* TARGET = conv1d "prefix"        HF Conv1D: weight [in,out] (transposed on load) */
+  WX_NORM,        /* TARGET = norm "prefix"          prefix.weight, prefix.bias */
+  WX_HEADS,       /* TARGET = heads "pattern{h}"     H linears [d/H,in] concatenated to [d,in] */
+  WX_SPLIT,       /* TARGET(.qkv) = split "prefix"   fused [3d,in] split into q, k, v */
+  WX_SPLIT_CONV1D,/* TARGET(.qkv) = split_conv1d "prefix"   fused Conv1D [in,3d] */
+  WX_TIED,        /* TARGET = tied "name"            a stored copy of a tied weight: checked equal, not loaded */
+  WX_COUNT
+} WeightXform;
+
+typedef struct WeightRule {
+  IrLoc loc;
+  const char *target;        /* as written, normalised: "enc[i].attn.q" */
+  WeightXform xform;
+  const char *source;        /* checkpoint name or prefix; may hold {i} (layer) and {h} (head) */
+  const char *weight_suffix; /* default "weight" ("in_proj_weight" style overrides: weight "...") */
+  const char *bias_suffix;   /* default "bias"; "" = no bias stored */
+  bool from_preset;
+} WeightRule;
+
+typedef struct WeightMap {
+  IrLoc loc;
+  const char *model_name;
+  const char *preset; /* NULL = none */
+  const char *root;   /* prefix prepended to preset sources ("" = none) */
+  WeightRule *rules;  /* explicit rules first, then preset rules (explicit win) */
+  int n_rules;
+  const char **ignore; /* checkpoint name patterns ({i}, {h}, * allowed) */
+  IrLoc *ignore_loc;
+  int n_ignore;
+} WeightMap;
+
+typedef struct Spec {
+  const SrcFile *src;
+  ModelSpec *model;
+  WeightMap *weights; /* NULL: the checkpoint uses tfmc's canonical names */
+} Spec;
+
+/* parser.c + sema.c: parses and checks; reports every error found; returns
+ * NULL if there was any. */
+Spec *spec_parse(Arena *a, const SrcFile *src, Diags *d);
+
+/* presets.c: the preset's rule text (in the weights-block syntax), or NULL
+ * if no such preset. Lists all names through names/n. */
+const char *spec_preset_text(const char *name);
+void spec_preset_names(const char *const **names, int *n);
+
+/* ---- lower.c: model -> graph IR ---- */
+
+typedef struct LowerOptions {
+  /* NULL, or an attention layer whose probabilities become the output
+   * "attention" [B,H,Tq,Tk]: "encoder.N", "decoder.N", "decoder.N.cross" */
+  const char *attention_layer;
+} LowerOptions;
+
+/* Builds the graph for the model. Parameter names are tfmc's canonical ones
+ * (README "Canonical parameter names"). Reports bad options (an attention
+ * layer that does not exist) to d and returns NULL. */
+IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
+                    Diags *d);
+
+/* ---- weights.c: checkpoint -> the graph's params ---- */
+
+typedef struct Weight {
+  const char *name; /* canonical param name */
+  IrType type;      /* constant dims */
+  float *data;      /* arena-owned, row-major */
+} Weight;
+
+typedef struct WeightSet {
+  Weight *items;
+  int n;
+} WeightSet;
+
+/* Loads every param of g from the checkpoint through the spec's weight map
+ * (or canonical names when the spec has none). On mismatch reports, in one
+ * message list, every missing, unexpected and mis-shaped tensor by name
+ * (expected vs found) and returns NULL. */
+WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
+                        const RtSafetensors *st, Diags *d);
+/* Deterministic random init for runs without a checkpoint: linear weights
+ * U(-1/sqrt(in), 1/sqrt(in)), biases likewise, norms gain 1 + U(-0.1,0.1),
+ * embeddings N(0,1)-ish. */
+WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed);
+const Weight *weights_find(const WeightSet *w, const char *name);
+
+#endif

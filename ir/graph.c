@@ -1,0 +1,372 @@
+/* ir/graph.c — the op table, types, graph construction and shape rules.
+ *
+ * Invariants kept here: nodes are appended only, so operand ids are always
+ * smaller than the id of the node using them (a topological order); every
+ * node built through ir_build* has the type its shape rule infers. */
+#include "ir.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+const IrOpInfo ir_op_info[IR_OP_COUNT] = {
+#define IR_OP(e, nm, mn, mx, at, kd) [IR_OP_##e] = {nm, mn, mx, at, kd},
+#include "ops.def"
+#undef IR_OP
+};
+
+int ir_op_lookup(const char *name, size_t len) {
+  for (int i = 0; i < IR_OP_COUNT; i++)
+    if (strlen(ir_op_info[i].name) == len &&
+        memcmp(ir_op_info[i].name, name, len) == 0)
+      return i;
+  return -1;
+}
+
+const char *ir_dtype_name(IrDtype dt) {
+  switch (dt) {
+  case IR_F32: return "f32";
+  case IR_I32: return "i32";
+  case IR_BOOL: return "bool";
+  case IR_DTYPE_COUNT: break;
+  }
+  return "?";
+}
+
+IrType ir_type(IrDtype dt, int rank, const IrDim *dims) {
+  IrType t;
+  memset(&t, 0, sizeof t);
+  TFMC_ASSERT(rank >= 0 && rank <= IR_MAX_RANK);
+  t.dtype = dt;
+  t.rank = rank;
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  for (int i = rank; i < IR_MAX_RANK; i++) t.dims[i] = IR_CONST(0);
+  return t;
+}
+
+IrType ir_type1(IrDtype dt, int64_t d0) {
+  return ir_type(dt, 1, (IrDim[]){IR_CONST(d0)});
+}
+
+IrType ir_type2(IrDtype dt, int64_t d0, int64_t d1) {
+  return ir_type(dt, 2, (IrDim[]){IR_CONST(d0), IR_CONST(d1)});
+}
+
+bool ir_dim_eq(IrDim a, IrDim b) {
+  if (a.sym >= 0 || b.sym >= 0) return a.sym == b.sym;
+  return a.value == b.value;
+}
+
+bool ir_type_eq(const IrType *a, const IrType *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!ir_dim_eq(a->dims[i], b->dims[i])) return false;
+  return true;
+}
+
+IrGraph *ir_graph_create(Arena *a, const char *name) {
+  IrGraph *g = arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->name = arena_strdup(a, name);
+  return g;
+}
+
+int ir_graph_find_symbol(const IrGraph *g, const char *name, size_t len) {
+  for (int i = 0; i < g->n_syms; i++)
+    if (strlen(g->syms[i].name) == len && memcmp(g->syms[i].name, name, len) == 0)
+      return i;
+  return -1;
+}
+
+int ir_graph_add_symbol(IrGraph *g, const char *name, int64_t max) {
+  int s = ir_graph_find_symbol(g, name, strlen(name));
+  if (s >= 0) return s;
+  TFMC_ASSERT(g->n_syms < IR_MAX_SYMS);
+  g->syms[g->n_syms].name = arena_strdup(g->arena, name);
+  g->syms[g->n_syms].max = max;
+  return g->n_syms++;
+}
+
+void ir_graph_add_output(IrGraph *g, const char *name, int value) {
+  arena_grow(g->arena, (void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1,
+             sizeof *g->outputs);
+  g->outputs[g->n_outputs].name = arena_strdup(g->arena, name);
+  g->outputs[g->n_outputs].value = value;
+  g->n_outputs++;
+}
+
+/* ---- shape rules ---- */
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool dim_is(IrDim d, int64_t v) { return d.sym < 0 && d.value == v; }
+
+/* numpy broadcasting over trailing dims; a constant 1 stretches. */
+static bool broadcast(const IrType *a, const IrType *b, IrType *out, char *err,
+                      size_t errlen) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  IrType t = *a;
+  t.rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = a->rank - r + i, ib = b->rank - r + i;
+    IrDim da = ia >= 0 ? a->dims[ia] : IR_CONST(1);
+    IrDim db = ib >= 0 ? b->dims[ib] : IR_CONST(1);
+    if (ir_dim_eq(da, db)) t.dims[i] = da;
+    else if (dim_is(da, 1)) t.dims[i] = db;
+    else if (dim_is(db, 1)) t.dims[i] = da;
+    else return fail(err, errlen, "operand shapes do not broadcast (dim %d)", i);
+  }
+  *out = t;
+  return true;
+}
+
+static bool same_dims(const IrType *a, int ia, const IrType *b, int ib) {
+  return ir_dim_eq(a->dims[ia], b->dims[ib]);
+}
+
+/* Checks an attention mask operand bool[B|1, Tq|1, Tk] against q and k. */
+static bool check_mask(const IrType *m, const IrType *q, const IrType *k,
+                       char *err, size_t errlen) {
+  if (m->dtype != IR_BOOL || m->rank != 3)
+    return fail(err, errlen, "attention mask must be bool of rank 3");
+  if (!dim_is(m->dims[0], 1) && !same_dims(m, 0, q, 0))
+    return fail(err, errlen, "attention mask batch dim must be 1 or the batch");
+  if (!dim_is(m->dims[1], 1) && !same_dims(m, 1, q, 1))
+    return fail(err, errlen, "attention mask query dim must be 1 or Tq");
+  if (!same_dims(m, 2, k, 1))
+    return fail(err, errlen, "attention mask key dim must be Tk");
+  return true;
+}
+
+static int64_t elem_count_const(const IrType *t, int64_t *sym_pow) {
+  /* product of constant dims; symbols tallied separately as a bitmask-ish
+   * signature so reshape can compare symbolic element counts. */
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i].sym >= 0) sym_pow[t->dims[i].sym]++;
+    else n *= t->dims[i].value;
+  }
+  return n;
+}
+
+bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
+                   const IrAttrs *at, IrType *out, char *err, size_t errlen) {
+  const IrOpInfo *info = &ir_op_info[op];
+  if (n < info->min_operands || n > info->max_operands)
+    return fail(err, errlen, "'%s' takes %d..%d operands, got %d", info->name,
+                info->min_operands, info->max_operands, n);
+  const IrType *t[IR_MAX_OPERANDS] = {0};
+  for (int i = 0; i < n; i++) {
+    if (operands[i] < 0 || operands[i] >= g->n_nodes)
+      return fail(err, errlen, "operand %d refers to no value", i);
+    t[i] = &g->nodes[operands[i]].type;
+  }
+  IrType r;
+  switch (op) {
+  case IR_OP_INPUT:
+  case IR_OP_PARAM:
+    if (out->rank < 0 || out->rank > IR_MAX_RANK)
+      return fail(err, errlen, "bad rank");
+    if (op == IR_OP_PARAM && out->dtype != IR_F32)
+      return fail(err, errlen, "param must be f32");
+    return true;
+  case IR_OP_CONST:
+    *out = ir_type(IR_F32, 0, NULL);
+    return true;
+  case IR_OP_ARANGE:
+    if (out->dtype != IR_I32 || out->rank != 1)
+      return fail(err, errlen, "arange result must be i32[N]");
+    return true;
+  case IR_OP_MASK_CAUSAL:
+    if (out->dtype != IR_BOOL || out->rank != 3 || !dim_is(out->dims[0], 1) ||
+        !ir_dim_eq(out->dims[1], out->dims[2]))
+      return fail(err, errlen, "mask.causal result must be bool[1,T,T]");
+    return true;
+  case IR_OP_SINUSOID:
+    if (t[0]->dtype != IR_I32 || t[0]->rank != 1)
+      return fail(err, errlen, "sinusoid takes positions i32[N]");
+    if (out->dtype != IR_F32 || out->rank != 2 || !same_dims(out, 0, t[0], 0) ||
+        out->dims[1].sym >= 0 || out->dims[1].value <= 0)
+      return fail(err, errlen, "sinusoid result must be f32[N,D] with constant D");
+    return true;
+  case IR_OP_EMBED:
+    if (t[0]->dtype != IR_F32 || t[0]->rank != 2)
+      return fail(err, errlen, "embed table must be f32[V,D]");
+    if (t[1]->dtype != IR_I32 || t[1]->rank >= IR_MAX_RANK)
+      return fail(err, errlen, "embed ids must be i32 of rank < %d", IR_MAX_RANK);
+    r = *t[1];
+    r.dtype = IR_F32;
+    r.dims[r.rank++] = t[0]->dims[1];
+    *out = r;
+    return true;
+  case IR_OP_ADD:
+  case IR_OP_SUB:
+  case IR_OP_MUL:
+  case IR_OP_DIV:
+    if (t[0]->dtype != IR_F32 || t[1]->dtype != IR_F32)
+      return fail(err, errlen, "'%s' takes f32 operands", info->name);
+    return broadcast(t[0], t[1], out, err, errlen);
+  case IR_OP_AND:
+    if (t[0]->dtype != IR_BOOL || t[1]->dtype != IR_BOOL)
+      return fail(err, errlen, "'and' takes bool operands");
+    return broadcast(t[0], t[1], out, err, errlen);
+  case IR_OP_SCALE:
+  case IR_OP_RELU:
+  case IR_OP_GELU:
+  case IR_OP_GELU_TANH:
+  case IR_OP_TANH:
+  case IR_OP_SOFTMAX:
+  case IR_OP_LOG_SOFTMAX:
+    if (t[0]->dtype != IR_F32)
+      return fail(err, errlen, "'%s' takes an f32 operand", info->name);
+    if ((op == IR_OP_SOFTMAX || op == IR_OP_LOG_SOFTMAX) && t[0]->rank < 1)
+      return fail(err, errlen, "'%s' needs rank >= 1", info->name);
+    *out = *t[0];
+    return true;
+  case IR_OP_LAYERNORM:
+    if (t[0]->dtype != IR_F32 || t[0]->rank < 1)
+      return fail(err, errlen, "layernorm input must be f32 of rank >= 1");
+    for (int i = 1; i < 3; i++)
+      if (t[i]->dtype != IR_F32 || t[i]->rank != 1 ||
+          !same_dims(t[i], 0, t[0], t[0]->rank - 1))
+        return fail(err, errlen, "layernorm %s must be f32[D] with D the last dim",
+                    i == 1 ? "gain" : "bias");
+    if (!(at->eps >= 0)) return fail(err, errlen, "layernorm eps must be >= 0");
+    *out = *t[0];
+    return true;
+  case IR_OP_LINEAR:
+    if (t[0]->dtype != IR_F32 || t[0]->rank < 1)
+      return fail(err, errlen, "linear input must be f32 of rank >= 1");
+    if (t[1]->dtype != IR_F32 || t[1]->rank != 2 ||
+        !same_dims(t[1], 1, t[0], t[0]->rank - 1))
+      return fail(err, errlen, "linear weight must be f32[N,K] with K the input's last dim");
+    if (n == 3 && (t[2]->dtype != IR_F32 || t[2]->rank != 1 ||
+                   !same_dims(t[2], 0, t[1], 0)))
+      return fail(err, errlen, "linear bias must be f32[N]");
+    r = *t[0];
+    r.dims[r.rank - 1] = t[1]->dims[0];
+    *out = r;
+    return true;
+  case IR_OP_RESHAPE: {
+    int64_t pa[IR_MAX_SYMS] = {0}, pb[IR_MAX_SYMS] = {0};
+    if (out->dtype != t[0]->dtype)
+      return fail(err, errlen, "reshape keeps the dtype");
+    if (elem_count_const(out, pb) != elem_count_const(t[0], pa) ||
+        memcmp(pa, pb, sizeof pa) != 0)
+      return fail(err, errlen, "reshape must keep the element count");
+    return true;
+  }
+  case IR_OP_TAKE:
+    if (at->axis < 0 || at->axis >= t[0]->rank)
+      return fail(err, errlen, "take axis %d out of range", at->axis);
+    if (at->index < 0 || (t[0]->dims[at->axis].sym < 0 &&
+                          at->index >= t[0]->dims[at->axis].value))
+      return fail(err, errlen, "take index %lld out of range", (long long)at->index);
+    r = *t[0];
+    for (int i = at->axis; i + 1 < r.rank; i++) r.dims[i] = r.dims[i + 1];
+    r.rank--;
+    r.dims[r.rank] = IR_CONST(0);
+    *out = r;
+    return true;
+  case IR_OP_ATTENTION:
+  case IR_OP_ATTN_PROBS: {
+    int nk = op == IR_OP_ATTENTION ? 3 : 2;
+    for (int i = 0; i < nk; i++)
+      if (t[i]->dtype != IR_F32 || t[i]->rank != 3)
+        return fail(err, errlen, "attention q/k/v must be f32[B,T,D]");
+    if (!same_dims(t[0], 0, t[1], 0) || !same_dims(t[0], 2, t[1], 2))
+      return fail(err, errlen, "attention q and k must agree on B and D");
+    if (op == IR_OP_ATTENTION &&
+        (!same_dims(t[2], 0, t[1], 0) || !same_dims(t[2], 1, t[1], 1)))
+      return fail(err, errlen, "attention k and v must agree on B and Tk");
+    if (t[0]->dims[2].sym >= 0)
+      return fail(err, errlen, "attention model dim must be constant");
+    if (at->heads <= 0 || t[0]->dims[2].value % at->heads != 0)
+      return fail(err, errlen, "attention heads must divide the model dim");
+    if (op == IR_OP_ATTENTION && (t[2]->dims[2].sym >= 0 ||
+                                  t[2]->dims[2].value % at->heads != 0))
+      return fail(err, errlen, "attention heads must divide v's dim");
+    if (n > nk && !check_mask(t[nk], t[0], t[1], err, errlen)) return false;
+    if (op == IR_OP_ATTENTION) {
+      r = *t[0];
+      r.dims[2] = t[2]->dims[2];
+    } else {
+      r = ir_type(IR_F32, 4, (IrDim[]){t[0]->dims[0], IR_CONST(at->heads),
+                                       t[0]->dims[1], t[1]->dims[1]});
+    }
+    *out = r;
+    return true;
+  }
+  case IR_OP_ATTN_MIX:
+    if (t[0]->dtype != IR_F32 || t[0]->rank != 4 || t[1]->dtype != IR_F32 ||
+        t[1]->rank != 3)
+      return fail(err, errlen, "attn.mix takes p f32[B,H,Tq,Tk] and v f32[B,Tk,D]");
+    if (!dim_is(t[0]->dims[1], at->heads) || at->heads <= 0 ||
+        t[1]->dims[2].sym >= 0 || t[1]->dims[2].value % at->heads != 0)
+      return fail(err, errlen, "attn.mix heads must match p and divide D");
+    if (!same_dims(t[0], 0, t[1], 0) || !same_dims(t[0], 3, t[1], 1))
+      return fail(err, errlen, "attn.mix p and v must agree on B and Tk");
+    *out = ir_type(IR_F32, 3, (IrDim[]){t[0]->dims[0], t[0]->dims[2], t[1]->dims[2]});
+    return true;
+  case IR_OP_COUNT:
+    break;
+  }
+  return fail(err, errlen, "unknown op");
+}
+
+static int append(IrGraph *g, IrOp op, const int *operands, int n,
+                  const IrAttrs *attrs, IrType type, IrLoc loc) {
+  arena_grow(g->arena, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1,
+             sizeof *g->nodes);
+  IrNode *nd = &g->nodes[g->n_nodes];
+  memset(nd, 0, sizeof *nd);
+  nd->op = op;
+  nd->n_operands = n;
+  for (int i = 0; i < n; i++) nd->operands[i] = operands[i];
+  if (attrs) nd->attrs = *attrs;
+  if (nd->attrs.name) nd->attrs.name = arena_strdup(g->arena, nd->attrs.name);
+  nd->type = type;
+  nd->loc = loc;
+  return g->n_nodes++;
+}
+
+int ir_build_typed(IrGraph *g, IrOp op, const int *operands, int n,
+                   const IrAttrs *attrs, IrType type, IrLoc loc) {
+  char err[256];
+  IrAttrs none;
+  memset(&none, 0, sizeof none);
+  if (!ir_infer_type(g, op, operands, n, attrs ? attrs : &none, &type, err,
+                     sizeof err)) {
+    fprintf(stderr, "ir_build %s: %s\n", ir_op_info[op].name, err);
+    TFMC_ASSERT(!"shape rule rejected a node the frontend built");
+  }
+  return append(g, op, operands, n, attrs, type, loc);
+}
+
+int ir_build(IrGraph *g, IrOp op, const int *operands, int n,
+             const IrAttrs *attrs, IrLoc loc) {
+  IrType t;
+  memset(&t, 0, sizeof t);
+  return ir_build_typed(g, op, operands, n, attrs, t, loc);
+}
+
+int ir_build_input(IrGraph *g, const char *name, IrType type, IrLoc loc) {
+  IrAttrs a;
+  memset(&a, 0, sizeof a);
+  a.name = name;
+  return ir_build_typed(g, IR_OP_INPUT, NULL, 0, &a, type, loc);
+}
+
+int ir_build_param(IrGraph *g, const char *name, IrType type, IrLoc loc) {
+  IrAttrs a;
+  memset(&a, 0, sizeof a);
+  a.name = name;
+  return ir_build_typed(g, IR_OP_PARAM, NULL, 0, &a, type, loc);
+}

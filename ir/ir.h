@@ -1,0 +1,268 @@
+/* ir/ir.h — the graph IR: arena, diagnostics, types, op table, graph, builder,
+ * printer, parser, verifier, Graphviz output.
+ *
+ * A worked example (what the frontend does for one linear layer):
+ *
+ *     Arena *a = arena_create();
+ *     IrGraph *g = ir_graph_create(a, "tiny");
+ *     int B = ir_graph_add_symbol(g, "B", 8);           // batch, bound at run time, <= 8
+ *     int S = ir_graph_add_symbol(g, "S", 128);         // sequence length, <= 128
+ *     IrLoc loc = {"tiny.tfm", 3, 5};
+ *     IrType tx = ir_type(IR_F32, 3, (IrDim[]){IR_SYM(B), IR_SYM(S), IR_CONST(64)});
+ *     int x = ir_build_input(g, "x", tx, loc);
+ *     int w = ir_build_param(g, "fc.weight", ir_type2(IR_F32, 32, 64), loc);
+ *     int b = ir_build_param(g, "fc.bias", ir_type1(IR_F32, 32), loc);
+ *     int y = ir_build(g, IR_OP_LINEAR, (int[]){x, w, b}, 3, NULL, loc); // f32[B,S,32]
+ *     ir_graph_add_output(g, "y", y);
+ *     ir_graph_print(g, stdout);
+ *     arena_destroy(a);                                   // frees the graph too
+ *
+ * Values are SSA: value id == index of the node that defines it; a node's
+ * operands always have smaller ids (nodes are stored in a topological order).
+ * Every node carries the spec location it came from.
+ *
+ * Ownership: everything an IrGraph points to lives in the Arena passed to
+ * ir_graph_create; nothing is freed separately.
+ */
+#ifndef TFMC_IR_H
+#define TFMC_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- arena.c: bump allocator; one per compilation, freed at once ---- */
+
+typedef struct Arena Arena;
+Arena *arena_create(void);
+void arena_destroy(Arena *a);
+/* Zeroed, 16-byte aligned memory owned by the arena. Aborts on OOM. */
+void *arena_alloc(Arena *a, size_t size);
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Grows *arr (element size elem) to hold at least need elements. */
+void arena_grow(Arena *a, void **arr, int *cap, int need, size_t elem);
+
+/* Internal-bug assertion: prints file:line and aborts. Never for user errors. */
+#define TFMC_ASSERT(cond)                                                     \
+  do {                                                                        \
+    if (!(cond)) tfmc_assert_fail(__FILE__, __LINE__, #cond);                 \
+  } while (0)
+_Noreturn void tfmc_assert_fail(const char *file, int line, const char *what);
+
+/* ---- diag.c: user-facing diagnostics ----
+ * Collected, then printed as
+ *     file:line:col: error: message
+ *       <the source line>
+ *       <spaces>^
+ * Several per run; a phase stops at its end if any error was reported. */
+
+typedef struct IrLoc {
+  const char *file; /* NULL: no location */
+  int line, col;    /* 1-based; 0 when unknown */
+} IrLoc;
+
+typedef struct SrcFile {
+  const char *name;
+  const char *text; /* NUL-terminated */
+  size_t len;
+} SrcFile;
+
+typedef struct Diags {
+  Arena *arena;
+  const SrcFile *files[16]; /* sources that locations may refer to */
+  int n_files;
+  int n_errors;
+  FILE *out; /* where diagnostics go (stderr by default) */
+  char *captured; /* when out == NULL: messages are appended here */
+  size_t captured_len, captured_cap;
+} Diags;
+
+void diags_init(Diags *d, Arena *a, FILE *out);
+void diags_add_source(Diags *d, const SrcFile *f);
+void diag_error(Diags *d, IrLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void diag_note(Diags *d, IrLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Reads a whole file into the arena; returns NULL (and reports) on failure. */
+SrcFile *src_file_read(Arena *a, const char *path, char *err, size_t errlen);
+SrcFile *src_file_from_string(Arena *a, const char *name, const char *text);
+
+/* ---- types ---- */
+
+typedef enum IrDtype { IR_F32, IR_I32, IR_BOOL, IR_DTYPE_COUNT } IrDtype;
+
+#define IR_MAX_RANK 4
+#define IR_MAX_SYMS 8
+#define IR_MAX_OPERANDS 4
+
+/* One dimension: a constant (sym < 0) or a named symbol bound at run time. */
+typedef struct IrDim {
+  int sym;       /* index into IrGraph.syms, or -1 */
+  int64_t value; /* the constant when sym < 0 */
+} IrDim;
+#define IR_CONST(v) ((IrDim){-1, (v)})
+#define IR_SYM(s) ((IrDim){(s), 0})
+
+typedef struct IrType {
+  IrDtype dtype;
+  int rank; /* 0..IR_MAX_RANK */
+  IrDim dims[IR_MAX_RANK];
+} IrType;
+
+IrType ir_type(IrDtype dt, int rank, const IrDim *dims);
+IrType ir_type1(IrDtype dt, int64_t d0);
+IrType ir_type2(IrDtype dt, int64_t d0, int64_t d1);
+bool ir_dim_eq(IrDim a, IrDim b);
+bool ir_type_eq(const IrType *a, const IrType *b);
+const char *ir_dtype_name(IrDtype dt); /* "f32", "i32", "bool" */
+
+/* ---- the op table (ops.def) ---- */
+
+typedef enum IrOp {
+#define IR_OP(e, name, mn, mx, attrs, kind) IR_OP_##e,
+#include "ops.def"
+#undef IR_OP
+  IR_OP_COUNT
+} IrOp;
+
+typedef enum IrOpKind {
+  IR_KIND_SOURCE,    /* no operands: input, param, const, arange, mask.causal */
+  IR_KIND_UNARY,     /* elementwise, one operand, result type = operand type */
+  IR_KIND_BINARY,    /* elementwise, broadcasting */
+  IR_KIND_COMPOSITE, /* decomposes into other ops (passes may do so) */
+  IR_KIND_OTHER,
+  IR_KIND_COUNT
+} IrOpKind;
+
+/* Typed attribute fields. An op carries those named by its table row. */
+enum {
+  IR_ATTR_NAME = 1 << 0,     /* name: input / param name */
+  IR_ATTR_VALUE = 1 << 1,    /* value: const */
+  IR_ATTR_FACTOR = 1 << 2,   /* factor: scale */
+  IR_ATTR_EPS = 1 << 3,      /* eps: layernorm */
+  IR_ATTR_UNBIASED = 1 << 4, /* unbiased: layernorm flavour */
+  IR_ATTR_AXIS = 1 << 6,     /* axis: take */
+  IR_ATTR_INDEX = 1 << 7,    /* index: take */
+  IR_ATTR_HEADS = 1 << 8,    /* heads: attention */
+  IR_ATTR_SCALE = 1 << 9,    /* scale: attention (usually 1/sqrt(d_head)) */
+};
+
+typedef struct IrAttrs {
+  const char *name; /* arena-owned */
+  double value;
+  double factor;
+  double eps;
+  bool unbiased;
+  int axis;
+  int64_t index;
+  int heads;
+  double scale;
+} IrAttrs;
+
+typedef struct IrOpInfo {
+  const char *name;
+  int min_operands, max_operands;
+  unsigned attrs;
+  IrOpKind kind;
+} IrOpInfo;
+
+extern const IrOpInfo ir_op_info[IR_OP_COUNT];
+/* Returns the op with that textual name, or -1. */
+int ir_op_lookup(const char *name, size_t len);
+
+/* ---- the graph ---- */
+
+typedef struct IrNode {
+  IrOp op;
+  int n_operands;
+  int operands[IR_MAX_OPERANDS]; /* value ids (< this node's id) */
+  IrType type;
+  IrAttrs attrs;
+  IrLoc loc;
+} IrNode;
+
+typedef struct IrSymbol {
+  const char *name; /* "B", "S", "T" */
+  int64_t max;      /* inclusive upper bound, >= 1 */
+} IrSymbol;
+
+typedef struct IrOutput {
+  const char *name;
+  int value;
+} IrOutput;
+
+typedef struct IrGraph {
+  Arena *arena;
+  const char *name;
+  IrSymbol syms[IR_MAX_SYMS];
+  int n_syms;
+  IrNode *nodes;
+  int n_nodes, cap_nodes;
+  IrOutput *outputs;
+  int n_outputs, cap_outputs;
+} IrGraph;
+
+IrGraph *ir_graph_create(Arena *a, const char *name);
+/* Returns the symbol index; an existing symbol of that name is returned as is. */
+int ir_graph_add_symbol(IrGraph *g, const char *name, int64_t max);
+int ir_graph_find_symbol(const IrGraph *g, const char *name, size_t len);
+void ir_graph_add_output(IrGraph *g, const char *name, int value);
+
+/* ---- builder (graph.c): records nodes, infers result types ----
+ * ir_build infers the result type from the operands and attributes with the
+ * op's shape rule; it asserts (internal bug) when the operands do not fit,
+ * since the frontend checks the user's spec before building. Ops whose result
+ * shape is not implied by operands (input, param, arange, mask.causal,
+ * reshape, sinusoid) take it from ir_build_typed. */
+int ir_build(IrGraph *g, IrOp op, const int *operands, int n,
+             const IrAttrs *attrs, IrLoc loc);
+int ir_build_typed(IrGraph *g, IrOp op, const int *operands, int n,
+                   const IrAttrs *attrs, IrType type, IrLoc loc);
+int ir_build_input(IrGraph *g, const char *name, IrType type, IrLoc loc);
+int ir_build_param(IrGraph *g, const char *name, IrType type, IrLoc loc);
+
+/* Shape rule: computes the result type of `op` applied to `operands` in g.
+ * Returns false and writes a message to err when the operands do not fit.
+ * For the ops listed above as typed, *out must already hold the declared
+ * type; the rule checks it. Used by the builder and the verifier. */
+bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
+                   const IrAttrs *attrs, IrType *out, char *err, size_t errlen);
+
+/* ---- print.c: textual form (stable; parse.c reads it back) ----
+ *
+ *   graph NAME {
+ *     sym B max 8
+ *     sym S max 128
+ *     %0 = input "tokens" : i32[B,S] @"model.tfm":12:3
+ *     %1 = param "src_embed.weight" : f32[1000,64] @"model.tfm":5:3
+ *     %2 = embed %1, %0 : f32[B,S,64] @"model.tfm":5:3
+ *     %3 = layernorm %2, %4, %5 {eps=1e-05, unbiased=false} : f32[B,S,64]
+ *     output "logits" = %9
+ *   }
+ *
+ * Attributes are printed in table order, floats with %.9g so they read back
+ * bit-identical. A node without a location prints no @ part. */
+void ir_graph_print(const IrGraph *g, FILE *out);
+void ir_type_print(const IrGraph *g, const IrType *t, FILE *out);
+
+/* ---- parse.c ----
+ * Parses the textual form. On error reports file:line:col diagnostics to d
+ * and returns NULL. The graph is allocated in a; it is verified. */
+IrGraph *ir_graph_parse(Arena *a, const SrcFile *src, Diags *d);
+
+/* ---- verify.c ----
+ * Checks structure (operand ids in range and earlier, operand counts, attrs
+ * that make sense, symbol indices valid, unique input/param/output names,
+ * outputs referring to existing values) and types (every node's type equals
+ * what its shape rule infers). Reports each problem to d (at the node's
+ * location) and returns false if any. */
+bool ir_graph_verify(const IrGraph *g, Diags *d);
+
+/* ---- dot.c: Graphviz ---- */
+void ir_graph_print_dot(const IrGraph *g, FILE *out);
+
+#endif

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs what tfmc needs on Debian 12 (when missing; as root), then
+# configures and builds it in build/. Safe to run again.
+set -eu
+cd "$(dirname "$0")/.."
+PKGS="build-essential cmake pkg-config libcriterion-dev libopenblas-dev llvm-14-dev"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+echo "setup: built build/tfmc" >&2
