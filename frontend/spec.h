@@ -98,6 +98,8 @@ typedef struct ModelSpec {
   int64_t max_batch, max_src, max_tgt;
   /* where each key was written, for diagnostics raised after sema */
   IrLoc loc_arch, loc_heads, loc_mask, loc_head, loc_position;
+  /* filled when present; a zero IrLoc falls back to loc */
+  IrLoc loc_vocab, loc_layers, loc_ffn, loc_norm, loc_embed_norm, loc_final_norm;
 } ModelSpec;
 
 /* ---- weight maps ---- */

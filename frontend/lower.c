@@ -1,0 +1,351 @@
+/* frontend/lower.c — a checked model spec becomes graph IR.
+ *
+ * The forward pass reads like the model (README "The forward pass"):
+ *
+ *   x = embed(tokens) * embed_scale (+ token_type_embed) + positions
+ *   x = embed_norm(x)
+ *   encoder layers, pre-norm  x = x + attn(norm1(x)); x = x + ffn(norm2(x))
+ *                   post-norm x = norm1(x + attn(x)); x = norm2(x + ffn(x))
+ *   decoder layers add cross-attention over the encoder output (memory)
+ *   final norms, head
+ *
+ * Invariants: parameter names are the canonical ones of README ("Canonical
+ * parameter names"), built once each; every node carries the location of
+ * the spec line that asked for it; shapes are symbolic in B (batch), S
+ * (source / encoder length) and T (target / decoder length). */
+#include "frontend/spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct Lower {
+  IrGraph *g;
+  const ModelSpec *m;
+  const LowerOptions *opt;
+  int sym_b;
+  int64_t d;             /* d_model */
+  const char *attn_want; /* requested attention layer, or NULL */
+  int attn_probs;        /* value id of its probabilities, or -1 */
+} Lower;
+
+static IrLoc pick(const ModelSpec *m, IrLoc l) { return l.file ? l : m->loc; }
+
+static IrAttrs no_attrs(void) {
+  IrAttrs a;
+  memset(&a, 0, sizeof a);
+  return a;
+}
+
+static int param(Lower *L, const char *name, IrType t, IrLoc loc) {
+  return ir_build_param(L->g, name, t, loc);
+}
+
+static int op1(Lower *L, IrOp op, int x, IrLoc loc) {
+  return ir_build(L->g, op, (int[]){x}, 1, NULL, loc);
+}
+
+static int op2(Lower *L, IrOp op, int a, int b, IrLoc loc) {
+  return ir_build(L->g, op, (int[]){a, b}, 2, NULL, loc);
+}
+
+/* x (..., in) -> (..., out): x W^T + b, W [out,in] named PREFIX.weight */
+static int linear(Lower *L, int x, const char *prefix, int64_t out, int64_t in,
+                  bool bias, IrLoc loc) {
+  Arena *a = L->g->arena;
+  int w = param(L, arena_printf(a, "%s.weight", prefix), ir_type2(IR_F32, out, in), loc);
+  if (!bias) return op2(L, IR_OP_LINEAR, x, w, loc);
+  int b = param(L, arena_printf(a, "%s.bias", prefix), ir_type1(IR_F32, out), loc);
+  return ir_build(L->g, IR_OP_LINEAR, (int[]){x, w, b}, 3, NULL, loc);
+}
+
+/* layernorm over d_model with the model's flavour */
+static int norm(Lower *L, int x, const char *prefix, double eps, bool unbiased,
+                IrLoc loc) {
+  Arena *a = L->g->arena;
+  int gw = param(L, arena_printf(a, "%s.weight", prefix), ir_type1(IR_F32, L->d), loc);
+  int gb = param(L, arena_printf(a, "%s.bias", prefix), ir_type1(IR_F32, L->d), loc);
+  IrAttrs at = no_attrs();
+  at.eps = eps;
+  at.unbiased = unbiased;
+  return ir_build(L->g, IR_OP_LAYERNORM, (int[]){x, gw, gb}, 3, &at, loc);
+}
+
+static int layer_norm(Lower *L, int x, const char *prefix) {
+  return norm(L, x, prefix, L->m->norm_eps, L->m->norm_unbiased,
+              pick(L->m, L->m->loc_norm));
+}
+
+/* Multi-head attention: softmax(q k^T / sqrt(d_head) + mask) v, projected.
+ * xq f32[B,Tq,d], xkv f32[B,Tk,d], mask bool[B|1,Tq|1,Tk] or -1. */
+static int attention(Lower *L, int xq, int xkv, int mask, const char *prefix,
+                     const char *layer_name) {
+  const ModelSpec *m = L->m;
+  Arena *a = L->g->arena;
+  IrLoc loc = pick(m, m->loc_heads);
+  int q = linear(L, xq, arena_printf(a, "%s.q", prefix), L->d, L->d, true, loc);
+  int k = linear(L, xkv, arena_printf(a, "%s.k", prefix), L->d, L->d, true, loc);
+  int v = linear(L, xkv, arena_printf(a, "%s.v", prefix), L->d, L->d, true, loc);
+  IrAttrs at = no_attrs();
+  at.heads = (int)m->heads;
+  at.scale = 1.0 / sqrt((double)(L->d / m->heads));
+  int ops[4] = {q, k, v, mask};
+  int ctx;
+  if (L->attn_want && strcmp(L->attn_want, layer_name) == 0) {
+    int pops[3] = {q, k, mask};
+    int p = ir_build(L->g, IR_OP_ATTN_PROBS, pops, mask >= 0 ? 3 : 2, &at, loc);
+    IrAttrs mix = no_attrs();
+    mix.heads = at.heads;
+    ctx = ir_build(L->g, IR_OP_ATTN_MIX, (int[]){p, v}, 2, &mix, loc);
+    L->attn_probs = p;
+  } else {
+    ctx = ir_build(L->g, IR_OP_ATTENTION, ops, mask >= 0 ? 4 : 3, &at, loc);
+  }
+  return linear(L, ctx, arena_printf(a, "%s.o", prefix), L->d, L->d, true, loc);
+}
+
+/* w2(act(w1 x)) */
+static int ffn(Lower *L, int x, const char *prefix) {
+  const ModelSpec *m = L->m;
+  Arena *a = L->g->arena;
+  IrLoc loc = pick(m, m->loc_ffn);
+  int h = linear(L, x, arena_printf(a, "%s.w1", prefix), m->d_ff, L->d, true, loc);
+  IrOp act = IR_OP_RELU;
+  switch (m->act) {
+  case ACT_RELU: act = IR_OP_RELU; break;
+  case ACT_GELU: act = IR_OP_GELU; break;
+  case ACT_GELU_TANH: act = IR_OP_GELU_TANH; break;
+  case ACT_COUNT: TFMC_ASSERT(!"activation");
+  }
+  h = op1(L, act, h, loc);
+  return linear(L, h, arena_printf(a, "%s.w2", prefix), L->d, m->d_ff, true, loc);
+}
+
+/* One residual sublayer, pre- or post-norm: f is applied by the caller
+ * between the two halves, so this is split into before/after. */
+static int sub_in(Lower *L, int x, const char *norm_prefix) {
+  return L->m->norm == NORM_PRE ? layer_norm(L, x, norm_prefix) : x;
+}
+
+static int sub_out(Lower *L, int x, int fx, const char *norm_prefix) {
+  int y = op2(L, IR_OP_ADD, x, fx, pick(L->m, L->m->loc_layers));
+  return L->m->norm == NORM_POST ? layer_norm(L, y, norm_prefix) : y;
+}
+
+/* tokens i32[B,len] -> f32[B,len,d] with positions, token types, embed norm.
+ * side: "" for single-stack models, "src_" / "tgt_" for encoder_decoder. */
+static int embeddings(Lower *L, int ids, int types, int64_t vocab, int len_sym,
+                      const char *side, int *embed_param) {
+  const ModelSpec *m = L->m;
+  Arena *a = L->g->arena;
+  IrLoc vloc = pick(m, m->loc_vocab);
+  int table = param(L, arena_printf(a, "%sembed.weight", side), ir_type2(IR_F32, vocab, L->d), vloc);
+  *embed_param = table;
+  int x = op2(L, IR_OP_EMBED, table, ids, vloc);
+  if (m->embed_scale != 1.0) {
+    IrAttrs at = no_attrs();
+    at.factor = m->embed_scale;
+    x = ir_build(L->g, IR_OP_SCALE, (int[]){x}, 1, &at, vloc);
+  }
+  if (types >= 0) {
+    int tt = param(L, "token_type.weight", ir_type2(IR_F32, m->token_types, L->d), m->loc);
+    x = op2(L, IR_OP_ADD, x, op2(L, IR_OP_EMBED, tt, types, m->loc), m->loc);
+  }
+  IrLoc ploc = pick(m, m->loc_position);
+  if (m->pos != POS_NONE) {
+    int pos = ir_build_typed(L->g, IR_OP_ARANGE, NULL, 0, NULL,
+                             ir_type(IR_I32, 1, (IrDim[]){IR_SYM(len_sym)}), ploc);
+    int pe;
+    if (m->pos == POS_LEARNED) {
+      int pt = param(L, arena_printf(a, "%spos.weight", side), ir_type2(IR_F32, m->pos_max, L->d), ploc);
+      pe = op2(L, IR_OP_EMBED, pt, pos, ploc);
+    } else {
+      pe = ir_build_typed(L->g, IR_OP_SINUSOID, (int[]){pos}, 1, NULL,
+                          ir_type(IR_F32, 2, (IrDim[]){IR_SYM(len_sym), IR_CONST(L->d)}), ploc);
+    }
+    x = op2(L, IR_OP_ADD, x, pe, ploc);
+  }
+  if (m->embed_norm)
+    x = norm(L, x, arena_printf(a, "%sembed_norm", side), m->embed_norm_eps, false,
+             pick(m, m->loc_embed_norm));
+  return x;
+}
+
+/* bool[B,len] key mask input -> bool[B,1,len] */
+static int key_mask(Lower *L, int mask_in, int len_sym, IrLoc loc) {
+  IrType t = ir_type(IR_BOOL, 3, (IrDim[]){IR_SYM(L->sym_b), IR_CONST(1), IR_SYM(len_sym)});
+  return ir_build_typed(L->g, IR_OP_RESHAPE, (int[]){mask_in}, 1, NULL, t, loc);
+}
+
+static int encoder(Lower *L, int x, int mask) {
+  const ModelSpec *m = L->m;
+  Arena *a = L->g->arena;
+  for (int64_t i = 0; i < m->layers_enc; i++) {
+    const char *p = arena_printf(a, "enc.%lld", (long long)i);
+    const char *n1 = arena_printf(a, "%s.norm1", p), *n2 = arena_printf(a, "%s.norm2", p);
+    int h = sub_in(L, x, n1);
+    h = attention(L, h, h, mask, arena_printf(a, "%s.attn", p),
+                  arena_printf(a, "encoder.%lld", (long long)i));
+    x = sub_out(L, x, h, n1);
+    h = ffn(L, sub_in(L, x, n2), arena_printf(a, "%s.ffn", p));
+    x = sub_out(L, x, h, n2);
+  }
+  if (m->final_norm_enc) x = layer_norm(L, x, "enc.norm");
+  return x;
+}
+
+/* memory < 0: decoder-only (no cross-attention) */
+static int decoder(Lower *L, int y, int self_mask, int memory, int cross_mask) {
+  const ModelSpec *m = L->m;
+  Arena *a = L->g->arena;
+  for (int64_t i = 0; i < m->layers_dec; i++) {
+    const char *p = arena_printf(a, "dec.%lld", (long long)i);
+    const char *n1 = arena_printf(a, "%s.norm1", p), *n2 = arena_printf(a, "%s.norm2", p);
+    int h = sub_in(L, y, n1);
+    h = attention(L, h, h, self_mask, arena_printf(a, "%s.attn", p),
+                  arena_printf(a, "decoder.%lld", (long long)i));
+    y = sub_out(L, y, h, n1);
+    const char *nf = n2;
+    if (memory >= 0) {
+      h = sub_in(L, y, n2);
+      h = attention(L, h, memory, cross_mask, arena_printf(a, "%s.cross", p),
+                    arena_printf(a, "decoder.%lld.cross", (long long)i));
+      y = sub_out(L, y, h, n2);
+      nf = arena_printf(a, "%s.norm3", p);
+    }
+    h = ffn(L, sub_in(L, y, nf), arena_printf(a, "%s.ffn", p));
+    y = sub_out(L, y, h, nf);
+  }
+  if (m->final_norm_dec) y = layer_norm(L, y, "dec.norm");
+  return y;
+}
+
+static void head(Lower *L, int x, int embed_param, int64_t vocab) {
+  const ModelSpec *m = L->m;
+  IrLoc loc = pick(m, m->loc_head);
+  IrGraph *g = L->g;
+  switch (m->head) {
+  case HEAD_NONE:
+    ir_graph_add_output(g, "hidden", x);
+    return;
+  case HEAD_LOGITS:
+  case HEAD_LOG_SOFTMAX: {
+    int y;
+    if (m->head_tied) y = op2(L, IR_OP_LINEAR, x, embed_param, loc);
+    else y = linear(L, x, "head", vocab, L->d, m->head_bias, loc);
+    if (m->head == HEAD_LOG_SOFTMAX)
+      ir_graph_add_output(g, "log_probs", op1(L, IR_OP_LOG_SOFTMAX, y, loc));
+    else
+      ir_graph_add_output(g, "logits", y);
+    return;
+  }
+  case HEAD_CLASSIFIER: {
+    IrAttrs at = no_attrs();
+    at.axis = 1;
+    at.index = 0;
+    int first = ir_build(g, IR_OP_TAKE, (int[]){x}, 1, &at, loc); /* [B,d] */
+    if (m->pooler)
+      first = op1(L, IR_OP_TANH, linear(L, first, "pooler", L->d, L->d, true, loc), loc);
+    int y = linear(L, first, "classifier", m->n_classes, L->d, m->head_bias, loc);
+    ir_graph_add_output(g, "class_logits", y);
+    return;
+  }
+  case HEAD_KIND_COUNT:
+    break;
+  }
+  TFMC_ASSERT(!"head kind");
+}
+
+static bool layer_exists(const ModelSpec *m, const char *name) {
+  long long i;
+  int n = 0;
+  char tail[16] = {0};
+  if (sscanf(name, "encoder.%lld%n", &i, &n) == 1 && name[n] == 0)
+    return m->arch != ARCH_DECODER && i >= 0 && i < m->layers_enc;
+  if (sscanf(name, "decoder.%lld%n", &i, &n) == 1) {
+    if (m->arch == ARCH_ENCODER || i < 0 || i >= m->layers_dec) return false;
+    if (name[n] == 0) return true;
+    snprintf(tail, sizeof tail, "%s", name + n);
+    return strcmp(tail, ".cross") == 0 && m->arch == ARCH_ENCODER_DECODER;
+  }
+  return false;
+}
+
+IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
+                    Diags *d) {
+  const ModelSpec *m = spec->model;
+  if (opt && opt->attention_layer && !layer_exists(m, opt->attention_layer)) {
+    diag_error(d, (IrLoc){0},
+               "--attention %s: model '%s' has no such attention layer (use "
+               "encoder.N, decoder.N or decoder.N.cross with N from 0)",
+               opt->attention_layer, m->name);
+    return NULL;
+  }
+  Lower L = {0};
+  L.g = ir_graph_create(a, m->name);
+  L.m = m;
+  L.opt = opt;
+  L.d = m->d_model;
+  L.attn_want = opt ? opt->attention_layer : NULL;
+  L.attn_probs = -1;
+  IrGraph *g = L.g;
+  L.sym_b = ir_graph_add_symbol(g, "B", m->max_batch);
+  IrLoc aloc = pick(m, m->loc_arch), mloc = pick(m, m->loc_mask);
+
+  if (m->arch == ARCH_ENCODER) {
+    int S = ir_graph_add_symbol(g, "S", m->max_src);
+    IrType ti = ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)});
+    int tokens = ir_build_input(g, "tokens", ti, aloc);
+    int types = m->token_types > 0 ? ir_build_input(g, "token_types", ti, m->loc) : -1;
+    int mask = -1;
+    if (m->mask_enc_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)});
+      mask = key_mask(&L, ir_build_input(g, "mask", tm, mloc), S, mloc);
+    }
+    int ep;
+    int x = embeddings(&L, tokens, types, m->vocab_src, S, "", &ep);
+    x = encoder(&L, x, mask);
+    head(&L, x, ep, m->vocab_src);
+  } else if (m->arch == ARCH_DECODER) {
+    int T = ir_graph_add_symbol(g, "T", m->max_tgt);
+    IrType ti = ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});
+    int tokens = ir_build_input(g, "tokens", ti, aloc);
+    int pad = -1;
+    if (m->mask_dec_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});
+      pad = key_mask(&L, ir_build_input(g, "mask", tm, mloc), T, mloc);
+    }
+    int mask = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
+                              ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(T), IR_SYM(T)}), mloc);
+    if (pad >= 0) mask = op2(&L, IR_OP_AND, mask, pad, mloc);
+    int ep;
+    int y = embeddings(&L, tokens, -1, m->vocab_tgt, T, "", &ep);
+    y = decoder(&L, y, mask, -1, -1);
+    head(&L, y, ep, m->vocab_tgt);
+  } else {
+    int S = ir_graph_add_symbol(g, "S", m->max_src);
+    int T = ir_graph_add_symbol(g, "T", m->max_tgt);
+    int src = ir_build_input(g, "src", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)}), aloc);
+    int tgt = ir_build_input(g, "tgt", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)}), aloc);
+    int src_keys = -1, tgt_keys = -1;
+    if (m->mask_enc_padding || m->mask_cross_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)});
+      src_keys = key_mask(&L, ir_build_input(g, "src_mask", tm, mloc), S, mloc);
+    }
+    if (m->mask_dec_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});
+      tgt_keys = key_mask(&L, ir_build_input(g, "tgt_mask", tm, mloc), T, mloc);
+    }
+    int causal = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
+                                ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(T), IR_SYM(T)}), mloc);
+    if (tgt_keys >= 0) causal = op2(&L, IR_OP_AND, causal, tgt_keys, mloc);
+    int ep_src, ep_tgt;
+    int x = embeddings(&L, src, -1, m->vocab_src, S, "src_", &ep_src);
+    int memory = encoder(&L, x, m->mask_enc_padding ? src_keys : -1);
+    int y = embeddings(&L, tgt, -1, m->vocab_tgt, T, "tgt_", &ep_tgt);
+    y = decoder(&L, y, causal, memory, m->mask_cross_padding ? src_keys : -1);
+    head(&L, y, ep_tgt, m->vocab_tgt);
+  }
+  if (L.attn_probs >= 0) ir_graph_add_output(g, "attention", L.attn_probs);
+  return g;
+}

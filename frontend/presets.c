@@ -1,0 +1,156 @@
+/* frontend/presets.c — weight-map presets: the state_dict naming conventions
+ * of the model families tfmc supports, written in the weights-block syntax
+ * (one rule per line) and parsed by the same parser as a user's rules.
+ *
+ * A preset may name targets a given model does not have (a decoder's rules
+ * on an encoder-only model, a learned position table on a sinusoidal model);
+ * such rules are dropped when the map is applied. `root` (weights block:
+ * preset "NAME" root "PREFIX") is prepended to every source and ignore
+ * pattern of the preset. */
+#include "frontend/spec.h"
+
+#include <string.h>
+
+typedef struct Preset {
+  const char *name;
+  const char *text;
+} Preset;
+
+static const Preset presets[] = {
+    {"torch.nn",
+     /* nn.Transformer / nn.TransformerEncoder / nn.TransformerDecoder */
+     "enc[i].attn.qkv = split \"encoder.layers.{i}.self_attn\" weight \"in_proj_weight\" bias \"in_proj_bias\"\n"
+     "enc[i].attn.o = linear \"encoder.layers.{i}.self_attn.out_proj\"\n"
+     "enc[i].ffn.w1 = linear \"encoder.layers.{i}.linear1\"\n"
+     "enc[i].ffn.w2 = linear \"encoder.layers.{i}.linear2\"\n"
+     "enc[i].norm1 = norm \"encoder.layers.{i}.norm1\"\n"
+     "enc[i].norm2 = norm \"encoder.layers.{i}.norm2\"\n"
+     "enc.norm = norm \"encoder.norm\"\n"
+     "dec[i].attn.qkv = split \"decoder.layers.{i}.self_attn\" weight \"in_proj_weight\" bias \"in_proj_bias\"\n"
+     "dec[i].attn.o = linear \"decoder.layers.{i}.self_attn.out_proj\"\n"
+     "dec[i].cross.qkv = split \"decoder.layers.{i}.multihead_attn\" weight \"in_proj_weight\" bias \"in_proj_bias\"\n"
+     "dec[i].cross.o = linear \"decoder.layers.{i}.multihead_attn.out_proj\"\n"
+     "dec[i].ffn.w1 = linear \"decoder.layers.{i}.linear1\"\n"
+     "dec[i].ffn.w2 = linear \"decoder.layers.{i}.linear2\"\n"
+     "dec[i].norm1 = norm \"decoder.layers.{i}.norm1\"\n"
+     "dec[i].norm2 = norm \"decoder.layers.{i}.norm2\"\n"
+     "dec[i].norm3 = norm \"decoder.layers.{i}.norm3\"\n"
+     "dec.norm = norm \"decoder.norm\"\n"},
+    {"annotated",
+     /* The Annotated Transformer: EncoderDecoder(make_model) */
+     "src_embed = tensor \"src_embed.0.lut.weight\"\n"
+     "tgt_embed = tensor \"tgt_embed.0.lut.weight\"\n"
+     "ignore \"src_embed.1.pe\"\n"
+     "ignore \"tgt_embed.1.pe\"\n"
+     "enc[i].attn.q = linear \"encoder.layers.{i}.self_attn.linears.0\"\n"
+     "enc[i].attn.k = linear \"encoder.layers.{i}.self_attn.linears.1\"\n"
+     "enc[i].attn.v = linear \"encoder.layers.{i}.self_attn.linears.2\"\n"
+     "enc[i].attn.o = linear \"encoder.layers.{i}.self_attn.linears.3\"\n"
+     "enc[i].ffn.w1 = linear \"encoder.layers.{i}.feed_forward.w_1\"\n"
+     "enc[i].ffn.w2 = linear \"encoder.layers.{i}.feed_forward.w_2\"\n"
+     "enc[i].norm1 = norm \"encoder.layers.{i}.sublayer.0.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "enc[i].norm2 = norm \"encoder.layers.{i}.sublayer.1.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "enc.norm = norm \"encoder.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "dec[i].attn.q = linear \"decoder.layers.{i}.self_attn.linears.0\"\n"
+     "dec[i].attn.k = linear \"decoder.layers.{i}.self_attn.linears.1\"\n"
+     "dec[i].attn.v = linear \"decoder.layers.{i}.self_attn.linears.2\"\n"
+     "dec[i].attn.o = linear \"decoder.layers.{i}.self_attn.linears.3\"\n"
+     "dec[i].cross.q = linear \"decoder.layers.{i}.src_attn.linears.0\"\n"
+     "dec[i].cross.k = linear \"decoder.layers.{i}.src_attn.linears.1\"\n"
+     "dec[i].cross.v = linear \"decoder.layers.{i}.src_attn.linears.2\"\n"
+     "dec[i].cross.o = linear \"decoder.layers.{i}.src_attn.linears.3\"\n"
+     "dec[i].ffn.w1 = linear \"decoder.layers.{i}.feed_forward.w_1\"\n"
+     "dec[i].ffn.w2 = linear \"decoder.layers.{i}.feed_forward.w_2\"\n"
+     "dec[i].norm1 = norm \"decoder.layers.{i}.sublayer.0.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "dec[i].norm2 = norm \"decoder.layers.{i}.sublayer.1.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "dec[i].norm3 = norm \"decoder.layers.{i}.sublayer.2.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "dec.norm = norm \"decoder.norm\" weight \"a_2\" bias \"b_2\"\n"
+     "head = linear \"generator.proj\"\n"},
+    {"pytorch-seq2seq",
+     /* bentrevett/pytorch-seq2seq, "6 - Attention is All You Need" */
+     "src_embed = tensor \"encoder.tok_embedding.weight\"\n"
+     "src_pos = tensor \"encoder.pos_embedding.weight\"\n"
+     "tgt_embed = tensor \"decoder.tok_embedding.weight\"\n"
+     "tgt_pos = tensor \"decoder.pos_embedding.weight\"\n"
+     "enc[i].attn.q = linear \"encoder.layers.{i}.self_attention.fc_q\"\n"
+     "enc[i].attn.k = linear \"encoder.layers.{i}.self_attention.fc_k\"\n"
+     "enc[i].attn.v = linear \"encoder.layers.{i}.self_attention.fc_v\"\n"
+     "enc[i].attn.o = linear \"encoder.layers.{i}.self_attention.fc_o\"\n"
+     "enc[i].ffn.w1 = linear \"encoder.layers.{i}.positionwise_feedforward.fc_1\"\n"
+     "enc[i].ffn.w2 = linear \"encoder.layers.{i}.positionwise_feedforward.fc_2\"\n"
+     "enc[i].norm1 = norm \"encoder.layers.{i}.self_attn_layer_norm\"\n"
+     "enc[i].norm2 = norm \"encoder.layers.{i}.ff_layer_norm\"\n"
+     "dec[i].attn.q = linear \"decoder.layers.{i}.self_attention.fc_q\"\n"
+     "dec[i].attn.k = linear \"decoder.layers.{i}.self_attention.fc_k\"\n"
+     "dec[i].attn.v = linear \"decoder.layers.{i}.self_attention.fc_v\"\n"
+     "dec[i].attn.o = linear \"decoder.layers.{i}.self_attention.fc_o\"\n"
+     "dec[i].cross.q = linear \"decoder.layers.{i}.encoder_attention.fc_q\"\n"
+     "dec[i].cross.k = linear \"decoder.layers.{i}.encoder_attention.fc_k\"\n"
+     "dec[i].cross.v = linear \"decoder.layers.{i}.encoder_attention.fc_v\"\n"
+     "dec[i].cross.o = linear \"decoder.layers.{i}.encoder_attention.fc_o\"\n"
+     "dec[i].ffn.w1 = linear \"decoder.layers.{i}.positionwise_feedforward.fc_1\"\n"
+     "dec[i].ffn.w2 = linear \"decoder.layers.{i}.positionwise_feedforward.fc_2\"\n"
+     "dec[i].norm1 = norm \"decoder.layers.{i}.self_attn_layer_norm\"\n"
+     "dec[i].norm2 = norm \"decoder.layers.{i}.enc_attn_layer_norm\"\n"
+     "dec[i].norm3 = norm \"decoder.layers.{i}.ff_layer_norm\"\n"
+     "head = linear \"decoder.fc_out\"\n"},
+    {"anatomy",
+     /* "NLP with Transformers" ch. 3: TransformerForSequenceClassification */
+     "embed = tensor \"encoder.embeddings.token_embeddings.weight\"\n"
+     "pos = tensor \"encoder.embeddings.position_embeddings.weight\"\n"
+     "embed_norm = norm \"encoder.embeddings.layer_norm\"\n"
+     "enc[i].attn.q = heads \"encoder.layers.{i}.attention.heads.{h}.q\"\n"
+     "enc[i].attn.k = heads \"encoder.layers.{i}.attention.heads.{h}.k\"\n"
+     "enc[i].attn.v = heads \"encoder.layers.{i}.attention.heads.{h}.v\"\n"
+     "enc[i].attn.o = linear \"encoder.layers.{i}.attention.output_linear\"\n"
+     "enc[i].norm1 = norm \"encoder.layers.{i}.layer_norm_1\"\n"
+     "enc[i].norm2 = norm \"encoder.layers.{i}.layer_norm_2\"\n"
+     "enc[i].ffn.w1 = linear \"encoder.layers.{i}.feed_forward.linear_1\"\n"
+     "enc[i].ffn.w2 = linear \"encoder.layers.{i}.feed_forward.linear_2\"\n"
+     "classifier = linear \"classifier\"\n"},
+    {"hf-bert",
+     /* Hugging Face BertForSequenceClassification */
+     "embed = tensor \"bert.embeddings.word_embeddings.weight\"\n"
+     "pos = tensor \"bert.embeddings.position_embeddings.weight\"\n"
+     "token_type = tensor \"bert.embeddings.token_type_embeddings.weight\"\n"
+     "embed_norm = norm \"bert.embeddings.LayerNorm\"\n"
+     "ignore \"bert.embeddings.position_ids\"\n"
+     "enc[i].attn.q = linear \"bert.encoder.layer.{i}.attention.self.query\"\n"
+     "enc[i].attn.k = linear \"bert.encoder.layer.{i}.attention.self.key\"\n"
+     "enc[i].attn.v = linear \"bert.encoder.layer.{i}.attention.self.value\"\n"
+     "enc[i].attn.o = linear \"bert.encoder.layer.{i}.attention.output.dense\"\n"
+     "enc[i].norm1 = norm \"bert.encoder.layer.{i}.attention.output.LayerNorm\"\n"
+     "enc[i].ffn.w1 = linear \"bert.encoder.layer.{i}.intermediate.dense\"\n"
+     "enc[i].ffn.w2 = linear \"bert.encoder.layer.{i}.output.dense\"\n"
+     "enc[i].norm2 = norm \"bert.encoder.layer.{i}.output.LayerNorm\"\n"
+     "pooler = linear \"bert.pooler.dense\"\n"
+     "classifier = linear \"classifier\"\n"},
+    {"hf-gpt2",
+     /* Hugging Face GPT2LMHeadModel: Conv1D weights are [in, out] */
+     "embed = tensor \"transformer.wte.weight\"\n"
+     "pos = tensor \"transformer.wpe.weight\"\n"
+     "dec[i].norm1 = norm \"transformer.h.{i}.ln_1\"\n"
+     "dec[i].attn.qkv = split_conv1d \"transformer.h.{i}.attn.c_attn\"\n"
+     "dec[i].attn.o = conv1d \"transformer.h.{i}.attn.c_proj\"\n"
+     "dec[i].norm2 = norm \"transformer.h.{i}.ln_2\"\n"
+     "dec[i].ffn.w1 = conv1d \"transformer.h.{i}.mlp.c_fc\"\n"
+     "dec[i].ffn.w2 = conv1d \"transformer.h.{i}.mlp.c_proj\"\n"
+     "dec.norm = norm \"transformer.ln_f\"\n"
+     "head = tied \"lm_head.weight\"\n"
+     "ignore \"transformer.h.{i}.attn.bias\"\n"
+     "ignore \"transformer.h.{i}.attn.masked_bias\"\n"},
+};
+
+const char *spec_preset_text(const char *name) {
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    if (strcmp(presets[i].name, name) == 0) return presets[i].text;
+  return NULL;
+}
+
+void spec_preset_names(const char *const **names, int *n) {
+  static const char *list[sizeof presets / sizeof presets[0]];
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    list[i] = presets[i].name;
+  *names = list;
+  *n = (int)(sizeof presets / sizeof presets[0]);
+}

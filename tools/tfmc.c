@@ -1,0 +1,804 @@
+/* tools/tfmc.c — the tfmc command line: check, ir, run, compare.
+ *
+ * Only argument handling, file plumbing and printing live here; every
+ * decision about models is made by the frontend, passes and backends.
+ * Exit status: 0 success, 1 user error (spec, weights, inputs), 2 usage. */
+#include "backends/interp/interp.h"
+#include "frontend/spec.h"
+#include "passes/passes.h"
+#include "runtime/rt_io.h"
+#include "runtime/rt_safetensors.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define EXIT_USER 1
+#define EXIT_USAGE 2
+
+/* ---- option parsing: --name value or --name=value ---- */
+
+typedef struct Opt {
+  const char *name;
+  bool takes_value;
+  const char *value; /* set when given; "" for flags */
+} Opt;
+
+typedef struct Args {
+  Opt *opts;
+  int n_opts;
+  const char *pos[4];
+  int n_pos;
+} Args;
+
+static int usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "tfmc %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(see 'tfmc %s --help')\n", cmd);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* Returns 0, 1 if --help was asked, or EXIT_USAGE. */
+static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) return 1;
+    if (strncmp(s, "--", 2) != 0 || strcmp(s, "--") == 0) {
+      if (a->n_pos == 4) return usage_error(cmd, "too many arguments ('%s')", s);
+      a->pos[a->n_pos++] = s;
+      continue;
+    }
+    const char *eq = strchr(s, '=');
+    size_t len = eq ? (size_t)(eq - s - 2) : strlen(s + 2);
+    Opt *o = NULL;
+    for (int k = 0; k < a->n_opts; k++)
+      if (strlen(a->opts[k].name) == len && strncmp(a->opts[k].name, s + 2, len) == 0)
+        o = &a->opts[k];
+    if (!o) return usage_error(cmd, "unknown option '%.*s'", (int)len + 2, s);
+    if (o->value) return usage_error(cmd, "option '--%s' given twice", o->name);
+    if (!o->takes_value) {
+      if (eq) return usage_error(cmd, "option '--%s' takes no value", o->name);
+      o->value = "";
+    } else if (eq) {
+      o->value = eq + 1;
+    } else {
+      if (i + 1 >= argc) return usage_error(cmd, "option '--%s' needs a value", o->name);
+      o->value = argv[++i];
+    }
+  }
+  return 0;
+}
+
+static const char *opt(const Args *a, const char *name) {
+  for (int k = 0; k < a->n_opts; k++)
+    if (strcmp(a->opts[k].name, name) == 0) return a->opts[k].value;
+  return NULL;
+}
+
+/* ---- shared steps ---- */
+
+static Spec *load_spec(Arena *a, Diags *d, const char *path) {
+  char err[512];
+  SrcFile *src = src_file_read(a, path, err, sizeof err);
+  if (!src) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return NULL;
+  }
+  diags_add_source(d, src);
+  return spec_parse(a, src, d);
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static const char *human(double v, char *buf, size_t n) {
+  const char *units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (fabs(v) >= 1000 && u < 5) {
+    v /= 1000;
+    u++;
+  }
+  snprintf(buf, n, u ? "%.2f%s" : "%.0f%s", v, units[u]);
+  return buf;
+}
+
+/* ---- tfmc check ---- */
+
+static const char *arch_name(Arch a) {
+  switch (a) {
+  case ARCH_ENCODER: return "encoder";
+  case ARCH_DECODER: return "decoder";
+  case ARCH_ENCODER_DECODER: return "encoder_decoder";
+  case ARCH_COUNT: break;
+  }
+  return "?";
+}
+
+static int cmd_check(int argc, char **argv) {
+  Args args = {0};
+  int r = parse_args("check", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc check SPEC.tfm\n\n"
+         "Parses and checks a model spec. Prints every error as file:line:col with\n"
+         "the line and a caret; on success prints the architecture, parameter\n"
+         "count, weight bytes (f32) and FLOPs per token at the maximum length.");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("check", "expected one spec file");
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  Spec *spec = load_spec(a, &d, args.pos[0]);
+  if (!spec) goto done;
+  IrGraph *g = spec_lower(a, spec, &(LowerOptions){0}, &d);
+  if (!g || !ir_graph_verify(g, &d)) goto done;
+  const ModelSpec *m = spec->model;
+  int64_t sym[IR_MAX_SYMS];
+  int64_t tokens = 0;
+  for (int i = 0; i < g->n_syms; i++) {
+    sym[i] = strcmp(g->syms[i].name, "B") == 0 ? 1 : g->syms[i].max;
+    if (strcmp(g->syms[i].name, "B") != 0 && tokens == 0) tokens = g->syms[i].max;
+  }
+  /* per generated/classified token: the decoder length for decoders */
+  for (int i = 0; i < g->n_syms; i++)
+    if (strcmp(g->syms[i].name, "T") == 0) tokens = g->syms[i].max;
+  GraphStats st;
+  pass_stats_compute(g, sym, &st);
+  char b1[32], b2[32], b3[32], b4[32];
+  printf("%s: model '%s' ok\n", args.pos[0], m->name);
+  printf("  arch            %s, d_model %lld, %lld heads, ffn %lld\n", arch_name(m->arch),
+         (long long)m->d_model, (long long)m->heads, (long long)m->d_ff);
+  printf("  layers          encoder %lld, decoder %lld\n", (long long)m->layers_enc,
+         (long long)m->layers_dec);
+  printf("  parameters      %lld (%s)\n", (long long)st.n_params, human((double)st.n_params, b1, sizeof b1));
+  printf("  weight bytes    %lld (%sB as f32)\n", (long long)st.weight_bytes,
+         human((double)st.weight_bytes, b2, sizeof b2));
+  printf("  max shapes      batch %lld", (long long)m->max_batch);
+  for (int i = 0; i < g->n_syms; i++)
+    if (strcmp(g->syms[i].name, "B") != 0)
+      printf(", %s %lld", g->syms[i].name, (long long)g->syms[i].max);
+  printf("\n");
+  printf("  FLOPs per token %s at length %lld (linear %s, attention %s per token)\n",
+         human(st.flops / (double)tokens, b3, sizeof b3), (long long)tokens,
+         human(st.flops_linear / (double)tokens, b4, sizeof b4),
+         human(st.flops_attention / (double)tokens, b1, sizeof b1));
+  printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_INPUT) printf(" %s", g->nodes[i].attrs.name);
+  printf("; outputs:");
+  for (int i = 0; i < g->n_outputs; i++) printf(" %s", g->outputs[i].name);
+  printf("\n");
+  rc = 0;
+done:
+  arena_destroy(a);
+  return rc;
+}
+
+/* ---- tfmc ir ---- */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int cmd_ir(int argc, char **argv) {
+  Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}};
+  Args args = {o, 2, {0}, 0};
+  int r = parse_args("ir", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir [--format text|dot] [--attention LAYER]\n\n"
+         "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
+         "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
+         "dot. --attention LAYER adds that layer's attention probabilities as an\n"
+         "output (encoder.N, decoder.N, decoder.N.cross).");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("ir", "expected one spec or .tfir file");
+  const char *fmt = opt(&args, "format") ? opt(&args, "format") : "text";
+  if (strcmp(fmt, "text") != 0 && strcmp(fmt, "dot") != 0)
+    return usage_error("ir", "--format must be text or dot, not '%s'", fmt);
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  IrGraph *g = NULL;
+  if (ends_with(args.pos[0], ".tfir")) {
+    if (opt(&args, "attention")) {
+      arena_destroy(a);
+      return usage_error("ir", "--attention applies to specs, not .tfir files");
+    }
+    char err[512];
+    SrcFile *src = src_file_read(a, args.pos[0], err, sizeof err);
+    if (!src) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+    diags_add_source(&d, src);
+    g = ir_graph_parse(a, src, &d);
+  } else {
+    Spec *spec = load_spec(a, &d, args.pos[0]);
+    if (spec) g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
+    if (g && !ir_graph_verify(g, &d)) g = NULL;
+  }
+  if (!g) goto done;
+  if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(g, stdout);
+  else ir_graph_print(g, stdout);
+  rc = 0;
+done:
+  arena_destroy(a);
+  return rc;
+}
+
+/* ---- vocabulary for --text ---- */
+
+typedef struct Vocab {
+  char **tok;
+  int64_t n;
+} Vocab;
+
+static int vocab_load(Arena *a, const char *path, Vocab *v) {
+  char err[512];
+  SrcFile *f = src_file_read(a, path, err, sizeof err);
+  if (!f) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return 1;
+  }
+  int64_t lines = 0;
+  for (size_t i = 0; i < f->len; i++) lines += f->text[i] == '\n';
+  lines += f->len > 0 && f->text[f->len - 1] != '\n';
+  v->tok = arena_alloc(a, (size_t)(lines + 1) * sizeof *v->tok);
+  v->n = 0;
+  const char *p = f->text, *end = f->text + f->len;
+  while (p < end) {
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!e) e = end;
+    size_t n = (size_t)(e - p);
+    if (n && p[n - 1] == '\r') n--;
+    v->tok[v->n++] = arena_strndup(a, p, n);
+    p = e + 1;
+  }
+  return 0;
+}
+
+static const char *vocab_str(const Vocab *v, int64_t id) {
+  return v && id >= 0 && id < v->n ? v->tok[id] : NULL;
+}
+
+/* ---- building the interpreter's inputs ---- */
+
+typedef struct InputSet {
+  Tensor t[8];
+  int n;
+} InputSet;
+
+static Tensor *input_add(InputSet *in, Arena *a, const char *name, IrDtype dt,
+                         int64_t b, int64_t len) {
+  TFMC_ASSERT(in->n < 8);
+  Tensor *t = &in->t[in->n++];
+  t->name = arena_strdup(a, name);
+  t->dtype = dt;
+  t->rank = 2;
+  t->dims[0] = b;
+  t->dims[1] = len;
+  t->data = arena_alloc(a, (size_t)(b * len) * (dt == IR_BOOL ? 1 : 4));
+  return t;
+}
+
+/* The ids input a mask input belongs to, and the tensor names it may come from. */
+static void mask_names(const char *mask_input, const char **ids, const char **lengths) {
+  if (strcmp(mask_input, "src_mask") == 0) {
+    *ids = "src";
+    *lengths = "src_lengths";
+  } else if (strcmp(mask_input, "tgt_mask") == 0) {
+    *ids = "tgt";
+    *lengths = "tgt_lengths";
+  } else {
+    *ids = "tokens";
+    *lengths = "lengths";
+  }
+}
+
+static int64_t ids_vocab(const ModelSpec *m, const char *name) {
+  if (strcmp(name, "token_types") == 0) return m->token_types;
+  if (strcmp(name, "tgt") == 0) return m->vocab_tgt;
+  if (strcmp(name, "src") == 0) return m->vocab_src;
+  return m->arch == ARCH_DECODER ? m->vocab_tgt : m->vocab_src;
+}
+
+static int64_t sym_max(const IrGraph *g, IrDim d) {
+  return d.sym >= 0 ? g->syms[d.sym].max : d.value;
+}
+
+/* Reads every graph input from the safetensors file; refuses tensors the
+ * model would ignore, so a forgotten spec line cannot pass silently. */
+static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
+                            const char *path, InputSet *in) {
+  RtSafetensors *st;
+  char err[1024];
+  if (rt_st_open(path, &st, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return 1;
+  }
+  int rc = 1;
+  /* which file tensors are accepted */
+  const char *accepted[16];
+  int n_acc = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *nd = &g->nodes[i];
+    if (nd->op != IR_OP_INPUT) continue;
+    if (nd->type.dtype == IR_BOOL) {
+      const char *ids, *lengths;
+      mask_names(nd->attrs.name, &ids, &lengths);
+      accepted[n_acc++] = nd->attrs.name;
+      accepted[n_acc++] = lengths;
+    } else {
+      accepted[n_acc++] = nd->attrs.name;
+    }
+  }
+  for (int i = 0; i < rt_st_count(st); i++) {
+    const char *name = rt_st_get(st, i)->name;
+    bool ok = false;
+    for (int k = 0; k < n_acc; k++) ok |= strcmp(accepted[k], name) == 0;
+    if (!ok) {
+      char list[512] = "";
+      for (int k = 0; k < n_acc; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", accepted[k]);
+      bool padding = strstr(name, "mask") || strstr(name, "lengths");
+      fprintf(stderr, "tfmc: %s: unexpected input '%s'; model '%s' takes: %s%s\n", path, name,
+              m->name, list,
+              padding ? " (to use padding, add a 'mask ... padding' line to the spec)" : "");
+      goto done;
+    }
+  }
+  /* ids first, then masks that may derive from them */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < g->n_nodes; i++) {
+      const IrNode *nd = &g->nodes[i];
+      if (nd->op != IR_OP_INPUT || (pass == 0) != (nd->type.dtype == IR_I32)) continue;
+      int64_t max_b = sym_max(g, nd->type.dims[0]), max_len = sym_max(g, nd->type.dims[1]);
+      if (pass == 0) {
+        int32_t *ids;
+        int64_t b, len;
+        if (rt_io_read_ids(st, path, nd->attrs.name, ids_vocab(m, nd->attrs.name), max_b,
+                           max_len, &ids, &b, &len, err, sizeof err)) {
+          fprintf(stderr, "tfmc: %s\n", err);
+          goto done;
+        }
+        Tensor *t = input_add(in, a, nd->attrs.name, IR_I32, b, len);
+        memcpy(t->data, ids, (size_t)(b * len) * 4);
+        free(ids);
+      } else {
+        const char *ids_name, *lengths;
+        mask_names(nd->attrs.name, &ids_name, &lengths);
+        const Tensor *ids = NULL;
+        for (int k = 0; k < in->n; k++)
+          if (strcmp(in->t[k].name, ids_name) == 0) ids = &in->t[k];
+        TFMC_ASSERT(ids);
+        Tensor *t = input_add(in, a, nd->attrs.name, IR_BOOL, ids->dims[0], ids->dims[1]);
+        if (rt_io_key_mask(st, path, nd->attrs.name, lengths, ids->data, ids->dims[0],
+                           ids->dims[1], m->pad_id, t->data, err, sizeof err)) {
+          fprintf(stderr, "tfmc: %s\n", err);
+          goto done;
+        }
+      }
+    }
+  }
+  rc = 0;
+done:
+  rt_st_close(st);
+  return rc;
+}
+
+/* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1. */
+static int inputs_from_ids(Arena *a, const IrGraph *g, const ModelSpec *m,
+                           const char *tokens, const char *text, const Vocab *v,
+                           InputSet *in) {
+  if (m->arch == ARCH_ENCODER_DECODER) {
+    fprintf(stderr, "tfmc: --tokens/--text give one sequence; model '%s' is an encoder_decoder "
+                    "and needs src and tgt (use --inputs)\n", m->name);
+    return 1;
+  }
+  if (m->token_types > 0) {
+    fprintf(stderr, "tfmc: model '%s' takes token_types; use --inputs\n", m->name);
+    return 1;
+  }
+  int64_t vocab = ids_vocab(m, "tokens");
+  const IrNode *tok = NULL;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_INPUT && strcmp(g->nodes[i].attrs.name, "tokens") == 0)
+      tok = &g->nodes[i];
+  TFMC_ASSERT(tok);
+  int64_t max_len = sym_max(g, tok->type.dims[1]);
+  int32_t *ids = arena_alloc(a, (size_t)(max_len + 1) * 4);
+  int64_t n = 0;
+  const char *p = tokens ? tokens : text;
+  while (*p) {
+    while (*p == ' ' || *p == '\t' || *p == ',' || *p == '\n') p++;
+    if (!*p) break;
+    const char *s = p;
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n' && (text || *p != ',')) p++;
+    if (n == max_len) {
+      fprintf(stderr, "tfmc: input longer than the model's max_len %lld\n", (long long)max_len);
+      return 1;
+    }
+    if (tokens) {
+      char *e;
+      errno = 0;
+      long long id = strtoll(s, &e, 10);
+      if (e != p || errno) {
+        fprintf(stderr, "tfmc: --tokens: '%.*s' is not a token id\n", (int)(p - s), s);
+        return 1;
+      }
+      if (id < 0 || id >= vocab) {
+        fprintf(stderr, "tfmc: --tokens: id %lld out of range [0, %lld)\n", id, (long long)vocab);
+        return 1;
+      }
+      ids[n++] = (int32_t)id;
+    } else {
+      int64_t found = -1;
+      for (int64_t k = 0; k < v->n && found < 0; k++)
+        if (strlen(v->tok[k]) == (size_t)(p - s) && memcmp(v->tok[k], s, (size_t)(p - s)) == 0)
+          found = k;
+      if (found < 0) {
+        fprintf(stderr, "tfmc: --text: symbol '%.*s' is not in the vocabulary\n", (int)(p - s), s);
+        return 1;
+      }
+      if (found >= vocab) {
+        fprintf(stderr, "tfmc: --text: symbol '%.*s' has id %lld, beyond the model's vocab %lld\n",
+                (int)(p - s), s, (long long)found, (long long)vocab);
+        return 1;
+      }
+      ids[n++] = (int32_t)found;
+    }
+  }
+  if (n == 0) {
+    fprintf(stderr, "tfmc: empty input sequence\n");
+    return 1;
+  }
+  Tensor *t = input_add(in, a, "tokens", IR_I32, 1, n);
+  memcpy(t->data, ids, (size_t)n * 4);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *nd = &g->nodes[i];
+    if (nd->op != IR_OP_INPUT || nd->type.dtype != IR_BOOL) continue;
+    Tensor *mk = input_add(in, a, nd->attrs.name, IR_BOOL, 1, n);
+    uint8_t *mb = mk->data;
+    bool any = false;
+    for (int64_t k = 0; k < n; k++) {
+      mb[k] = m->pad_id < 0 || ids[k] != m->pad_id;
+      any |= mb[k];
+    }
+    if (!any) {
+      fprintf(stderr, "tfmc: the input sequence is all padding\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* ---- printing results ---- */
+
+static void print_ids_row(const Tensor *t, const int32_t *ids, int64_t len, const Vocab *v) {
+  (void)t;
+  for (int64_t k = 0; k < len; k++) {
+    const char *s = vocab_str(v, ids[k]);
+    if (s) printf("%s%s", k ? " " : "", s);
+    else printf("%s%d", k ? " " : "", ids[k]);
+  }
+}
+
+static void print_outputs(const Tensor *out, int n_out, const InputSet *in, const Vocab *v) {
+  const Tensor *tokens = NULL;
+  for (int i = 0; i < in->n; i++)
+    if (strcmp(in->t[i].name, "tokens") == 0 || strcmp(in->t[i].name, "tgt") == 0) tokens = &in->t[i];
+  for (int i = 0; i < n_out; i++) {
+    const Tensor *t = &out[i];
+    char sh[96];
+    shape_str(sh, sizeof sh, t->rank, t->dims);
+    const float *x = t->data;
+    if ((strcmp(t->name, "logits") == 0 || strcmp(t->name, "log_probs") == 0) && t->rank == 3) {
+      printf("%s %s, argmax per position:\n", t->name, sh);
+      int64_t B = t->dims[0], L = t->dims[1], V = t->dims[2];
+      int32_t *best = malloc((size_t)L * 4);
+      for (int64_t b = 0; b < B && best; b++) {
+        for (int64_t l = 0; l < L; l++) {
+          const float *row = x + (b * L + l) * V;
+          int64_t arg = 0;
+          for (int64_t k = 1; k < V; k++)
+            if (row[k] > row[arg]) arg = k;
+          best[l] = (int32_t)arg;
+        }
+        if (tokens) {
+          printf("  input:  ");
+          print_ids_row(tokens, (const int32_t *)tokens->data + b * L, L, v);
+          printf("\n");
+        }
+        printf("  output: ");
+        print_ids_row(t, best, L, v);
+        printf("\n");
+      }
+      free(best);
+    } else if (strcmp(t->name, "class_logits") == 0 && t->rank == 2) {
+      printf("%s %s:\n", t->name, sh);
+      for (int64_t b = 0; b < t->dims[0]; b++) {
+        const float *row = x + b * t->dims[1];
+        double mx = row[0], sum = 0;
+        int64_t arg = 0;
+        for (int64_t k = 1; k < t->dims[1]; k++)
+          if (row[k] > mx) mx = row[k], arg = k;
+        for (int64_t k = 0; k < t->dims[1]; k++) sum += exp(row[k] - mx);
+        printf("  [%lld] class %lld (p = %.4f);", (long long)b, (long long)arg, 1.0 / sum);
+        for (int64_t k = 0; k < t->dims[1] && k < 10; k++)
+          printf(" %.4g", row[k]);
+        printf("\n");
+      }
+    } else {
+      int64_t n = tensor_numel(t);
+      double s = 0, s2 = 0;
+      for (int64_t k = 0; k < n; k++) s += x[k], s2 += (double)x[k] * x[k];
+      printf("%s %s: mean %.6g, rms %.6g, first values", t->name, sh, s / (double)n,
+             sqrt(s2 / (double)n));
+      for (int64_t k = 0; k < n && k < 6; k++) printf(" %.6g", x[k]);
+      printf("\n");
+    }
+  }
+}
+
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) || stat(b, &sb)) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* ---- tfmc run ---- */
+
+static int cmd_run(int argc, char **argv) {
+  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
+             {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
+             {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
+             {"vocab", true, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int r = parse_args("run", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+         "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
+         "                [--outputs OUT.safetensors] [--attention LAYER] [--backend interp]\n\n"
+         "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
+         "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
+         "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
+         "one sequence directly (--text looks whitespace-separated symbols up in\n"
+         "the vocabulary file, one token per line, line k = id k). Outputs go to\n"
+         "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
+         "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
+         "attention probabilities [B,H,Tq,Tk]. --backend: interp (reference\n"
+         "interpreter).");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("run", "expected one spec file");
+  const char *weights = opt(&args, "weights"), *init = opt(&args, "init");
+  const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
+  const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
+  const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
+  if (!!weights + !!init != 1) return usage_error("run", "give exactly one of --weights and --init random");
+  if (init && strcmp(init, "random") != 0) return usage_error("run", "--init takes 'random'");
+  if (opt(&args, "seed") && !init) return usage_error("run", "--seed goes with --init random");
+  if (!!inputs + !!tokens + !!text != 1)
+    return usage_error("run", "give exactly one of --inputs, --tokens and --text");
+  if (text && !vocab_path) return usage_error("run", "--text needs --vocab");
+  if (backend && strcmp(backend, "interp") != 0)
+    return usage_error("run", "unknown backend '%s' (available: interp)", backend);
+  uint64_t seed = 0;
+  if (opt(&args, "seed")) {
+    char *e;
+    errno = 0;
+    unsigned long long s = strtoull(opt(&args, "seed"), &e, 10);
+    if (*e || errno || !*opt(&args, "seed")) return usage_error("run", "--seed takes a non-negative integer");
+    seed = s;
+  }
+  if (outputs) {
+    const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+    for (int i = 0; i < 4; i++)
+      if (ins[i] && (strcmp(ins[i], outputs) == 0 || same_file(ins[i], outputs))) {
+        fprintf(stderr, "tfmc run: --outputs %s is one of the input files; refusing to overwrite it\n",
+                outputs);
+        return EXIT_USER;
+      }
+  }
+
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  RtSafetensors *wst = NULL;
+  Vocab vocab = {0};
+  Spec *spec = load_spec(a, &d, args.pos[0]);
+  if (!spec) goto done;
+  IrGraph *g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
+  if (!g || !ir_graph_verify(g, &d)) goto done;
+  WeightSet *w;
+  char err[1024];
+  if (weights) {
+    if (rt_st_open(weights, &wst, err, sizeof err)) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+    w = weights_load(a, g, spec, wst, &d);
+    if (!w) {
+      fprintf(stderr, "tfmc: %s does not fit model '%s' (%d problem%s above)\n", weights,
+              spec->model->name, d.n_errors, d.n_errors == 1 ? "" : "s");
+      goto done;
+    }
+  } else {
+    w = weights_random(a, g, seed);
+  }
+  if (vocab_path && vocab_load(a, vocab_path, &vocab)) goto done;
+  InputSet in = {0};
+  if (inputs ? inputs_from_file(a, g, spec->model, inputs, &in)
+             : inputs_from_ids(a, g, spec->model, tokens, text, &vocab, &in))
+    goto done;
+  Tensor *out;
+  int n_out;
+  if (interp_run(g, w, in.t, in.n, a, &out, &n_out, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (outputs) {
+    RtStWrite wr[8];
+    TFMC_ASSERT(n_out <= 8);
+    for (int i = 0; i < n_out; i++) {
+      memset(&wr[i], 0, sizeof wr[i]);
+      wr[i].name = out[i].name;
+      wr[i].dtype = RT_F32;
+      wr[i].rank = out[i].rank;
+      for (int k = 0; k < out[i].rank; k++) wr[i].shape[k] = out[i].dims[k];
+      wr[i].data = out[i].data;
+    }
+    const char *meta[] = {"producer", "tfmc", "model", spec->model->name};
+    if (rt_st_write(outputs, wr, n_out, meta, 2, err, sizeof err)) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+  } else {
+    print_outputs(out, n_out, &in, vocab_path ? &vocab : NULL);
+  }
+  rc = 0;
+done:
+  if (wst) rt_st_close(wst);
+  arena_destroy(a);
+  return rc;
+}
+
+/* ---- tfmc compare ---- */
+
+static int cmd_compare(int argc, char **argv) {
+  Opt o[] = {{"atol", true, NULL}, {"rtol", true, NULL}};
+  Args args = {o, 2, {0}, 0};
+  int r = parse_args("compare", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc compare OUT.safetensors REF.safetensors [--atol A] [--rtol R]\n\n"
+         "Compares every tensor of REF with the tensor of the same name in OUT:\n"
+         "passes when |out - ref| <= atol + rtol * |ref| elementwise (defaults\n"
+         "1e-4 and 1e-4) and shapes match. Prints each tensor's max errors; exits 1\n"
+         "on any mismatch, missing tensor or non-finite value.");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 2) return usage_error("compare", "expected two safetensors files");
+  double atol = 1e-4, rtol = 1e-4;
+  const char *tols[2] = {opt(&args, "atol"), opt(&args, "rtol")};
+  double *dst[2] = {&atol, &rtol};
+  for (int i = 0; i < 2; i++) {
+    if (!tols[i]) continue;
+    char *e;
+    *dst[i] = strtod(tols[i], &e);
+    if (*e || !*tols[i] || !(*dst[i] >= 0)) return usage_error("compare", "tolerances are numbers >= 0");
+  }
+  RtSafetensors *sa = NULL, *sb = NULL;
+  char err[1024];
+  int rc = EXIT_USER;
+  if (rt_st_open(args.pos[0], &sa, err, sizeof err) || rt_st_open(args.pos[1], &sb, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  int bad = 0;
+  for (int i = 0; i < rt_st_count(sb); i++) {
+    const RtStTensor *ref = rt_st_get(sb, i);
+    const RtStTensor *got = rt_st_find(sa, ref->name);
+    char sr[96], sg[96];
+    shape_str(sr, sizeof sr, ref->rank, ref->shape);
+    if (!got) {
+      printf("%-14s %s: MISSING from %s\n", ref->name, sr, args.pos[0]);
+      bad++;
+      continue;
+    }
+    shape_str(sg, sizeof sg, got->rank, got->shape);
+    if (strcmp(sr, sg) != 0) {
+      printf("%-14s shape %s, reference %s: MISMATCH\n", ref->name, sg, sr);
+      bad++;
+      continue;
+    }
+    int64_t n = rt_st_numel(ref);
+    float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
+    if (!x || !y || rt_st_read_f32(got, x, err, sizeof err) || rt_st_read_f32(ref, y, err, sizeof err)) {
+      printf("%-14s %s: cannot read as f32: %s\n", ref->name, sr, (!x || !y) ? "out of memory" : err);
+      free(x);
+      free(y);
+      bad++;
+      continue;
+    }
+    double max_abs = 0, worst = 0;
+    int64_t worst_i = 0, fails = 0;
+    for (int64_t k = 0; k < n; k++) {
+      double diff = fabs((double)x[k] - (double)y[k]);
+      if (!isfinite(x[k]) || !isfinite(y[k])) diff = INFINITY;
+      double ratio = diff / (atol + rtol * fabs((double)y[k]));
+      if (diff > max_abs) max_abs = diff;
+      if (ratio > worst || !isfinite(ratio)) worst = ratio, worst_i = k;
+      fails += !(ratio <= 1.0);
+    }
+    printf("%-14s %s: max |diff| %.3g, worst at [%lld] (%.7g vs %.7g), %lld over tolerance: %s\n",
+           ref->name, sr, max_abs, (long long)worst_i, n ? x[worst_i] : 0.0, n ? y[worst_i] : 0.0,
+           (long long)fails, fails ? "FAIL" : "ok");
+    bad += fails > 0;
+    free(x);
+    free(y);
+  }
+  for (int i = 0; i < rt_st_count(sa); i++)
+    if (!rt_st_find(sb, rt_st_get(sa, i)->name))
+      printf("%-14s (not in the reference; not compared)\n", rt_st_get(sa, i)->name);
+  printf("tolerance |out - ref| <= %g + %g * |ref|: %s\n", atol, rtol, bad ? "FAIL" : "ok");
+  rc = bad ? EXIT_USER : 0;
+done:
+  if (sa) rt_st_close(sa);
+  if (sb) rt_st_close(sb);
+  return rc;
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *f) {
+  fputs("usage: tfmc COMMAND [ARGS]\n\n"
+        "commands:\n"
+        "  check SPEC          validate a model spec; print parameters, weight bytes, FLOPs\n"
+        "  ir SPEC|FILE.tfir   print the graph IR (text or Graphviz dot)\n"
+        "  run SPEC ...        run a model on inputs (reference interpreter)\n"
+        "  compare OUT REF     compare two safetensors files within a tolerance\n\n"
+        "'tfmc COMMAND --help' describes each command.\n",
+        f);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
+  if (strcmp(cmd, "ir") == 0) return cmd_ir(argc - 2, argv + 2);
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
+  fprintf(stderr, "tfmc: unknown command '%s'\n", cmd);
+  usage(stderr);
+  return EXIT_USAGE;
+}
