@@ -145,6 +145,14 @@ static bool check_mask(const IrType *m, const IrType *q, const IrType *k,
   return true;
 }
 
+/* rank within bounds and every symbol index naming a symbol of g */
+static bool type_ok(const IrGraph *g, const IrType *t) {
+  if (t->rank < 0 || t->rank > IR_MAX_RANK) return false;
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i].sym >= g->n_syms || t->dims[i].sym < -1) return false;
+  return true;
+}
+
 static int64_t elem_count_const(const IrType *t, int64_t *sym_pow) {
   /* product of constant dims; symbols tallied separately as a bitmask-ish
    * signature so reshape can compare symbolic element counts. */
@@ -167,6 +175,11 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     if (operands[i] < 0 || operands[i] >= g->n_nodes)
       return fail(err, errlen, "operand %d refers to no value", i);
     t[i] = &g->nodes[operands[i]].type;
+    if (!type_ok(g, t[i])) return fail(err, errlen, "operand %d has a malformed type", i);
+  }
+  if (info->kind == IR_KIND_SOURCE || op == IR_OP_SINUSOID || op == IR_OP_RESHAPE) {
+    /* typed ops: the declared result type is checked in place */
+    if (!type_ok(g, out)) return fail(err, errlen, "malformed result type");
   }
   IrType r;
   switch (op) {
