@@ -186,9 +186,10 @@ typedef struct WeightSet {
  * (expected vs found) and returns NULL. */
 WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
                         const RtSafetensors *st, Diags *d);
-/* Deterministic random init for runs without a checkpoint: linear weights
- * U(-1/sqrt(in), 1/sqrt(in)), biases likewise, norms gain 1 + U(-0.1,0.1),
- * embeddings N(0,1)-ish. */
+/* Deterministic random init for runs without a checkpoint (same seed, same
+ * values on every machine; each param has its own stream keyed by its name):
+ * linear weights U(-1/sqrt(in), 1/sqrt(in)), biases U(-0.1, 0.1), norm gains
+ * 1 + U(-0.1, 0.1), norm biases U(-0.1, 0.1), embedding tables U(-1, 1). */
 WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed);
 const Weight *weights_find(const WeightSet *w, const char *name);
 
