@@ -96,7 +96,8 @@ typedef struct RtStWrite {
 } RtStWrite;
 
 /* Writes tensors (sorted by name in the header, as the reference writer
- * does) and optional metadata pairs (meta[2k] = key, meta[2k+1] = value) to
+ * does) and n_meta optional metadata pairs (meta[2k] = key, meta[2k+1] =
+ * value, k < n_meta) to
  * path atomically (a temporary file renamed over it). Names and metadata are
  * JSON-escaped. Returns 0 or non-zero with a message. */
 int rt_st_write(const char *path, const RtStWrite *tensors, int n,
