@@ -6,7 +6,12 @@
  * on an encoder-only model, a learned position table on a sinusoidal model);
  * such rules are dropped when the map is applied. `root` (weights block:
  * preset "NAME" root "PREFIX") is prepended to every source and ignore
- * pattern of the preset. */
+ * pattern of the preset.
+ *
+ * Every preset is checked against the real state_dict of its model family by
+ * tools/gen_goldens.py (check_weight_map: each tensor mapped or ignored, each
+ * mapped name present), which reads the rules out of this file: keep each
+ * preset a {"name", "rule\n" "rule\n" ...} initializer of string literals. */
 #include "frontend/spec.h"
 
 #include <string.h>
