@@ -153,13 +153,18 @@ static bool type_ok(const IrGraph *g, const IrType *t) {
   return true;
 }
 
+/* Product of the constant dims (-1 if it overflows or a dim is negative);
+ * symbols are tallied separately so reshape can compare symbolic counts. */
 static int64_t elem_count_const(const IrType *t, int64_t *sym_pow) {
-  /* product of constant dims; symbols tallied separately as a bitmask-ish
-   * signature so reshape can compare symbolic element counts. */
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) {
-    if (t->dims[i].sym >= 0) sym_pow[t->dims[i].sym]++;
-    else n *= t->dims[i].value;
+    if (t->dims[i].sym >= 0) {
+      sym_pow[t->dims[i].sym]++;
+    } else {
+      int64_t v = t->dims[i].value;
+      if (v < 0 || (v > 0 && n > INT64_MAX / v)) return -1;
+      n *= v;
+    }
   }
   return n;
 }
@@ -271,7 +276,9 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     int64_t pa[IR_MAX_SYMS] = {0}, pb[IR_MAX_SYMS] = {0};
     if (out->dtype != t[0]->dtype)
       return fail(err, errlen, "reshape keeps the dtype");
-    if (elem_count_const(out, pb) != elem_count_const(t[0], pa) ||
+    int64_t na = elem_count_const(t[0], pa), nb = elem_count_const(out, pb);
+    if (na < 0 || nb < 0) return fail(err, errlen, "tensor too large");
+    if (na != nb ||
         memcmp(pa, pb, sizeof pa) != 0)
       return fail(err, errlen, "reshape must keep the element count");
     return true;
@@ -347,6 +354,7 @@ static int append(IrGraph *g, IrOp op, const int *operands, int n,
   if (nd->attrs.name) nd->attrs.name = arena_strdup(g->arena, nd->attrs.name);
   nd->type = type;
   nd->loc = loc;
+  if (loc.file) nd->loc.file = arena_strdup(g->arena, loc.file);
   return g->n_nodes++;
 }
 

@@ -234,7 +234,7 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
 
 /* ---- print.c: textual form (stable; parse.c reads it back) ----
  *
- *   graph NAME {
+ *   graph "NAME" {
  *     sym B max 8
  *     sym S max 128
  *     %0 = input "tokens" : i32[B,S] @"model.tfm":12:3
@@ -244,8 +244,9 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
  *     output "logits" = %9
  *   }
  *
- * Attributes are printed in table order, floats with %.9g so they read back
- * bit-identical. A node without a location prints no @ part. */
+ * Attributes are printed in table order, floats with the shortest of
+ * %.9g..%.17g that reads back bit-identical. A node without a location
+ * prints no @ part. */
 void ir_graph_print(const IrGraph *g, FILE *out);
 void ir_type_print(const IrGraph *g, const IrType *t, FILE *out);
 

@@ -1,0 +1,191 @@
+/* ir/print.c — the textual form of the graph IR.
+ *
+ *   graph "tiny" {
+ *     sym B max 8
+ *     %0 = input "x" : f32[B,64] @"tiny.tfm":3:5
+ *     %1 = layernorm %0, %2, %3 {eps=1e-05, unbiased=false} : f32[B,64]
+ *     output "y" = %1
+ *   }
+ *
+ * Invariants this file keeps (parse.c relies on them, and the round-trip
+ * tests check them: print(parse(print(g))) is byte-identical to print(g)):
+ *  - a value prints as %<node index>;
+ *  - strings (graph name, input/param/output names, location files) print as
+ *    C-like quoted strings: \" \\ \n \t, \xHH for other control bytes and
+ *    DEL; bytes >= 0x80 pass through, so UTF-8 stays readable;
+ *  - symbol names print bare when they are identifiers the parser lexes as
+ *    one token ([A-Za-z_][A-Za-z0-9_.]*), quoted otherwise;
+ *  - an op's attributes print in IR_ATTR bit order, only those its table row
+ *    carries; the name attribute goes, quoted, right after the op name;
+ *  - floating-point attributes print with the fewest significant digits, 9 to
+ *    17, that read back (strtod) to the identical double, so values that came
+ *    from floats print as %.9g and every double reads back bit-identical;
+ *  - a node without a location (loc.file == NULL) prints no @ part.
+ * Printing never fails on a malformed graph (bad op codes, symbol indices,
+ * ranks print as something visibly wrong); ir_graph_verify says what is bad.
+ */
+#include "ir.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_string(const char *s, FILE *out) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    switch (*p) {
+    case '"': fputs("\\\"", out); break;
+    case '\\': fputs("\\\\", out); break;
+    case '\n': fputs("\\n", out); break;
+    case '\t': fputs("\\t", out); break;
+    default:
+      if (*p < 0x20 || *p == 0x7f)
+        fprintf(out, "\\x%02X", *p);
+      else
+        fputc(*p, out);
+    }
+  }
+  fputc('"', out);
+}
+
+static bool is_ident(const char *s) {
+  if (!s || !(s[0] == '_' || (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')))
+    return false;
+  for (const char *p = s + 1; *p; p++)
+    if (!(*p == '_' || *p == '.' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9')))
+      return false;
+  return true;
+}
+
+static void print_name(const char *s, FILE *out) {
+  if (is_ident(s))
+    fputs(s, out);
+  else
+    print_string(s, out);
+}
+
+/* Shortest of %.9g .. %.17g that strtod reads back to the same bits. */
+static void print_double(double v, FILE *out) {
+  if (isnan(v)) {
+    fputs("nan", out);
+    return;
+  }
+  if (isinf(v)) {
+    fputs(v < 0 ? "-inf" : "inf", out);
+    return;
+  }
+  char buf[64];
+  for (int prec = 9; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    double back = strtod(buf, NULL);
+    if (memcmp(&back, &v, sizeof v) == 0)
+      break;
+  }
+  fputs(buf, out);
+}
+
+void ir_type_print(const IrGraph *g, const IrType *t, FILE *out) {
+  fputs((int)t->dtype >= 0 && t->dtype < IR_DTYPE_COUNT ? ir_dtype_name(t->dtype) : "?dtype", out);
+  fputc('[', out);
+  int rank = t->rank < 0 ? 0 : t->rank > IR_MAX_RANK ? IR_MAX_RANK : t->rank;
+  for (int i = 0; i < rank; i++) {
+    if (i)
+      fputc(',', out);
+    IrDim d = t->dims[i];
+    if (d.sym < 0)
+      fprintf(out, "%" PRId64, d.value);
+    else if (g && d.sym < g->n_syms && d.sym < IR_MAX_SYMS)
+      print_name(g->syms[d.sym].name, out);
+    else
+      fprintf(out, "?sym%d", d.sym);
+  }
+  if (t->rank != rank)
+    fprintf(out, "?rank%d", t->rank);
+  fputc(']', out);
+}
+
+typedef struct AttrField {
+  unsigned bit;
+  const char *name;
+} AttrField;
+
+/* IR_ATTR bit order, without IR_ATTR_NAME (printed after the op name). */
+static const AttrField attr_fields[] = {
+    {IR_ATTR_VALUE, "value"},       {IR_ATTR_FACTOR, "factor"}, {IR_ATTR_EPS, "eps"},
+    {IR_ATTR_UNBIASED, "unbiased"}, {IR_ATTR_AXIS, "axis"},     {IR_ATTR_INDEX, "index"},
+    {IR_ATTR_HEADS, "heads"},       {IR_ATTR_SCALE, "scale"},
+};
+
+static void print_attr_value(unsigned bit, const IrAttrs *at, FILE *out) {
+  switch (bit) {
+  case IR_ATTR_VALUE: print_double(at->value, out); break;
+  case IR_ATTR_FACTOR: print_double(at->factor, out); break;
+  case IR_ATTR_EPS: print_double(at->eps, out); break;
+  case IR_ATTR_UNBIASED: fputs(at->unbiased ? "true" : "false", out); break;
+  case IR_ATTR_AXIS: fprintf(out, "%d", at->axis); break;
+  case IR_ATTR_INDEX: fprintf(out, "%" PRId64, at->index); break;
+  case IR_ATTR_HEADS: fprintf(out, "%d", at->heads); break;
+  case IR_ATTR_SCALE: print_double(at->scale, out); break;
+  default: TFMC_ASSERT(!"attribute without a printer");
+  }
+}
+
+static void print_node(const IrGraph *g, int id, FILE *out) {
+  const IrNode *nd = &g->nodes[id];
+  bool op_ok = (int)nd->op >= 0 && nd->op < IR_OP_COUNT;
+  fprintf(out, "  %%%d = ", id);
+  if (op_ok)
+    fputs(ir_op_info[nd->op].name, out);
+  else
+    fprintf(out, "?op%d", (int)nd->op);
+  unsigned attrs = op_ok ? ir_op_info[nd->op].attrs : 0;
+  if (attrs & IR_ATTR_NAME) {
+    fputc(' ', out);
+    print_string(nd->attrs.name, out);
+  }
+  int n = nd->n_operands < 0                 ? 0
+          : nd->n_operands > IR_MAX_OPERANDS ? IR_MAX_OPERANDS
+                                             : nd->n_operands;
+  for (int i = 0; i < n; i++)
+    fprintf(out, "%s%%%d", i ? ", " : " ", nd->operands[i]);
+  bool first = true;
+  for (size_t i = 0; i < sizeof attr_fields / sizeof attr_fields[0]; i++) {
+    if (!(attrs & attr_fields[i].bit))
+      continue;
+    fputs(first ? " {" : ", ", out);
+    first = false;
+    fprintf(out, "%s=", attr_fields[i].name);
+    print_attr_value(attr_fields[i].bit, &nd->attrs, out);
+  }
+  if (!first)
+    fputc('}', out);
+  fputs(" : ", out);
+  ir_type_print(g, &nd->type, out);
+  if (nd->loc.file) {
+    fputs(" @", out);
+    print_string(nd->loc.file, out);
+    fprintf(out, ":%d:%d", nd->loc.line, nd->loc.col);
+  }
+  fputc('\n', out);
+}
+
+void ir_graph_print(const IrGraph *g, FILE *out) {
+  fputs("graph ", out);
+  print_string(g->name, out);
+  fputs(" {\n", out);
+  for (int i = 0; i < g->n_syms && i < IR_MAX_SYMS; i++) {
+    fputs("  sym ", out);
+    print_name(g->syms[i].name, out);
+    fprintf(out, " max %" PRId64 "\n", g->syms[i].max);
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    print_node(g, i, out);
+  for (int i = 0; i < g->n_outputs; i++) {
+    fputs("  output ", out);
+    print_string(g->outputs[i].name, out);
+    fprintf(out, " = %%%d\n", g->outputs[i].value);
+  }
+  fputs("}\n", out);
+}
