@@ -748,10 +748,11 @@ static int cmd_compare(int argc, char **argv) {
     for (int64_t k = 0; k < n; k++) {
       double diff = fabs((double)x[k] - (double)y[k]);
       if (!isfinite(x[k]) || !isfinite(y[k])) diff = INFINITY;
-      double ratio = diff / (atol + rtol * fabs((double)y[k]));
+      double tol = atol + rtol * fabs((double)y[k]);
+      double ratio = diff == 0 ? 0 : tol > 0 ? diff / tol : INFINITY;
       if (diff > max_abs) max_abs = diff;
-      if (ratio > worst || !isfinite(ratio)) worst = ratio, worst_i = k;
-      fails += !(ratio <= 1.0);
+      if (ratio > worst) worst = ratio, worst_i = k;
+      fails += !(diff <= tol);
     }
     printf("%-14s %s: max |diff| %.3g, worst at [%lld] (%.7g vs %.7g), %lld over tolerance: %s\n",
            ref->name, sr, max_abs, (long long)worst_i, n ? x[worst_i] : 0.0, n ? y[worst_i] : 0.0,

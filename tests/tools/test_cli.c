@@ -1,0 +1,248 @@
+/* tests/tools/test_cli.c — the tfmc command line end to end: bad inputs get
+ * a clear message and a non-zero exit, never a crash; usage errors exit 2;
+ * outputs are deterministic; nothing the user wrote is overwritten.
+ *
+ * Each test writes a small spec and input files into a fresh temporary
+ * directory and runs the built tfmc binary through the shell. */
+#include "runtime/rt_safetensors.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[256];
+static char out_text[65536], err_text[65536];
+
+static const char *spec_text =
+    "model cls {\n"
+    "  arch encoder\n"
+    "  vocab 50\n"
+    "  d_model 16\n"
+    "  heads 2\n"
+    "  layers 1\n"
+    "  ffn 32 gelu\n"
+    "  position learned max 12\n"
+    "  tokens pad 0\n"
+    "  mask encoder padding\n"
+    "  head classifier 3\n"
+    "  max_batch 4\n"
+    "}\n";
+
+static const char *nomask_spec_text =
+    "model plain {\n"
+    "  arch encoder\n"
+    "  vocab 50\n"
+    "  d_model 16\n"
+    "  heads 2\n"
+    "  layers 1\n"
+    "  ffn 32 relu\n"
+    "  position sinusoidal\n"
+    "  head logits\n"
+    "}\n";
+
+static void write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void slurp(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "r");
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  buf[k] = 0;
+  if (f) fclose(f);
+}
+
+/* Runs `tfmc ARGS` in dir; returns the exit status (or 128+signal). */
+static int tfmc(const char *args) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s/tfmc %s >stdout.txt 2>stderr.txt", dir,
+           TFMC_BINARY_DIR, args);
+  int st = system(cmd);
+  char p[512];
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  slurp(p, out_text, sizeof out_text);
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  slurp(p, err_text, sizeof err_text);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+static void write_inputs(const char *name, const RtStWrite *t, int n) {
+  char p[512], err[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  cr_assert_eq(rt_st_write(p, t, n, NULL, 0, err, sizeof err), 0, "%s", err);
+}
+
+static RtStWrite ids_tensor(const char *name, RtDtype dt, const void *data, int64_t b,
+                            int64_t len) {
+  RtStWrite w = {name, dt, 2, {b, len}, data};
+  return w;
+}
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/tfmc_cli_XXXXXX");
+  cr_assert(mkdtemp(dir));
+  write_file("cls.tfm", spec_text);
+  write_file("plain.tfm", nomask_spec_text);
+}
+
+static void teardown(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) {
+  }
+}
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+#define EXPECT_ERR(status, fragment)                                                   \
+  do {                                                                                 \
+    cr_assert_eq(status, 1, "exit %d, stderr: %s", status, err_text);                  \
+    cr_assert(strstr(err_text, fragment), "stderr lacks '%s':\n%s", fragment, err_text); \
+  } while (0)
+
+Test(cli, runs_and_is_deterministic) {
+  int64_t ids[6] = {5, 7, 9, 0, 3, 0};
+  RtStWrite t = ids_tensor("tokens", RT_I64, ids, 2, 3);
+  write_inputs("in.safetensors", &t, 1);
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 7 --inputs in.safetensors --outputs a.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 7 --inputs in.safetensors --outputs b.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare a.safetensors b.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
+  cr_assert(strstr(out_text, "class_logits"));
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 8 --inputs in.safetensors --outputs c.safetensors"), 0);
+  cr_assert_eq(tfmc("compare c.safetensors a.safetensors --atol 0 --rtol 0"), 1, "different seeds gave equal outputs");
+}
+
+Test(cli, token_id_out_of_range) {
+  int32_t ids[3] = {5, 50, 1};
+  RtStWrite t = ids_tensor("tokens", RT_I32, ids, 1, 3);
+  write_inputs("in.safetensors", &t, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs in.safetensors"), "token ids must be in [0, 50)");
+  int64_t neg[2] = {-1, 3};
+  t = ids_tensor("tokens", RT_I64, neg, 1, 2);
+  write_inputs("in2.safetensors", &t, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs in2.safetensors"), "token ids must be in [0, 50)");
+  EXPECT_ERR(tfmc("run cls.tfm --init random --tokens \"3 99\""), "out of range");
+}
+
+Test(cli, batch_and_length_limits) {
+  int32_t ids[13 * 5] = {0};
+  for (int i = 0; i < 65; i++) ids[i] = 1 + i % 40;
+  RtStWrite t = ids_tensor("tokens", RT_I32, ids, 5, 2); /* max_batch 4 */
+  write_inputs("big_b.safetensors", &t, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs big_b.safetensors"), "max_batch");
+  t = ids_tensor("tokens", RT_I32, ids, 1, 13); /* max_len 12 (position table) */
+  write_inputs("big_s.safetensors", &t, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs big_s.safetensors"), "max_len");
+}
+
+Test(cli, lengths_and_masks_checked) {
+  int32_t ids[4] = {3, 4, 5, 6};
+  int32_t zero_len[2] = {2, 0};
+  RtStWrite t[2] = {ids_tensor("tokens", RT_I32, ids, 2, 2), {"lengths", RT_I32, 1, {2}, zero_len}};
+  write_inputs("len0.safetensors", t, 2);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs len0.safetensors"), "lengths must be in [1, 2]");
+  uint8_t mask[4] = {1, 1, 0, 0};
+  RtStWrite m[2] = {ids_tensor("tokens", RT_I32, ids, 2, 2), {"mask", RT_U8, 2, {2, 2}, mask}};
+  write_inputs("mask0.safetensors", m, 2);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs mask0.safetensors"), "no real token");
+  int32_t all_pad[2] = {0, 0};
+  RtStWrite p = ids_tensor("tokens", RT_I32, all_pad, 1, 2);
+  write_inputs("pad.safetensors", &p, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs pad.safetensors"), "no real token");
+}
+
+Test(cli, unexpected_and_missing_inputs) {
+  int32_t ids[2] = {3, 4}, len[1] = {2};
+  RtStWrite t[2] = {ids_tensor("tokens", RT_I32, ids, 1, 2), {"lengths", RT_I32, 1, {1}, len}};
+  write_inputs("in.safetensors", t, 2);
+  /* a model without a padding mask must not silently ignore lengths */
+  EXPECT_ERR(tfmc("run plain.tfm --init random --inputs in.safetensors"), "unexpected input 'lengths'");
+  cr_assert(strstr(err_text, "mask"));
+  RtStWrite only_len = {"lengths", RT_I32, 1, {1}, len};
+  write_inputs("nolen.safetensors", &only_len, 1);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs nolen.safetensors"), "missing input 'tokens'");
+  float f[2] = {1, 2};
+  RtStWrite ft = {"tokens", RT_F32, 2, {1, 2}, f};
+  write_inputs("float.safetensors", &ft, 1);
+  cr_assert_eq(tfmc("run cls.tfm --init random --inputs float.safetensors"), 1, "%s", err_text);
+}
+
+Test(cli, refuses_to_overwrite_inputs) {
+  int32_t ids[2] = {3, 4};
+  RtStWrite t = ids_tensor("tokens", RT_I32, ids, 1, 2);
+  write_inputs("in.safetensors", &t, 1);
+  struct stat before, after;
+  char p[512];
+  snprintf(p, sizeof p, "%s/in.safetensors", dir);
+  cr_assert_eq(stat(p, &before), 0);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs in.safetensors --outputs in.safetensors"),
+             "refusing to overwrite");
+  EXPECT_ERR(tfmc("run cls.tfm --init random --inputs in.safetensors --outputs ./in.safetensors"),
+             "refusing to overwrite");
+  cr_assert_eq(stat(p, &after), 0);
+  cr_assert_eq(before.st_size, after.st_size);
+  cr_assert_eq(before.st_mtime, after.st_mtime);
+}
+
+Test(cli, bad_files) {
+  EXPECT_ERR(tfmc("run cls.tfm --weights nope.safetensors --tokens 1"), "nope.safetensors");
+  write_file("garbage.safetensors", "this is not a safetensors file at all");
+  EXPECT_ERR(tfmc("run cls.tfm --weights garbage.safetensors --tokens 1"), "garbage.safetensors");
+  EXPECT_ERR(tfmc("check missing.tfm"), "missing.tfm");
+  float w[4] = {1, 2, 3, 4};
+  RtStWrite wt = {"not.a.weight", RT_F32, 1, {4}, w};
+  write_inputs("w.safetensors", &wt, 1);
+  cr_assert_eq(tfmc("run cls.tfm --weights w.safetensors --tokens 1"), 1);
+  cr_assert(strstr(err_text, "embed.weight"), "%s", err_text);
+  cr_assert(strstr(err_text, "not.a.weight"), "%s", err_text);
+}
+
+Test(cli, attention_layer_checked) {
+  EXPECT_ERR(tfmc("run cls.tfm --init random --tokens 1 --attention encoder.3"), "encoder.3");
+  EXPECT_ERR(tfmc("ir cls.tfm --attention decoder.0"), "decoder.0");
+  cr_assert_eq(tfmc("ir cls.tfm --attention encoder.0"), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "attn.probs"));
+  cr_assert(strstr(out_text, "output \"attention\""));
+}
+
+Test(cli, usage_errors_exit_2) {
+  cr_assert_eq(tfmc("frobnicate"), 2);
+  cr_assert_eq(tfmc("run cls.tfm --tokens 1"), 2);
+  cr_assert_eq(tfmc("run cls.tfm --init random --tokens 1 --bogus"), 2);
+  cr_assert_eq(tfmc("run cls.tfm --init random --tokens 1 --backend nope"), 2);
+  cr_assert_eq(tfmc("ir cls.tfm --format png"), 2);
+  cr_assert_eq(tfmc("compare a"), 2);
+  const char *cmds[] = {"check", "ir", "run", "compare"};
+  for (int i = 0; i < 4; i++) {
+    char c[64];
+    snprintf(c, sizeof c, "%s --help", cmds[i]);
+    cr_assert_eq(tfmc(c), 0);
+    cr_assert(strstr(out_text, "usage: tfmc"), "%s", out_text);
+  }
+}
+
+Test(cli, text_with_vocab) {
+  write_file("v.txt", "<pad>\na\nb\nc\n");
+  cr_assert_eq(tfmc("run cls.tfm --init random --text \"a b c\" --vocab v.txt"), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "class_logits [1,3]"), "%s", out_text);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --text \"a z\" --vocab v.txt"), "'z' is not in the vocabulary");
+}
+
+Test(cli, check_reports_sizes) {
+  cr_assert_eq(tfmc("check cls.tfm"), 0, "%s", err_text);
+  /* embed 50*16 + pos 12*16 + layer (4*(16*16+16) + 2*2*16 + 16*32+32 + 32*16+16)
+   * + classifier 16*3+3 */
+  long expect = 800 + 192 + (4 * 272 + 64 + 544 + 528) + 51;
+  char want[64];
+  snprintf(want, sizeof want, "parameters      %ld", expect);
+  cr_assert(strstr(out_text, want), "want '%s' in:\n%s", want, out_text);
+}
