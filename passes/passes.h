@@ -22,4 +22,11 @@ typedef struct GraphStats {
  * are not counted (they are O(d) per token against O(d^2)). */
 void pass_stats_compute(const IrGraph *g, const int64_t *sym_values, GraphStats *out);
 
+/* lower_loops.c: graph IR -> loop IR with the activation arena planned by
+ * liveness at the maximum dims. The graph must verify. Buffers: inputs in
+ * input-node order, outputs in g->outputs order, params packed in node order
+ * at 16-float aligned offsets (LoopProgram.weights_floats in all). */
+struct LoopProgram;
+struct LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g);
+
 #endif

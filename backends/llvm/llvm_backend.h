@@ -1,0 +1,53 @@
+/* backends/llvm/llvm_backend.h — loop IR to native code through LLVM's C
+ * API: verify the module, optimise with the new pass manager
+ * (LLVMRunPasses "default<O3>") for the host CPU's name and features
+ * (AVX-512 here), then either JIT it in process with ORC LLJIT or write an
+ * object file. Makes no optimisation decisions of its own: those are
+ * passes that produced the loop IR.
+ *
+ * The code defines one function per kernel,
+ *     void <kernel name>(void *args, int64_t lo, int64_t hi)
+ * and the entry function
+ *     void tfmc_model_run(const RtRunArgs *args)     (runtime/rt_model.h)
+ * which calls them in order (through rt_pool_parallel_for for parallel
+ * kernels). Runtime entry points (rt_linear, rt_pool_parallel_for) and libm
+ * functions resolve in process for the JIT, at link time for objects.
+ *
+ * Example:
+ *     LlvmJit *jit; RtModelRunFn run; char err[512];
+ *     if (llvm_jit_compile(prog, &jit, &run, err, sizeof err)) { ... }
+ *     run(&args);
+ *     llvm_jit_destroy(jit);
+ */
+#ifndef TFMC_LLVM_BACKEND_H
+#define TFMC_LLVM_BACKEND_H
+
+#include "ir/loop.h"
+#include "runtime/rt_model.h"
+
+#include <stdio.h>
+
+typedef struct LlvmJit LlvmJit;
+
+typedef struct LlvmOptions {
+  int opt_level;        /* 0..3; default 3 */
+  const char *cpu;      /* NULL: the host CPU (LLVMGetHostCPUName) */
+  const char *features; /* NULL: the host's features */
+} LlvmOptions;
+
+/* Compiles p in process. On success *jit owns the code (run stays valid
+ * until llvm_jit_destroy). Returns 0 or non-zero with a message. */
+int llvm_jit_compile(const LoopProgram *p, const LlvmOptions *opt, LlvmJit **jit,
+                     RtModelRunFn *run, char *err, size_t errlen);
+void llvm_jit_destroy(LlvmJit *jit);
+
+/* Writes an object file for the host target defining tfmc_model_run and the
+ * kernels (link it with the runtime and libm). */
+int llvm_emit_object(const LoopProgram *p, const LlvmOptions *opt, const char *path,
+                     char *err, size_t errlen);
+
+/* Writes the (optimised when opt_level > 0) LLVM IR as text, for inspection. */
+int llvm_emit_ir(const LoopProgram *p, const LlvmOptions *opt, FILE *out, char *err,
+                 size_t errlen);
+
+#endif

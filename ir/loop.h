@@ -1,0 +1,195 @@
+/* ir/loop.h — loop IR: what graph IR lowers to and what both code
+ * generators (backends/llvm, backends/c) print. Because both print the same
+ * loop IR, they agree by construction.
+ *
+ * A LoopProgram is a list of kernels run in order by one entry function
+ *
+ *     void tfmc_model_run(const RtRunArgs *args);          (runtime/rt_model.h)
+ *
+ * Each kernel is a function  void kN(void *args, int64_t lo, int64_t hi)
+ * whose body is  for (outer = lo; outer < hi; outer++) { body }.  The entry
+ * function calls it as  rt_pool_parallel_for(args->pool, extent, grain, kN,
+ * args)  when the kernel is parallel, else  kN(args, 0, extent).  Kernel
+ * bodies only read run-time values through the args: symbol values
+ * (args->syms[i]), input/output pointers, the weights base and the arena.
+ *
+ * Buffers are typed base pointers: inputs[k], outputs[k], weights + a float
+ * offset, arena + a byte offset (planned at the maximum dims, so offsets are
+ * compile-time constants). Index expressions are element indices (i64).
+ *
+ * Expressions are typed: I64 (indices, loop variables, loaded ids and mask
+ * bytes are widened to I64), F32, F64. Float ops with `reassoc` set may be
+ * reassociated (reductions: lets the vectoriser work); everything else is
+ * strict IEEE. Scalar variables (LS_LET defines, LS_SET assigns) are
+ * function-local; loop variables are read with LX_VAR too.
+ *
+ * Example (softmax over rows of x f32[R,D] into y, D = 64):
+ *   kernel k3 "softmax %12 @model.tfm:7:3" parallel extent R:
+ *     for r (outer):
+ *       let m = -inf
+ *       for j in 0..64:  set m = max(m, load x[r*64+j])
+ *       let s = 0
+ *       for j in 0..64:  store y[r*64+j] = exp(load x[r*64+j] - m); set s = s + load y[r*64+j]
+ *       for j in 0..64:  store y[r*64+j] = load y[r*64+j] / s
+ *
+ * Ownership: everything lives in the Arena the program was created with. */
+#ifndef TFMC_LOOP_H
+#define TFMC_LOOP_H
+
+#include "ir/ir.h"
+
+typedef enum LType { LT_I64, LT_F32, LT_F64, LT_COUNT } LType;
+
+/* element type of a buffer in memory */
+typedef enum LElem { LE_F32, LE_I32, LE_U8, LE_COUNT } LElem;
+
+typedef enum LBufKind {
+  LB_INPUT,  /* args->inputs[index] */
+  LB_OUTPUT, /* args->outputs[index] */
+  LB_WEIGHT, /* args->weights + offset floats */
+  LB_ARENA,  /* args->arena + offset bytes (a multiple of 64) */
+  LB_KIND_COUNT
+} LBufKind;
+
+typedef struct LBuffer {
+  LBufKind kind;
+  int index;      /* LB_INPUT / LB_OUTPUT */
+  int64_t offset; /* LB_WEIGHT: floats; LB_ARENA: bytes */
+  LElem elem;
+  const char *name; /* for comments: the graph value or param name */
+} LBuffer;
+
+typedef enum LExprKind {
+  LX_CONST_I,  /* i64 constant: ival */
+  LX_CONST_F,  /* float constant of type t (F32 or F64): fval */
+  LX_VAR,      /* scalar / loop variable: var */
+  LX_SYM,      /* args->syms[sym] (I64) */
+  LX_LOAD,     /* buffer element: buf, a = index (I64); result: F32 for LE_F32
+                  buffers, I64 (sign-extended / zero-extended) for LE_I32 / LE_U8 */
+  LX_ADDR,     /* pointer to buffer element (only as a call argument): buf, a = index */
+  LX_POOL,     /* args->pool (only as a call argument) */
+  LX_NULL,     /* a null pointer (only as a call argument) */
+  LX_BIN,      /* bop(a, b), both operands of type t (compare ops: result I64 0/1) */
+  LX_UN,       /* uop(a) */
+  LX_SELECT,   /* a (I64, nonzero = true) ? b : c, b and c of type t */
+  LX_CAST,     /* a converted to t (int<->float, f32<->f64) */
+  LX_KIND_COUNT
+} LExprKind;
+
+typedef enum LBinOp {
+  LB_ADD, LB_SUB, LB_MUL, LB_DIV, /* DIV on I64: signed, operands >= 0 */
+  LB_REM,                         /* I64 only, operands >= 0 */
+  LB_MIN, LB_MAX,                 /* floats: like fminf/fmaxf for non-NaN */
+  LB_LT, LB_LE, LB_EQ, LB_NE,     /* result I64 0/1 */
+  LB_AND,                         /* I64 only: (a != 0) & (b != 0) */
+  LB_BINOP_COUNT
+} LBinOp;
+
+typedef enum LUnOp {
+  LU_NEG, LU_EXP, LU_LOG, LU_SQRT, LU_TANH, LU_ERF, LU_SIN, LU_COS, /* floats */
+  LU_UNOP_COUNT
+} LUnOp;
+
+typedef struct LExpr LExpr;
+struct LExpr {
+  LExprKind kind;
+  LType t;       /* result type (pointer-valued kinds: LT_I64, ignored) */
+  bool reassoc;  /* LX_BIN on floats: may be reassociated */
+  int64_t ival;
+  double fval;
+  int var, sym, buf;
+  int op;        /* LBinOp or LUnOp */
+  LExpr *a, *b, *c;
+};
+
+typedef enum LStmtKind {
+  LS_FOR,   /* for (var = lo; var < hi; var++) body   (lo, hi: I64) */
+  LS_LET,   /* define var : t = value */
+  LS_SET,   /* var = value */
+  LS_STORE, /* buffer[index] = value (value F32 for LE_F32, I64 truncated for LE_I32 / LE_U8) */
+  LS_CALL,  /* runtime function `callee` (args) */
+  LS_BLOCK, /* stmts in order */
+  LS_KIND_COUNT
+} LStmtKind;
+
+/* Runtime functions generated code may call (prototypes in runtime/). */
+typedef enum LCallee {
+  LC_LINEAR, /* rt_linear(pool, m, n, k, x, ldx, w, bias|NULL, y, ldy) — runtime/rt_gemm.h */
+  LC_CALLEE_COUNT
+} LCallee;
+
+typedef struct LStmt LStmt;
+struct LStmt {
+  LStmtKind kind;
+  int var;             /* LS_FOR loop var, LS_LET / LS_SET target */
+  LType t;             /* LS_LET */
+  LExpr *lo, *hi;      /* LS_FOR */
+  LExpr *value;        /* LS_LET / LS_SET / LS_STORE */
+  int buf;             /* LS_STORE */
+  LExpr *index;        /* LS_STORE */
+  LCallee callee;      /* LS_CALL */
+  LExpr **args;        /* LS_CALL */
+  int n_args;
+  LStmt **stmts;       /* LS_BLOCK; LS_FOR body is stmts[0..n_stmts) */
+  int n_stmts, cap_stmts;
+};
+
+typedef struct LKernel {
+  const char *name;    /* "k12_softmax": unique, a C identifier */
+  const char *comment; /* "softmax %12 @\"model.tfm\":7:3" (may hold any bytes; printers escape) */
+  int node;            /* graph value it computes (-1: none) */
+  LExpr *extent;       /* I64: iterations of the outer loop */
+  int outer_var;       /* the outer loop variable */
+  bool parallel;       /* run through rt_pool_parallel_for */
+  int64_t grain;       /* minimum iterations per task */
+  LStmt *body;         /* LS_BLOCK run once per outer iteration */
+  int n_vars;          /* variables used: 0..n_vars-1 (outer_var included) */
+  LType *var_types;    /* type of each variable */
+} LKernel;
+
+typedef struct LoopProgram {
+  Arena *arena;
+  const char *name;    /* model name */
+  LBuffer *bufs;
+  int n_bufs, cap_bufs;
+  LKernel *kernels;
+  int n_kernels, cap_kernels;
+  int n_syms;
+  int64_t arena_bytes;
+  int64_t weights_floats;
+} LoopProgram;
+
+/* ---- loop.c: construction helpers and the printer ---- */
+LoopProgram *loop_program_create(Arena *a, const char *name);
+int loop_buffer_add(LoopProgram *p, LBufKind kind, int index, int64_t offset, LElem elem,
+                    const char *name);
+LKernel *loop_kernel_add(LoopProgram *p, const char *name, const char *comment, int node);
+int loop_var_new(LoopProgram *p, LKernel *k, LType t);
+
+LExpr *lx_i(LoopProgram *p, int64_t v);
+LExpr *lx_f32(LoopProgram *p, double v);
+LExpr *lx_f64(LoopProgram *p, double v);
+LExpr *lx_var(LoopProgram *p, LKernel *k, int var);
+LExpr *lx_sym(LoopProgram *p, int sym);
+LExpr *lx_load(LoopProgram *p, int buf, LExpr *index);
+LExpr *lx_addr(LoopProgram *p, int buf, LExpr *index);
+LExpr *lx_pool(LoopProgram *p);
+LExpr *lx_null(LoopProgram *p);
+LExpr *lx_bin(LoopProgram *p, LBinOp op, LExpr *a, LExpr *b); /* folds constant I64 arithmetic */
+LExpr *lx_bin_reassoc(LoopProgram *p, LBinOp op, LExpr *a, LExpr *b);
+LExpr *lx_un(LoopProgram *p, LUnOp op, LExpr *a);
+LExpr *lx_select(LoopProgram *p, LExpr *cond, LExpr *a, LExpr *b);
+LExpr *lx_cast(LoopProgram *p, LType t, LExpr *a);
+
+LStmt *ls_block(LoopProgram *p);
+void ls_append(LoopProgram *p, LStmt *block, LStmt *s); /* block: LS_BLOCK or LS_FOR */
+LStmt *ls_for(LoopProgram *p, int var, LExpr *lo, LExpr *hi); /* append body stmts to it */
+LStmt *ls_let(LoopProgram *p, int var, LType t, LExpr *value);
+LStmt *ls_set(LoopProgram *p, int var, LExpr *value);
+LStmt *ls_store(LoopProgram *p, int buf, LExpr *index, LExpr *value);
+LStmt *ls_call(LoopProgram *p, LCallee callee, LExpr **args, int n);
+
+/* Human-readable listing (tfmc ir --level loop). */
+void loop_program_print(const LoopProgram *p, FILE *out);
+
+#endif

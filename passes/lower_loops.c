@@ -1,0 +1,633 @@
+/* passes/lower_loops.c — graph IR to loop IR, with memory planning.
+ *
+ * Every graph value gets a buffer: inputs and outputs are the caller's
+ * arrays, params live in the packed weights (16-float aligned, in node
+ * order), a reshape aliases its operand, everything else gets an offset in
+ * one activation arena. Arena offsets are planned by liveness at the
+ * maximum dims (first fit; a value is freed after its last use, never
+ * before the node that consumes it has been given its own buffer), so the
+ * arena size is a compile-time constant and no kernel allocates.
+ *
+ * Each node becomes one kernel whose outer loop runs over rows (all dims but
+ * the last), so the inner loop over the last dim is contiguous and the
+ * vectoriser can work on it; matmuls call the runtime's rt_linear. The
+ * formula each kernel implements is quoted above its lowering function. */
+#include "ir/loop.h"
+#include "passes/passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct Lw {
+  const IrGraph *g;
+  LoopProgram *p;
+  int *buf;     /* node -> buffer id (-1 none) */
+  LKernel *k;   /* kernel being built */
+} Lw;
+
+/* ---- helpers ---- */
+
+static LExpr *dimx(Lw *L, IrDim d) {
+  return d.sym >= 0 ? lx_sym(L->p, d.sym) : lx_i(L->p, d.value);
+}
+
+static int64_t dim_max(const IrGraph *g, IrDim d) {
+  return d.sym >= 0 ? g->syms[d.sym].max : d.value;
+}
+
+static int64_t type_bytes_max(const IrGraph *g, const IrType *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= dim_max(g, t->dims[i]);
+  return n * (t->dtype == IR_BOOL ? 1 : 4);
+}
+
+/* product of dims [from, to) */
+static LExpr *prodx(Lw *L, const IrType *t, int from, int to) {
+  LExpr *e = lx_i(L->p, 1);
+  for (int i = from; i < to; i++) e = lx_bin(L->p, LB_MUL, e, dimx(L, t->dims[i]));
+  return e;
+}
+
+static LExpr *V(Lw *L, int var) { return lx_var(L->p, L->k, var); }
+static LExpr *I(Lw *L, int64_t v) { return lx_i(L->p, v); }
+static LExpr *add(Lw *L, LExpr *a, LExpr *b) { return lx_bin(L->p, LB_ADD, a, b); }
+static LExpr *mul(Lw *L, LExpr *a, LExpr *b) { return lx_bin(L->p, LB_MUL, a, b); }
+static LExpr *f32(Lw *L, double v) { return lx_f32(L->p, v); }
+
+static LExpr *load(Lw *L, int node, LExpr *idx) { return lx_load(L->p, L->buf[node], idx); }
+
+static void emit(Lw *L, LStmt *into, LStmt *s) { ls_append(L->p, into ? into : L->k->body, s); }
+
+static LStmt *for_(Lw *L, LStmt *into, int var, LExpr *hi) {
+  LStmt *f = ls_for(L->p, var, I(L, 0), hi);
+  emit(L, into, f);
+  return f;
+}
+
+static int var(Lw *L, LType t) { return loop_var_new(L->p, L->k, t); }
+
+static LKernel *kernel(Lw *L, int node, LExpr *extent, bool parallel) {
+  const IrNode *n = &L->g->nodes[node];
+  char name[64];
+  snprintf(name, sizeof name, "k%d_%s", node, ir_op_info[n->op].name);
+  for (char *c = name; *c; c++)
+    if (*c == '.') *c = '_';
+  const char *comment =
+      n->loc.file ? arena_printf(L->p->arena, "%s %%%d @%s:%d:%d", ir_op_info[n->op].name, node,
+                                 n->loc.file, n->loc.line, n->loc.col)
+                  : arena_printf(L->p->arena, "%s %%%d", ir_op_info[n->op].name, node);
+  LKernel *k = loop_kernel_add(L->p, name, comment, node);
+  k->extent = extent;
+  k->parallel = parallel;
+  L->k = k;
+  return k;
+}
+
+/* rows = all dims but the last, d = the last dim */
+static LExpr *rowsx(Lw *L, const IrType *t) { return prodx(L, t, 0, t->rank - 1); }
+
+/* Index into operand `t` (aligned to the trailing dims of out type `o`,
+ * broadcasting size-1 dims) of the element at out row r, column j. */
+static LExpr *bcast_index(Lw *L, const IrType *o, const IrType *t, LExpr *r, LExpr *j) {
+  bool same = t->rank == o->rank;
+  for (int i = 0; same && i < o->rank; i++) same = ir_dim_eq(o->dims[i], t->dims[i]);
+  if (same) return add(L, mul(L, r, dimx(L, o->dims[o->rank - 1])), j);
+  /* decompose r into out indices of dims 0..rank-2 (innermost first) */
+  LExpr *idx = I(L, 0), *stride = I(L, 1);
+  int off = o->rank - t->rank;
+  /* last dim */
+  IrDim tl = t->dims[t->rank - 1];
+  if (!(tl.sym < 0 && tl.value == 1) || (o->dims[o->rank - 1].sym < 0 && o->dims[o->rank - 1].value == 1))
+    idx = j;
+  stride = dimx(L, tl);
+  LExpr *rem = r;
+  for (int i = o->rank - 2; i >= 0; i--) {
+    LExpr *oi = lx_bin(L->p, LB_REM, rem, dimx(L, o->dims[i]));
+    rem = lx_bin(L->p, LB_DIV, rem, dimx(L, o->dims[i]));
+    int ti = i - off;
+    if (ti < 0) break;
+    IrDim td = t->dims[ti];
+    bool broadcast = td.sym < 0 && td.value == 1 && !(o->dims[i].sym < 0 && o->dims[i].value == 1);
+    if (!broadcast) idx = add(L, idx, mul(L, oi, stride));
+    stride = mul(L, stride, dimx(L, td));
+  }
+  return idx;
+}
+
+/* ---- kernels ---- */
+
+/* out[i] = i */
+static void lower_arange(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  LKernel *k = kernel(L, node, dimx(L, n->type.dims[0]), false);
+  emit(L, NULL, ls_store(L->p, L->buf[node], V(L, k->outer_var), V(L, k->outer_var)));
+}
+
+/* PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D))
+ * with 10000^(-2i/D) = exp(2i * -(ln 10000) / D), in double. */
+static void lower_sinusoid(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  int64_t D = n->type.dims[1].value;
+  LKernel *k = kernel(L, node, dimx(L, n->type.dims[0]), true);
+  int pos = var(L, LT_F64), j = var(L, LT_I64);
+  emit(L, NULL, ls_let(L->p, pos, LT_F64, lx_cast(L->p, LT_F64, load(L, n->operands[0], V(L, k->outer_var)))));
+  LStmt *f = for_(L, NULL, j, I(L, D));
+  LExpr *two_i = lx_cast(L->p, LT_F64, mul(L, lx_bin(L->p, LB_DIV, V(L, j), I(L, 2)), I(L, 2)));
+  LExpr *freq = lx_un(L->p, LU_EXP, lx_bin(L->p, LB_MUL, two_i, lx_f64(L->p, -log(10000.0) / (double)D)));
+  LExpr *ang = lx_bin(L->p, LB_MUL, V(L, pos), freq);
+  LExpr *even = lx_bin(L->p, LB_EQ, lx_bin(L->p, LB_REM, V(L, j), I(L, 2)), I(L, 0));
+  LExpr *val = lx_select(L->p, even, lx_un(L->p, LU_SIN, ang), lx_un(L->p, LU_COS, ang));
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, V(L, k->outer_var), I(L, D)), V(L, j)),
+                      lx_cast(L->p, LT_F32, val)));
+}
+
+/* out[r, :] = table[ids[r], :] */
+static void lower_embed(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  int table = n->operands[0], ids = n->operands[1];
+  int64_t D = n->type.dims[n->type.rank - 1].value;
+  LKernel *k = kernel(L, node, rowsx(L, &n->type), true);
+  int id = var(L, LT_I64), j = var(L, LT_I64);
+  emit(L, NULL, ls_let(L->p, id, LT_I64, load(L, ids, V(L, k->outer_var))));
+  LStmt *f = for_(L, NULL, j, I(L, D));
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, V(L, k->outer_var), I(L, D)), V(L, j)),
+                      load(L, table, add(L, mul(L, V(L, id), I(L, D)), V(L, j)))));
+}
+
+static LExpr *unary_expr(Lw *L, const IrNode *n, LExpr *x) {
+  LoopProgram *p = L->p;
+  if (n->op == IR_OP_SCALE) return lx_bin(p, LB_MUL, x, f32(L, n->attrs.factor));
+  if (n->op == IR_OP_RELU) return lx_bin(p, LB_MAX, x, f32(L, 0));
+  if (n->op == IR_OP_TANH) return lx_un(p, LU_TANH, x);
+  if (n->op == IR_OP_GELU) /* x/2 (1 + erf(x / sqrt 2)) */
+    return lx_bin(p, LB_MUL, lx_bin(p, LB_MUL, f32(L, 0.5), x),
+                  lx_bin(p, LB_ADD, f32(L, 1),
+                         lx_un(p, LU_ERF, lx_bin(p, LB_MUL, x, f32(L, 0.70710678118654752440)))));
+  TFMC_ASSERT(n->op == IR_OP_GELU_TANH);
+  /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  LExpr *x3 = lx_bin(p, LB_MUL, lx_bin(p, LB_MUL, x, x), x);
+  LExpr *in = lx_bin(p, LB_MUL, f32(L, 0.7978845608028654),
+                     lx_bin(p, LB_ADD, x, lx_bin(p, LB_MUL, f32(L, 0.044715), x3)));
+  return lx_bin(p, LB_MUL, lx_bin(p, LB_MUL, f32(L, 0.5), x),
+                lx_bin(p, LB_ADD, f32(L, 1), lx_un(p, LU_TANH, in)));
+}
+
+/* out[r, j] = f(x[r, j]) */
+static void lower_unary(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  int j = var(L, LT_I64);
+  LExpr *D = dimx(L, t->dims[t->rank - 1]);
+  LStmt *f = for_(L, NULL, j, D);
+  LExpr *idx = add(L, mul(L, V(L, k->outer_var), D), V(L, j));
+  emit(L, f, ls_store(L->p, L->buf[node], idx, unary_expr(L, n, load(L, n->operands[0], idx))));
+}
+
+/* out = a OP b with numpy broadcasting */
+static void lower_binary(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  const IrType *ta = &L->g->nodes[n->operands[0]].type, *tb = &L->g->nodes[n->operands[1]].type;
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  int j = var(L, LT_I64);
+  LExpr *D = dimx(L, t->dims[t->rank - 1]);
+  LStmt *f = for_(L, NULL, j, D);
+  LExpr *r = V(L, k->outer_var);
+  LExpr *a = load(L, n->operands[0], bcast_index(L, t, ta, r, V(L, j)));
+  LExpr *b = load(L, n->operands[1], bcast_index(L, t, tb, r, V(L, j)));
+  LBinOp op = n->op == IR_OP_ADD   ? LB_ADD
+              : n->op == IR_OP_SUB ? LB_SUB
+              : n->op == IR_OP_MUL ? LB_MUL
+              : n->op == IR_OP_DIV ? LB_DIV
+                                   : LB_AND;
+  TFMC_ASSERT(n->op != IR_OP_AND || op == LB_AND);
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, r, D), V(L, j)), lx_bin(L->p, op, a, b)));
+}
+
+/* per row: mean = sum(x)/D; c = x - mean;
+ *   unbiased=false: y = g c / sqrt(sum(c^2)/D + eps) + b
+ *   unbiased=true:  y = g c / (sqrt(sum(c^2)/(D-1)) + eps) + b */
+static void lower_layernorm(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  int64_t D = t->dims[t->rank - 1].value;
+  int x = n->operands[0], g = n->operands[1], b = n->operands[2];
+  LoopProgram *p = L->p;
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  int s = var(L, LT_F32), mean = var(L, LT_F32), ss = var(L, LT_F32), den = var(L, LT_F32);
+  int j1 = var(L, LT_I64), j2 = var(L, LT_I64), j3 = var(L, LT_I64);
+  LExpr *base = mul(L, V(L, k->outer_var), I(L, D));
+  emit(L, NULL, ls_let(p, s, LT_F32, f32(L, 0)));
+  LStmt *f1 = for_(L, NULL, j1, I(L, D));
+  emit(L, f1, ls_set(p, s, lx_bin_reassoc(p, LB_ADD, V(L, s), load(L, x, add(L, base, V(L, j1))))));
+  emit(L, NULL, ls_let(p, mean, LT_F32, lx_bin(p, LB_DIV, V(L, s), f32(L, (double)D))));
+  emit(L, NULL, ls_let(p, ss, LT_F32, f32(L, 0)));
+  LStmt *f2 = for_(L, NULL, j2, I(L, D));
+  LExpr *c2 = lx_bin(p, LB_SUB, load(L, x, add(L, base, V(L, j2))), V(L, mean));
+  emit(L, f2, ls_set(p, ss, lx_bin_reassoc(p, LB_ADD, V(L, ss), lx_bin(p, LB_MUL, c2, c2))));
+  LExpr *denom;
+  if (n->attrs.unbiased) {
+    LExpr *var_u = D > 1 ? lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)(D - 1))) : f32(L, 0);
+    denom = lx_bin(p, LB_ADD, lx_un(p, LU_SQRT, var_u), f32(L, n->attrs.eps));
+  } else {
+    denom = lx_un(p, LU_SQRT, lx_bin(p, LB_ADD, lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)D)),
+                                     f32(L, n->attrs.eps)));
+  }
+  emit(L, NULL, ls_let(p, den, LT_F32, denom));
+  LStmt *f3 = for_(L, NULL, j3, I(L, D));
+  LExpr *c3 = lx_bin(p, LB_SUB, load(L, x, add(L, base, V(L, j3))), V(L, mean));
+  LExpr *y = lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, load(L, g, V(L, j3)), lx_bin(p, LB_DIV, c3, V(L, den))),
+                    load(L, b, V(L, j3)));
+  emit(L, f3, ls_store(p, L->buf[node], add(L, base, V(L, j3)), y));
+}
+
+/* y[M,N] = x[M,K] w[N,K]^T + b : the runtime's GEMM entry */
+static void lower_linear(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *tw = &L->g->nodes[n->operands[1]].type;
+  LoopProgram *p = L->p;
+  kernel(L, node, I(L, 1), false);
+  LExpr *N = I(L, tw->dims[0].value), *K = I(L, tw->dims[1].value);
+  LExpr *args[10] = {lx_pool(p),
+                     rowsx(L, &n->type),
+                     N,
+                     K,
+                     lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
+                     K,
+                     lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
+                     n->n_operands == 3 ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
+                     lx_addr(p, L->buf[node], I(L, 0)),
+                     N};
+  emit(L, NULL, ls_call(p, LC_LINEAR, args, 10));
+}
+
+/* softmax: y = exp(x - max) / sum(exp(x - max)); log_softmax: y = x - max - log(sum) */
+static void lower_softmax(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  LoopProgram *p = L->p;
+  int x = n->operands[0];
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  LExpr *D = dimx(L, t->dims[t->rank - 1]);
+  int m = var(L, LT_F32), s = var(L, LT_F32), j1 = var(L, LT_I64), j2 = var(L, LT_I64),
+      j3 = var(L, LT_I64);
+  LExpr *base = mul(L, V(L, k->outer_var), D);
+  emit(L, NULL, ls_let(p, m, LT_F32, f32(L, -INFINITY)));
+  LStmt *f1 = for_(L, NULL, j1, D);
+  emit(L, f1, ls_set(p, m, lx_bin_reassoc(p, LB_MAX, V(L, m), load(L, x, add(L, base, V(L, j1))))));
+  emit(L, NULL, ls_let(p, s, LT_F32, f32(L, 0)));
+  LStmt *f2 = for_(L, NULL, j2, D);
+  LExpr *e = lx_un(p, LU_EXP, lx_bin(p, LB_SUB, load(L, x, add(L, base, V(L, j2))), V(L, m)));
+  if (n->op == IR_OP_SOFTMAX) {
+    emit(L, f2, ls_store(p, L->buf[node], add(L, base, V(L, j2)), e));
+    emit(L, f2, ls_set(p, s, lx_bin_reassoc(p, LB_ADD, V(L, s), load(L, node, add(L, base, V(L, j2))))));
+  } else {
+    emit(L, f2, ls_set(p, s, lx_bin_reassoc(p, LB_ADD, V(L, s), e)));
+  }
+  LStmt *f3 = for_(L, NULL, j3, D);
+  LExpr *idx = add(L, base, V(L, j3));
+  LExpr *y = n->op == IR_OP_SOFTMAX
+                 ? lx_bin(p, LB_DIV, load(L, node, idx), V(L, s))
+                 : lx_bin(p, LB_SUB, lx_bin(p, LB_SUB, load(L, x, idx), V(L, m)), lx_un(p, LU_LOG, V(L, s)));
+  emit(L, f3, ls_store(p, L->buf[node], idx, y));
+}
+
+/* out[0, q, k] = k <= q */
+static void lower_causal(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  LExpr *T = dimx(L, n->type.dims[2]);
+  LKernel *k = kernel(L, node, dimx(L, n->type.dims[1]), true);
+  int j = var(L, LT_I64);
+  LStmt *f = for_(L, NULL, j, T);
+  LExpr *q = V(L, k->outer_var);
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, q, T), V(L, j)), lx_bin(L->p, LB_LE, V(L, j), q)));
+}
+
+/* out = x, element for element (reshape into an output; outputs of inputs) */
+static void lower_copy(Lw *L, int node, int src, int dst_buf) {
+  const IrType *t = &L->g->nodes[node].type;
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  int j = var(L, LT_I64);
+  LExpr *D = dimx(L, t->dims[t->rank - 1]);
+  LStmt *f = for_(L, NULL, j, D);
+  LExpr *idx = add(L, mul(L, V(L, k->outer_var), D), V(L, j));
+  emit(L, f, ls_store(L->p, dst_buf, idx, load(L, src, idx)));
+}
+
+/* out[..., i_{axis+1}, ...] = x[..., index, i_{axis+1}, ...] */
+static void lower_take(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type, *ti = &L->g->nodes[n->operands[0]].type;
+  int axis = n->attrs.axis;
+  LKernel *k = kernel(L, node, prodx(L, t, 0, t->rank), true);
+  /* flat out index o -> in index: o = hi * inner + lo with inner = prod of
+   * out dims from axis on; in = (hi * in_dim(axis) + index) * inner + lo */
+  LExpr *inner = prodx(L, t, axis, t->rank);
+  LExpr *o = V(L, k->outer_var);
+  LExpr *hi = lx_bin(L->p, LB_DIV, o, inner), *lo = lx_bin(L->p, LB_REM, o, inner);
+  LExpr *in = add(L, mul(L, add(L, mul(L, hi, dimx(L, ti->dims[axis])), I(L, n->attrs.index)), inner), lo);
+  emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], in)));
+}
+
+typedef struct AttnIdx {
+  LExpr *b, *h, *t;  /* batch, head, query position of outer row o = (b*H + h)*Tq + t */
+  LExpr *Tq, *Tk;
+} AttnIdx;
+
+static AttnIdx attn_idx(Lw *L, const IrType *q, const IrType *kt, int heads) {
+  AttnIdx a;
+  LExpr *o = V(L, L->k->outer_var);
+  a.Tq = dimx(L, q->dims[1]);
+  a.Tk = dimx(L, kt->dims[1]);
+  a.t = lx_bin(L->p, LB_REM, o, a.Tq);
+  LExpr *bh = lx_bin(L->p, LB_DIV, o, a.Tq);
+  a.h = lx_bin(L->p, LB_REM, bh, I(L, heads));
+  a.b = lx_bin(L->p, LB_DIV, bh, I(L, heads));
+  return a;
+}
+
+/* score(s) = scale * sum_j q[b,t,h*dh+j] k[b,s,h*dh+j], replaced by -1e9
+ * where mask[b|0, t|0, s] == 0.  Appends the computation into `into`,
+ * leaving the score in variable `sc`. */
+static void attn_score(Lw *L, LStmt *into, const IrNode *n, AttnIdx *a, int s, int sc, int *vb,
+                       int *vt) {
+  LoopProgram *p = L->p;
+  const IrType *tq = &L->g->nodes[n->operands[0]].type;
+  int64_t D = tq->dims[2].value, dh = D / n->attrs.heads;
+  int j = var(L, LT_I64);
+  LExpr *qbase = add(L, mul(L, add(L, mul(L, V(L, *vb), a->Tq), V(L, *vt)), I(L, D)),
+                     mul(L, a->h, I(L, dh)));
+  LExpr *kbase = add(L, mul(L, add(L, mul(L, V(L, *vb), a->Tk), V(L, s)), I(L, D)),
+                     mul(L, a->h, I(L, dh)));
+  emit(L, into, ls_let(p, sc, LT_F32, f32(L, 0)));
+  LStmt *f = for_(L, into, j, I(L, dh));
+  emit(L, f, ls_set(p, sc, lx_bin_reassoc(p, LB_ADD, V(L, sc),
+                                          lx_bin(p, LB_MUL, load(L, n->operands[0], add(L, qbase, V(L, j))),
+                                                 load(L, n->operands[1], add(L, kbase, V(L, j)))))));
+  emit(L, into, ls_set(p, sc, lx_bin(p, LB_MUL, V(L, sc), f32(L, n->attrs.scale))));
+  int mi = n->op == IR_OP_ATTENTION ? 3 : 2;
+  if (n->n_operands > mi) {
+    int mask = n->operands[mi];
+    const IrType *tm = &L->g->nodes[mask].type;
+    LExpr *mb = (tm->dims[0].sym < 0 && tm->dims[0].value == 1) ? I(L, 0) : V(L, *vb);
+    LExpr *mt = (tm->dims[1].sym < 0 && tm->dims[1].value == 1) ? I(L, 0) : V(L, *vt);
+    LExpr *mq = (tm->dims[1].sym < 0 && tm->dims[1].value == 1) ? I(L, 1) : a->Tq;
+    LExpr *midx = add(L, mul(L, add(L, mul(L, mb, mq), mt), a->Tk), V(L, s));
+    emit(L, into, ls_set(p, sc, lx_select(p, lx_bin(p, LB_NE, load(L, mask, midx), I(L, 0)), V(L, sc),
+                                          f32(L, -1e9))));
+  }
+}
+
+/* attention(q,k,v,mask) per row (b,h,t), online softmax so no Tq x Tk
+ * matrix is stored:  m' = max(m, s); c = exp(m - m'); e = exp(s - m');
+ * l = l c + e;  out = out c + e v[s];  finally out /= l */
+static void lower_attention(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  LoopProgram *p = L->p;
+  const IrType *tq = &L->g->nodes[n->operands[0]].type, *tk = &L->g->nodes[n->operands[1]].type;
+  const IrType *tv = &L->g->nodes[n->operands[2]].type;
+  int H = n->attrs.heads;
+  int64_t Dv = tv->dims[2].value, dv = Dv / H;
+  LKernel *k = kernel(L, node, mul(L, mul(L, dimx(L, tq->dims[0]), I(L, H)), dimx(L, tq->dims[1])), true);
+  (void)k;
+  AttnIdx a = attn_idx(L, tq, tk, H);
+  int vb = var(L, LT_I64), vt = var(L, LT_I64), vh = var(L, LT_I64), obase = var(L, LT_I64);
+  emit(L, NULL, ls_let(p, vb, LT_I64, a.b));
+  emit(L, NULL, ls_let(p, vt, LT_I64, a.t));
+  emit(L, NULL, ls_let(p, vh, LT_I64, a.h));
+  a.h = V(L, vh);
+  emit(L, NULL, ls_let(p, obase, LT_I64,
+                       add(L, mul(L, add(L, mul(L, V(L, vb), a.Tq), V(L, vt)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)))));
+  int m = var(L, LT_F32), l = var(L, LT_F32), j0 = var(L, LT_I64);
+  emit(L, NULL, ls_let(p, m, LT_F32, f32(L, -INFINITY)));
+  emit(L, NULL, ls_let(p, l, LT_F32, f32(L, 0)));
+  LStmt *z = for_(L, NULL, j0, I(L, dv));
+  emit(L, z, ls_store(p, L->buf[node], add(L, V(L, obase), V(L, j0)), f32(L, 0)));
+  int s = var(L, LT_I64), sc = var(L, LT_F32), mn = var(L, LT_F32), c = var(L, LT_F32),
+      e = var(L, LT_F32), j = var(L, LT_I64);
+  LStmt *fs = for_(L, NULL, s, a.Tk);
+  attn_score(L, fs, n, &a, s, sc, &vb, &vt);
+  emit(L, fs, ls_let(p, mn, LT_F32, lx_bin(p, LB_MAX, V(L, m), V(L, sc))));
+  emit(L, fs, ls_let(p, c, LT_F32, lx_un(p, LU_EXP, lx_bin(p, LB_SUB, V(L, m), V(L, mn)))));
+  emit(L, fs, ls_let(p, e, LT_F32, lx_un(p, LU_EXP, lx_bin(p, LB_SUB, V(L, sc), V(L, mn)))));
+  emit(L, fs, ls_set(p, l, lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, V(L, l), V(L, c)), V(L, e))));
+  LExpr *vbase = add(L, mul(L, add(L, mul(L, V(L, vb), a.Tk), V(L, s)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)));
+  LStmt *fj = for_(L, fs, j, I(L, dv));
+  LExpr *oi = add(L, V(L, obase), V(L, j));
+  emit(L, fj, ls_store(p, L->buf[node], oi,
+                       lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, load(L, node, oi), V(L, c)),
+                              lx_bin(p, LB_MUL, V(L, e), load(L, n->operands[2], add(L, vbase, V(L, j)))))));
+  emit(L, fs, ls_set(p, m, V(L, mn)));
+  int j2 = var(L, LT_I64);
+  LStmt *fd = for_(L, NULL, j2, I(L, dv));
+  LExpr *oi2 = add(L, V(L, obase), V(L, j2));
+  emit(L, fd, ls_store(p, L->buf[node], oi2, lx_bin(p, LB_DIV, load(L, node, oi2), V(L, l))));
+}
+
+/* p[b,h,t,:] = softmax(scores(b,h,t,:)) */
+static void lower_attn_probs(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  LoopProgram *p = L->p;
+  const IrType *tq = &L->g->nodes[n->operands[0]].type, *tk = &L->g->nodes[n->operands[1]].type;
+  int H = n->attrs.heads;
+  LKernel *k = kernel(L, node, mul(L, mul(L, dimx(L, tq->dims[0]), I(L, H)), dimx(L, tq->dims[1])), true);
+  AttnIdx a = attn_idx(L, tq, tk, H);
+  int vb = var(L, LT_I64), vt = var(L, LT_I64), vh = var(L, LT_I64), row = var(L, LT_I64);
+  emit(L, NULL, ls_let(p, vb, LT_I64, a.b));
+  emit(L, NULL, ls_let(p, vt, LT_I64, a.t));
+  emit(L, NULL, ls_let(p, vh, LT_I64, a.h));
+  a.h = V(L, vh);
+  emit(L, NULL, ls_let(p, row, LT_I64, mul(L, V(L, k->outer_var), a.Tk)));
+  int m = var(L, LT_F32), sum = var(L, LT_F32), s = var(L, LT_I64), sc = var(L, LT_F32),
+      s2 = var(L, LT_I64), s3 = var(L, LT_I64);
+  emit(L, NULL, ls_let(p, m, LT_F32, f32(L, -INFINITY)));
+  LStmt *f1 = for_(L, NULL, s, a.Tk);
+  attn_score(L, f1, n, &a, s, sc, &vb, &vt);
+  emit(L, f1, ls_store(p, L->buf[node], add(L, V(L, row), V(L, s)), V(L, sc)));
+  emit(L, f1, ls_set(p, m, lx_bin(p, LB_MAX, V(L, m), V(L, sc))));
+  emit(L, NULL, ls_let(p, sum, LT_F32, f32(L, 0)));
+  LStmt *f2 = for_(L, NULL, s2, a.Tk);
+  LExpr *i2 = add(L, V(L, row), V(L, s2));
+  emit(L, f2, ls_store(p, L->buf[node], i2, lx_un(p, LU_EXP, lx_bin(p, LB_SUB, load(L, node, i2), V(L, m)))));
+  emit(L, f2, ls_set(p, sum, lx_bin_reassoc(p, LB_ADD, V(L, sum), load(L, node, i2))));
+  LStmt *f3 = for_(L, NULL, s3, a.Tk);
+  LExpr *i3 = add(L, V(L, row), V(L, s3));
+  emit(L, f3, ls_store(p, L->buf[node], i3, lx_bin(p, LB_DIV, load(L, node, i3), V(L, sum))));
+}
+
+/* out[b,t,h*dv+j] = sum_s p[b,h,t,s] v[b,s,h*dv+j] */
+static void lower_attn_mix(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  LoopProgram *p = L->p;
+  const IrType *tp = &L->g->nodes[n->operands[0]].type, *tv = &L->g->nodes[n->operands[1]].type;
+  int H = n->attrs.heads;
+  int64_t Dv = tv->dims[2].value, dv = Dv / H;
+  LExpr *Tq = dimx(L, tp->dims[2]), *Tk = dimx(L, tp->dims[3]);
+  LKernel *k = kernel(L, node, mul(L, mul(L, dimx(L, tp->dims[0]), I(L, H)), Tq), true);
+  LExpr *o = V(L, k->outer_var);
+  int vb = var(L, LT_I64), vt = var(L, LT_I64), vh = var(L, LT_I64), obase = var(L, LT_I64);
+  emit(L, NULL, ls_let(p, vb, LT_I64, lx_bin(p, LB_DIV, lx_bin(p, LB_DIV, o, Tq), I(L, H))));
+  emit(L, NULL, ls_let(p, vh, LT_I64, lx_bin(p, LB_REM, lx_bin(p, LB_DIV, o, Tq), I(L, H))));
+  emit(L, NULL, ls_let(p, vt, LT_I64, lx_bin(p, LB_REM, o, Tq)));
+  emit(L, NULL, ls_let(p, obase, LT_I64,
+                       add(L, mul(L, add(L, mul(L, V(L, vb), Tq), V(L, vt)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)))));
+  int j0 = var(L, LT_I64), s = var(L, LT_I64), pv = var(L, LT_F32), j = var(L, LT_I64);
+  LStmt *z = for_(L, NULL, j0, I(L, dv));
+  emit(L, z, ls_store(p, L->buf[node], add(L, V(L, obase), V(L, j0)), f32(L, 0)));
+  LStmt *fs = for_(L, NULL, s, Tk);
+  emit(L, fs, ls_let(p, pv, LT_F32, load(L, n->operands[0], add(L, mul(L, o, Tk), V(L, s)))));
+  LExpr *vbase = add(L, mul(L, add(L, mul(L, V(L, vb), Tk), V(L, s)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)));
+  LStmt *fj = for_(L, fs, j, I(L, dv));
+  LExpr *oi = add(L, V(L, obase), V(L, j));
+  emit(L, fj, ls_store(p, L->buf[node], oi,
+                       lx_bin(p, LB_ADD, load(L, node, oi),
+                              lx_bin(p, LB_MUL, V(L, pv), load(L, n->operands[1], add(L, vbase, V(L, j)))))));
+}
+
+/* a scalar literal */
+static void lower_const(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  kernel(L, node, I(L, 1), false);
+  emit(L, NULL, ls_store(L->p, L->buf[node], I(L, 0), f32(L, n->attrs.value)));
+}
+
+/* ---- memory planning ---- */
+
+typedef struct Block {
+  int64_t off, size;
+  int node;
+} Block;
+
+static int64_t align64(int64_t v) { return (v + 63) & ~(int64_t)63; }
+
+static LElem elem_of(IrDtype dt) {
+  switch (dt) {
+  case IR_F32: return LE_F32;
+  case IR_I32: return LE_I32;
+  case IR_BOOL: return LE_U8;
+  case IR_DTYPE_COUNT: break;
+  }
+  return LE_F32;
+}
+
+LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g) {
+  LoopProgram *p = loop_program_create(a, g->name);
+  p->n_syms = g->n_syms;
+  Lw L = {g, p, arena_alloc(a, (size_t)g->n_nodes * sizeof(int)), NULL};
+  int *out_of = arena_alloc(a, (size_t)g->n_nodes * sizeof(int)); /* node -> first output idx */
+  int *base = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));   /* alias root */
+  int *last = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));
+  for (int i = 0; i < g->n_nodes; i++) out_of[i] = -1, L.buf[i] = -1, last[i] = i;
+  for (int o = g->n_outputs - 1; o >= 0; o--) out_of[g->outputs[o].value] = o;
+  /* reshapes alias their operand unless they are an output themselves */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    base[i] = (n->op == IR_OP_RESHAPE && out_of[i] < 0) ? base[n->operands[0]] : i;
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_operands; k++) {
+      int b = base[g->nodes[i].operands[k]];
+      if (last[b] < i) last[b] = i;
+    }
+  /* inputs, params */
+  int n_in = 0;
+  int64_t wofs = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op == IR_OP_INPUT)
+      L.buf[i] = loop_buffer_add(p, LB_INPUT, n_in++, 0, elem_of(n->type.dtype), n->attrs.name);
+    else if (n->op == IR_OP_PARAM) {
+      L.buf[i] = loop_buffer_add(p, LB_WEIGHT, 0, wofs, LE_F32, n->attrs.name);
+      wofs += (type_bytes_max(g, &n->type) / 4 + 15) & ~(int64_t)15;
+    }
+  }
+  p->weights_floats = wofs;
+  /* arena blocks, first fit by liveness */
+  Block *live = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *live);
+  int n_live = 0;
+  int64_t peak = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM) continue;
+    if (base[i] != i) {
+      L.buf[i] = loop_buffer_add(p, p->bufs[L.buf[base[i]]].kind, p->bufs[L.buf[base[i]]].index,
+                                 p->bufs[L.buf[base[i]]].offset, elem_of(n->type.dtype),
+                                 arena_printf(a, "%%%d (reshape of %%%d)", i, base[i]));
+      continue;
+    }
+    if (out_of[i] >= 0) {
+      L.buf[i] = loop_buffer_add(p, LB_OUTPUT, out_of[i], 0, elem_of(n->type.dtype), g->outputs[out_of[i]].name);
+    } else {
+      int64_t size = align64(type_bytes_max(g, &n->type)), off = 0;
+      /* live blocks are sorted by offset: take the first gap that fits */
+      int at = 0;
+      for (; at < n_live; at++) {
+        if (live[at].off - off >= size) break;
+        off = live[at].off + live[at].size;
+      }
+      memmove(&live[at + 1], &live[at], (size_t)(n_live - at) * sizeof *live);
+      live[at] = (Block){off, size, i};
+      n_live++;
+      if (off + size > peak) peak = off + size;
+      L.buf[i] = loop_buffer_add(p, LB_ARENA, 0, off, elem_of(n->type.dtype), arena_printf(a, "%%%d", i));
+    }
+    /* free operands whose last use is this node (after this node got its buffer) */
+    for (int b = 0; b < n_live;) {
+      int nd = live[b].node;
+      if (last[nd] <= i && nd != i) {
+        memmove(&live[b], &live[b + 1], (size_t)(n_live - b - 1) * sizeof *live);
+        n_live--;
+      } else {
+        b++;
+      }
+    }
+  }
+  p->arena_bytes = peak;
+  /* kernels */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    switch (n->op) {
+    case IR_OP_INPUT:
+    case IR_OP_PARAM:
+      break;
+    case IR_OP_RESHAPE:
+      if (base[i] == i) lower_copy(&L, i, n->operands[0], L.buf[i]);
+      break;
+    case IR_OP_CONST: lower_const(&L, i); break;
+    case IR_OP_ARANGE: lower_arange(&L, i); break;
+    case IR_OP_SINUSOID: lower_sinusoid(&L, i); break;
+    case IR_OP_EMBED: lower_embed(&L, i); break;
+    case IR_OP_ADD:
+    case IR_OP_SUB:
+    case IR_OP_MUL:
+    case IR_OP_DIV:
+    case IR_OP_AND: lower_binary(&L, i); break;
+    case IR_OP_SCALE:
+    case IR_OP_RELU:
+    case IR_OP_GELU:
+    case IR_OP_GELU_TANH:
+    case IR_OP_TANH: lower_unary(&L, i); break;
+    case IR_OP_LAYERNORM: lower_layernorm(&L, i); break;
+    case IR_OP_LINEAR: lower_linear(&L, i); break;
+    case IR_OP_SOFTMAX:
+    case IR_OP_LOG_SOFTMAX: lower_softmax(&L, i); break;
+    case IR_OP_MASK_CAUSAL: lower_causal(&L, i); break;
+    case IR_OP_TAKE: lower_take(&L, i); break;
+    case IR_OP_ATTENTION: lower_attention(&L, i); break;
+    case IR_OP_ATTN_PROBS: lower_attn_probs(&L, i); break;
+    case IR_OP_ATTN_MIX: lower_attn_mix(&L, i); break;
+    case IR_OP_COUNT: TFMC_ASSERT(!"op count");
+    }
+  }
+  /* outputs whose value lives elsewhere (an input, a param, an alias, or a
+   * value already written to an earlier output) get a copy */
+  for (int o = 0; o < g->n_outputs; o++) {
+    int v = g->outputs[o].value;
+    if (L.buf[v] >= 0 && p->bufs[L.buf[v]].kind == LB_OUTPUT && p->bufs[L.buf[v]].index == o) continue;
+    int dst = loop_buffer_add(p, LB_OUTPUT, o, 0, elem_of(g->nodes[v].type.dtype), g->outputs[o].name);
+    lower_copy(&L, v, v, dst);
+  }
+  return p;
+}

@@ -1,0 +1,38 @@
+/* runtime/rt_gemm.h — the matrix-multiply entry of compiled code.
+ *
+ * Backends, chosen once at first use: OpenBLAS, loaded with dlopen AFTER
+ * setting OPENBLAS_CORETYPE (when unset and the CPU has AVX-512: Debian 12's
+ * OpenBLAS 0.3.21 misdetects such CPUs and falls back to SSE3 kernels 4-5x
+ * slower) and OPENBLAS_NUM_THREADS=1 (tfmc's pool owns the cores; BLAS's own
+ * threads would spin against it), or the portable blocked GEMM when no
+ * OpenBLAS is found or TFMC_GEMM=portable is set. A single row (M = 1) never
+ * goes through sgemm: a matrix-vector kernel is 2-3x faster there. */
+#ifndef TFMC_RT_GEMM_H
+#define TFMC_RT_GEMM_H
+
+#include "runtime/rt_pool.h"
+
+#include <stdint.h>
+
+/* y[M,N] = x[M,K] w[N,K]^T (+ bias[N] if not NULL), row-major; x rows are
+ * ldx floats apart, y rows ldy apart; w is dense [N,K]. Splits the work
+ * over the pool (N blocks for small M, M blocks otherwise). */
+void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
+               int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy);
+
+/* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),
+ * single-threaded (callers parallelise over independent products). */
+void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+              float *c, int64_t ldc);
+
+/* The portable blocked GEMM alone (what rt_sgemm falls back to), exposed
+ * for tests and benchmarks. */
+void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* "openblas (coretype SkylakeX)", "portable", ... for reports. */
+const char *rt_gemm_backend(void);
+
+#endif

@@ -1,0 +1,136 @@
+/* runtime/rt_model.h — the ABI between compiled model code and the runtime.
+ *
+ * A compiled model is one function plus a description:
+ *
+ *     extern const RtModelInfo tfmc_model_info;      // data: names, shapes, sizes
+ *     void tfmc_model_run(const RtRunArgs *args);   // the forward pass
+ *
+ * (the JIT gets the same function in process; `tfmc build` links an object
+ * file holding it with a generated C file holding tfmc_model_info, the
+ * runtime, and runtime/rt_main.c). The runtime binds the run-time dims
+ * (symbols such as batch B and lengths S, T) from the inputs, checks them
+ * against their maxima, allocates the activation arena (its size is fixed at
+ * compile time), maps the packed weights and calls the function.
+ *
+ * Layout contract (generated code reads RtRunArgs by these byte offsets, on
+ * 64-bit targets): syms 0, inputs 8, outputs 16, weights 24, arena 32,
+ * pool 40. Inputs are int32 (ids) or uint8 (masks, 1 = real token) arrays in
+ * row-major order with the bound dims; outputs are f32 arrays sized for the
+ * bound dims. Weights are f32, each tensor starting at a 64-byte aligned
+ * offset from the weights base. The arena is 64-byte aligned. */
+#ifndef TFMC_RT_MODEL_H
+#define TFMC_RT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_ABI_VERSION 1
+#define RT_MAX_SYMS 8
+#define RT_MAX_RANK 4
+
+typedef struct RtPool RtPool;
+
+typedef enum RtElem { RT_ELEM_F32, RT_ELEM_I32, RT_ELEM_U8, RT_ELEM_COUNT } RtElem;
+
+typedef struct RtDim {
+  int sym;       /* index into RtModelInfo.sym_*, or -1 */
+  int64_t value; /* the constant when sym < 0 */
+} RtDim;
+
+typedef enum RtInputKind {
+  RT_INPUT_IDS,  /* token ids: int32, each in [0, vocab) */
+  RT_INPUT_MASK, /* key padding mask: uint8 [B,L] from mask / lengths / pad ids */
+  RT_INPUT_KIND_COUNT
+} RtInputKind;
+
+typedef struct RtTensorInfo {
+  const char *name;
+  RtElem elem;
+  int rank;
+  RtDim dims[RT_MAX_RANK];
+  RtInputKind kind;         /* inputs only */
+  int64_t vocab;            /* RT_INPUT_IDS: exclusive upper bound of ids */
+  const char *ids_input;    /* RT_INPUT_MASK: the ids input it pads ("tokens", "src") */
+  const char *lengths_name; /* RT_INPUT_MASK: the alternative lengths tensor name */
+} RtTensorInfo;
+
+typedef struct RtWeightInfo {
+  const char *name;
+  int rank;
+  int64_t shape[RT_MAX_RANK];
+  int64_t offset; /* in floats from the weights base; a multiple of 16 */
+} RtWeightInfo;
+
+typedef struct RtModelInfo {
+  uint32_t abi_version; /* RT_ABI_VERSION */
+  const char *name;
+  int n_syms;
+  const char *sym_names[RT_MAX_SYMS];
+  int64_t sym_max[RT_MAX_SYMS];
+  int n_inputs;
+  const RtTensorInfo *inputs;
+  int n_outputs;
+  const RtTensorInfo *outputs;
+  int n_weights;
+  const RtWeightInfo *weights;
+  int64_t weights_floats;  /* total size of the packed weights, in floats */
+  uint64_t layout_hash;    /* FNV-1a 64 over every weight's name, shape and offset */
+  int64_t arena_bytes;     /* activation arena, planned at the maximum dims */
+  int64_t pad_id;          /* -1: none */
+} RtModelInfo;
+
+typedef struct RtRunArgs {
+  const int64_t *syms;   /* bound symbol values, indexed like sym_names */
+  void *const *inputs;   /* one per RtModelInfo.inputs */
+  float *const *outputs; /* one per RtModelInfo.outputs */
+  const float *weights;  /* packed weights base */
+  unsigned char *arena;  /* arena_bytes, 64-byte aligned */
+  RtPool *pool;          /* may be NULL: run on the calling thread */
+} RtRunArgs;
+
+typedef void (*RtModelRunFn)(const RtRunArgs *args);
+
+/* FNV-1a 64 of the weights layout (what layout_hash holds): for each
+ * weight in order, its name bytes, a 0 byte, rank and shape and offset as
+ * 8-byte little-endian integers. */
+uint64_t rt_model_layout_hash(const RtWeightInfo *w, int n);
+
+/* ---- rt_model.c: binding inputs for a run (the CLI's JIT path and
+ * standalone executables share it) ---- */
+
+#define RT_MAX_IO 16
+
+typedef struct RtBound {
+  int64_t syms[RT_MAX_SYMS];
+  void *inputs[RT_MAX_IO];  /* malloc'd, per info->inputs */
+  float *outputs[RT_MAX_IO]; /* malloc'd, sized for the bound dims */
+  int64_t output_dims[RT_MAX_IO][RT_MAX_RANK];
+} RtBound;
+
+struct RtSafetensors;
+/* Reads every input of info from st (label names the file in messages):
+ * ids through rt_io_read_ids (range-checked against vocab), masks through
+ * rt_io_key_mask (mask / lengths / pad ids); binds each symbol from the
+ * first dim that uses it and checks every other use agrees and each value
+ * is within 1..max; refuses tensors the model does not take (naming what it
+ * takes). Allocates outputs. Returns 0 or non-zero + message; on failure
+ * nothing stays allocated. */
+int rt_model_bind(const RtModelInfo *info, const struct RtSafetensors *st,
+                  const char *label, RtBound *out, char *err, size_t errlen);
+void rt_model_unbind(const RtModelInfo *info, RtBound *b);
+/* Writes the outputs (f32, bound shapes) to path with rt_st_write. */
+int rt_model_write_outputs(const RtModelInfo *info, const RtBound *b, const char *path,
+                           char *err, size_t errlen);
+int64_t rt_model_dim(const RtDim *d, const int64_t *syms);
+
+/* ---- rt_main.c: the main of standalone executables ----
+ *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
+ *       [--threads N] [--help]
+ * Weights: the embedded image when embedded != NULL, else --weights, else
+ * the file EXE.weights next to the executable (found via /proc/self/exe or
+ * argv[0]). Refuses bad inputs with a message and exit status 1; usage
+ * errors exit 2. */
+int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run,
+            const void *embedded, size_t embedded_len);
+
+#endif

@@ -1,0 +1,41 @@
+/* runtime/rt_weights.h — packed weights: one file (or one embedded blob)
+ * holding every parameter of a compiled model as f32, in the order and at
+ * the offsets of RtModelInfo.weights.
+ *
+ * Format (all integers little-endian):
+ *   0   8  magic "TFMCWTS\0"
+ *   8   4  format version (1)
+ *   12  4  reserved (0)
+ *   16  8  layout_hash (RtModelInfo.layout_hash: names, shapes, offsets)
+ *   24  8  n_floats
+ *   32  8  checksum: FNV-1a 64 over the data bytes
+ *   40 24  reserved (0)
+ *   64     data: n_floats little-endian f32
+ * A file is refused with a clear message when it is truncated, has the wrong
+ * magic or version, was packed for another model (layout hash or size), or
+ * its checksum does not match. Files are mapped read-only; on a big-endian
+ * host the data is copied and byte-swapped. */
+#ifndef TFMC_RT_WEIGHTS_H
+#define TFMC_RT_WEIGHTS_H
+
+#include "runtime/rt_model.h"
+
+#include <stddef.h>
+
+typedef struct RtWeights RtWeights;
+
+/* Writes data (n_floats, host order) as a packed-weights file for `info`,
+ * atomically (temporary file + rename). Returns 0 or non-zero + message. */
+int rt_weights_write(const char *path, const RtModelInfo *info, const float *data,
+                     char *err, size_t errlen);
+/* Maps and validates a packed-weights file against info. */
+int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out,
+                    char *err, size_t errlen);
+/* Validates an in-memory image (embedded weights; the bytes stay owned by
+ * the caller and must outlive the RtWeights). */
+int rt_weights_from_memory(const void *image, size_t len, const RtModelInfo *info,
+                           RtWeights **out, char *err, size_t errlen);
+const float *rt_weights_data(const RtWeights *w); /* 64-byte aligned */
+void rt_weights_close(RtWeights *w);
+
+#endif
