@@ -94,7 +94,16 @@ static void vreport(Diags *d, IrLoc loc, const char *kind, const char *fmt,
   emit(d, buf);
 }
 
+/* Past this many errors the rest are counted, not printed: a hostile file
+ * with thousands of mistakes must not take minutes to report. */
+#define DIAG_MAX_SHOWN 100
+
 void diag_error(Diags *d, IrLoc loc, const char *fmt, ...) {
+  if (d->n_errors >= DIAG_MAX_SHOWN) {
+    if (d->n_errors++ == DIAG_MAX_SHOWN)
+      emit(d, "error: too many errors; only the first 100 are shown\n");
+    return;
+  }
   va_list ap;
   va_start(ap, fmt);
   vreport(d, loc, "error", fmt, ap);
@@ -103,6 +112,7 @@ void diag_error(Diags *d, IrLoc loc, const char *fmt, ...) {
 }
 
 void diag_note(Diags *d, IrLoc loc, const char *fmt, ...) {
+  if (d->n_errors > DIAG_MAX_SHOWN) return;
   va_list ap;
   va_start(ap, fmt);
   vreport(d, loc, "note", fmt, ap);
