@@ -721,6 +721,12 @@ static void finish(Sema *s) {
   if ((f = s->first[K_MASK])) m->loc_mask = f->key->loc;
   if ((f = s->first[K_HEAD])) m->loc_head = f->key->loc;
   if ((f = s->first[K_POSITION])) m->loc_position = f->key->loc;
+  if ((f = s->first[K_VOCAB])) m->loc_vocab = f->key->loc;
+  if ((f = s->first[K_LAYERS])) m->loc_layers = f->key->loc;
+  if ((f = s->first[K_FFN])) m->loc_ffn = f->key->loc;
+  if ((f = s->first[K_NORM])) m->loc_norm = f->key->loc;
+  if ((f = s->first[K_EMBED_NORM])) m->loc_embed_norm = f->key->loc;
+  if ((f = s->first[K_FINAL_NORM])) m->loc_final_norm = f->key->loc;
 }
 
 /* Reads the arch line quietly, before the others (errors in it are reported
