@@ -103,7 +103,8 @@ struct LExpr {
 };
 
 typedef enum LStmtKind {
-  LS_FOR,   /* for (var = lo; var < hi; var++) body   (lo, hi: I64) */
+  LS_FOR,   /* for (var = lo, end = hi; var < end; var++) body   (lo, hi: I64,
+               both evaluated once before the loop; the body never assigns var) */
   LS_LET,   /* define var : t = value */
   LS_SET,   /* var = value */
   LS_STORE, /* buffer[index] = value (value F32 for LE_F32, I64 truncated for LE_I32 / LE_U8) */

@@ -90,6 +90,7 @@ static LExpr *rowsx(Lw *L, const IrType *t) { return prodx(L, t, 0, t->rank - 1)
 /* Index into operand `t` (aligned to the trailing dims of out type `o`,
  * broadcasting size-1 dims) of the element at out row r, column j. */
 static LExpr *bcast_index(Lw *L, const IrType *o, const IrType *t, LExpr *r, LExpr *j) {
+  if (t->rank == 0) return I(L, 0);
   bool same = t->rank == o->rank;
   for (int i = 0; same && i < o->rank; i++) same = ir_dim_eq(o->dims[i], t->dims[i]);
   if (same) return add(L, mul(L, r, dimx(L, o->dims[o->rank - 1])), j);
@@ -308,9 +309,9 @@ static void lower_causal(Lw *L, int node) {
 /* out = x, element for element (reshape into an output; outputs of inputs) */
 static void lower_copy(Lw *L, int node, int src, int dst_buf) {
   const IrType *t = &L->g->nodes[node].type;
-  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  LKernel *k = kernel(L, node, t->rank ? rowsx(L, t) : I(L, 1), true);
   int j = var(L, LT_I64);
-  LExpr *D = dimx(L, t->dims[t->rank - 1]);
+  LExpr *D = t->rank ? dimx(L, t->dims[t->rank - 1]) : I(L, 1);
   LStmt *f = for_(L, NULL, j, D);
   LExpr *idx = add(L, mul(L, V(L, k->outer_var), D), V(L, j));
   emit(L, f, ls_store(L->p, dst_buf, idx, load(L, src, idx)));

@@ -29,4 +29,17 @@ void pass_stats_compute(const IrGraph *g, const int64_t *sym_values, GraphStats 
 struct LoopProgram;
 struct LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g);
 
+/* model_info.c: the run-time description of a compiled model (what
+ * standalone executables and emitted C carry: runtime/rt_model.h). Inputs
+ * are the graph's input nodes in order; ids inputs take their exclusive
+ * bound from input_vocab[k] (k = input index; ignored for masks); a mask
+ * input "mask" / "src_mask" / "tgt_mask" pads the ids input "tokens" / "src"
+ * / "tgt" and may be given as "lengths" / "src_lengths" / "tgt_lengths".
+ * Everything is allocated in a. */
+struct RtModelInfo;
+struct RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const struct LoopProgram *p,
+                                    const int64_t *input_vocab, int64_t pad_id);
+/* The ids input a mask input pads and the name of its lengths alternative. */
+void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths);
+
 #endif

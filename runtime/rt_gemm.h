@@ -5,7 +5,11 @@
  * OpenBLAS 0.3.21 misdetects such CPUs and falls back to SSE3 kernels 4-5x
  * slower) and OPENBLAS_NUM_THREADS=1 (tfmc's pool owns the cores; BLAS's own
  * threads would spin against it), or the portable blocked GEMM when no
- * OpenBLAS is found or TFMC_GEMM=portable is set. A single row (M = 1) never
+ * OpenBLAS is found, when OpenBLAS reports a pre-AVX core on a CPU with
+ * AVX2+FMA (its SSE3 fallback is ~3.5x slower than the portable kernels),
+ * or TFMC_GEMM=portable is set (TFMC_GEMM=portable-baseline forces the SSE2
+ * kernels, for tests). The choice sets environment variables, so make it
+ * (rt_gemm_backend()) before starting any thread. A single row (M = 1) never
  * goes through sgemm: a matrix-vector kernel is 2-3x faster there. */
 #ifndef TFMC_RT_GEMM_H
 #define TFMC_RT_GEMM_H

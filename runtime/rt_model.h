@@ -17,7 +17,9 @@
  * pool 40. Inputs are int32 (ids) or uint8 (masks, 1 = real token) arrays in
  * row-major order with the bound dims; outputs are f32 arrays sized for the
  * bound dims. Weights are f32, each tensor starting at a 64-byte aligned
- * offset from the weights base. The arena is 64-byte aligned. */
+ * offset from the weights base. The arena is 64-byte aligned. The weights,
+ * the arena, each input and each output are distinct allocations that do
+ * not overlap (generated code tells the optimiser so). */
 #ifndef TFMC_RT_MODEL_H
 #define TFMC_RT_MODEL_H
 

@@ -3,7 +3,12 @@
  * Only argument handling, file plumbing and printing live here; every
  * decision about models is made by the frontend, passes and backends.
  * Exit status: 0 success, 1 user error (spec, weights, inputs), 2 usage. */
-#include "backends/interp/interp.h"
+#include "backends/c/c_backend.h"
+#include "backends/exec.h"
+#include "backends/llvm/llvm_backend.h"
+#include "ir/loop.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_weights.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
 #include "runtime/rt_io.h"
@@ -17,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define EXIT_USER 1
 #define EXIT_USAGE 2
@@ -53,6 +60,7 @@ static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) return 1;
+    if (strcmp(s, "-o") == 0) s = "--o"; /* the compilers' spelling */
     if (strncmp(s, "--", 2) != 0 || strcmp(s, "--") == 0) {
       if (a->n_pos == 4) return usage_error(cmd, "too many arguments ('%s')", s);
       a->pos[a->n_pos++] = s;
@@ -114,6 +122,23 @@ static const char *human(double v, char *buf, size_t n) {
   }
   snprintf(buf, n, u ? "%.2f%s" : "%.0f%s", v, units[u]);
   return buf;
+}
+
+/* Weights from a checkpoint through the spec's weight map, or random
+ * (path NULL) with the seed. *st must be closed by the caller. */
+static WeightSet *load_weights(Arena *a, Diags *d, const IrGraph *g, const Spec *spec,
+                               const char *path, uint64_t seed, RtSafetensors **st) {
+  char err[1024];
+  if (!path) return weights_random(a, g, seed);
+  if (rt_st_open(path, st, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return NULL;
+  }
+  WeightSet *w = weights_load(a, g, spec, *st, d);
+  if (!w)
+    fprintf(stderr, "tfmc: %s does not fit model '%s' (%d problem%s above)\n", path,
+            spec->model->name, d->n_errors, d->n_errors == 1 ? "" : "s");
+  return w;
 }
 
 /* ---- tfmc check ---- */
@@ -178,6 +203,9 @@ static int cmd_check(int argc, char **argv) {
          human(st.flops / (double)tokens, b3, sizeof b3), (long long)tokens,
          human(st.flops_linear / (double)tokens, b4, sizeof b4),
          human(st.flops_attention / (double)tokens, b1, sizeof b1));
+  LoopProgram *lp = pass_lower_loops(a, g);
+  printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
+         (long long)lp->arena_bytes, lp->n_kernels);
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_INPUT) printf(" %s", g->nodes[i].attrs.name);
@@ -198,19 +226,27 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static int cmd_ir(int argc, char **argv) {
-  Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}};
-  Args args = {o, 2, {0}, 0};
+  Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}, {"level", true, NULL}};
+  Args args = {o, 3, {0}, 0};
   int r = parse_args("ir", argc, argv, &args);
   if (r == 1) {
-    puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir [--format text|dot] [--attention LAYER]\n\n"
+    puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir [--format text|dot] [--attention LAYER]\n"
+         "                [--level graph|loop]\n\n"
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
-         "output (encoder.N, decoder.N, decoder.N.cross).");
+         "output (encoder.N, decoder.N, decoder.N.cross). --level loop prints the\n"
+         "loop IR the compiled backends are generated from instead (kernels,\n"
+         "buffers, the planned activation arena).");
     return 0;
   }
   if (r) return r;
   if (args.n_pos != 1) return usage_error("ir", "expected one spec or .tfir file");
+  const char *level = opt(&args, "level") ? opt(&args, "level") : "graph";
+  if (strcmp(level, "graph") != 0 && strcmp(level, "loop") != 0)
+    return usage_error("ir", "--level must be graph or loop, not '%s'", level);
+  if (strcmp(level, "loop") == 0 && opt(&args, "format") && strcmp(opt(&args, "format"), "text") != 0)
+    return usage_error("ir", "--level loop prints text only");
   const char *fmt = opt(&args, "format") ? opt(&args, "format") : "text";
   if (strcmp(fmt, "text") != 0 && strcmp(fmt, "dot") != 0)
     return usage_error("ir", "--format must be text or dot, not '%s'", fmt);
@@ -238,7 +274,8 @@ static int cmd_ir(int argc, char **argv) {
     if (g && !ir_graph_verify(g, &d)) g = NULL;
   }
   if (!g) goto done;
-  if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(g, stdout);
+  if (strcmp(level, "loop") == 0) loop_program_print(pass_lower_loops(a, g), stdout);
+  else if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(g, stdout);
   else ir_graph_print(g, stdout);
   rc = 0;
 done:
@@ -572,13 +609,14 @@ static int cmd_run(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
-             {"vocab", true, NULL}};
+             {"vocab", true, NULL},   {"threads", true, NULL}};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int r = parse_args("run", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
-         "                [--outputs OUT.safetensors] [--attention LAYER] [--backend interp]\n\n"
+         "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
+         "                [--threads N]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -586,8 +624,9 @@ static int cmd_run(int argc, char **argv) {
          "the vocabulary file, one token per line, line k = id k). Outputs go to\n"
          "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
          "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
-         "attention probabilities [B,H,Tq,Tk]. --backend: interp (reference\n"
-         "interpreter).");
+         "attention probabilities [B,H,Tq,Tk]. --backend: jit (default; LLVM,\n"
+         "native code for this CPU) or interp (the reference interpreter).\n"
+         "--threads N: worker threads for the JIT (default: one per CPU).");
     return 0;
   }
   if (r) return r;
@@ -602,8 +641,16 @@ static int cmd_run(int argc, char **argv) {
   if (!!inputs + !!tokens + !!text != 1)
     return usage_error("run", "give exactly one of --inputs, --tokens and --text");
   if (text && !vocab_path) return usage_error("run", "--text needs --vocab");
-  if (backend && strcmp(backend, "interp") != 0)
-    return usage_error("run", "unknown backend '%s' (available: interp)", backend);
+  if (!backend) backend = "jit";
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "jit") != 0)
+    return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
+  int threads = 0;
+  if (opt(&args, "threads")) {
+    char *e;
+    long t = strtol(opt(&args, "threads"), &e, 10);
+    if (*e || t < 1 || t > 256) return usage_error("run", "--threads takes 1..256");
+    threads = (int)t;
+  }
   uint64_t seed = 0;
   if (opt(&args, "seed")) {
     char *e;
@@ -632,22 +679,9 @@ static int cmd_run(int argc, char **argv) {
   if (!spec) goto done;
   IrGraph *g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
   if (!g || !ir_graph_verify(g, &d)) goto done;
-  WeightSet *w;
   char err[1024];
-  if (weights) {
-    if (rt_st_open(weights, &wst, err, sizeof err)) {
-      fprintf(stderr, "tfmc: %s\n", err);
-      goto done;
-    }
-    w = weights_load(a, g, spec, wst, &d);
-    if (!w) {
-      fprintf(stderr, "tfmc: %s does not fit model '%s' (%d problem%s above)\n", weights,
-              spec->model->name, d.n_errors, d.n_errors == 1 ? "" : "s");
-      goto done;
-    }
-  } else {
-    w = weights_random(a, g, seed);
-  }
+  WeightSet *w = load_weights(a, &d, g, spec, weights, seed, &wst);
+  if (!w) goto done;
   if (vocab_path && vocab_load(a, vocab_path, &vocab)) goto done;
   InputSet in = {0};
   if (inputs ? inputs_from_file(a, g, spec->model, inputs, &in)
@@ -655,7 +689,7 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   Tensor *out;
   int n_out;
-  if (interp_run(g, w, in.t, in.n, a, &out, &n_out, err, sizeof err)) {
+  if (backend_run(backend, g, w, in.t, in.n, threads, a, &out, &n_out, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -772,6 +806,233 @@ done:
   return rc;
 }
 
+/* ---- tfmc build / tfmc emit-c: compiled artefacts ---- */
+
+/* The lowered model, its run-time description and its packed weights. */
+typedef struct Compiled {
+  Spec *spec;
+  IrGraph *g;
+  LoopProgram *prog;
+  RtModelInfo *info;
+  float *packed; /* arena-owned */
+} Compiled;
+
+static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *weights,
+                         uint64_t seed, const char *attention, Compiled *c) {
+  RtSafetensors *wst = NULL;
+  int rc = EXIT_USER;
+  c->spec = load_spec(a, d, spec_path);
+  if (!c->spec) goto done;
+  c->g = spec_lower(a, c->spec, &(LowerOptions){attention}, d);
+  if (!c->g || !ir_graph_verify(c->g, d)) goto done;
+  WeightSet *w = load_weights(a, d, c->g, c->spec, weights, seed, &wst);
+  if (!w) goto done;
+  c->prog = pass_lower_loops(a, c->g);
+  int64_t vocab[RT_MAX_IO] = {0};
+  int k = 0;
+  for (int i = 0; i < c->g->n_nodes; i++)
+    if (c->g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(c->spec->model, c->g->nodes[i].attrs.name);
+  c->info = pass_model_info(a, c->g, c->prog, vocab, c->spec->model->pad_id);
+  c->packed = arena_alloc(a, (size_t)c->info->weights_floats * 4 + 64);
+  for (int i = 0; i < c->info->n_weights; i++) {
+    const RtWeightInfo *wi = &c->info->weights[i];
+    const Weight *wt = weights_find(w, wi->name);
+    TFMC_ASSERT(wt);
+    int64_t n = 1;
+    for (int r = 0; r < wi->rank; r++) n *= wi->shape[r];
+    memcpy(c->packed + wi->offset, wt->data, (size_t)n * 4);
+  }
+  rc = 0;
+done:
+  if (wst) rt_st_close(wst);
+  return rc;
+}
+
+static int run_command(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    fprintf(stderr, "tfmc: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int st;
+  if (waitpid(pid, &st, 0) < 0) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return 1;
+  fputs(text, f);
+  return fclose(f) != 0;
+}
+
+static int cmd_build(int argc, char **argv) {
+  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
+             {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
+             {"attention", true, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int r = parse_args("build", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER]\n\n"
+         "Compiles the model to a standalone executable for this machine: an object\n"
+         "file from LLVM (optimised for this CPU) linked with tfmc's runtime by the\n"
+         "system C compiler ($CC, default cc). The weights are packed into EXE.weights\n"
+         "next to it (mapped read-only at start-up; a wrong or corrupt file is\n"
+         "refused), or into the executable itself with --embed-weights. The\n"
+         "executable needs no LLVM and no tfmc:\n"
+         "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--threads N]\n"
+         "--keep leaves the intermediate files in EXE.build/.");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("build", "expected one spec file");
+  const char *weights = opt(&args, "weights"), *init = opt(&args, "init"), *exe = opt(&args, "o");
+  if (!!weights + !!init != 1) return usage_error("build", "give exactly one of --weights and --init random");
+  if (init && strcmp(init, "random") != 0) return usage_error("build", "--init takes 'random'");
+  if (!exe || !*exe) return usage_error("build", "give the executable's path with -o EXE");
+  uint64_t seed = opt(&args, "seed") ? strtoull(opt(&args, "seed"), NULL, 10) : 0;
+  bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
+  if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
+    return usage_error("build", "-o %s would overwrite an input file", exe);
+
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  char err[1024];
+  Compiled c;
+  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &c)) goto done;
+  const char *dir = arena_printf(a, "%s.build", exe);
+  if (mkdir(dir, 0755) && errno != EEXIST) {
+    fprintf(stderr, "tfmc: cannot create %s: %s\n", dir, strerror(errno));
+    goto done;
+  }
+  const char *obj = arena_printf(a, "%s/model.o", dir), *info_c = arena_printf(a, "%s/info.c", dir);
+  const char *main_c = arena_printf(a, "%s/main.c", dir), *wfile = arena_printf(a, "%s.weights", exe);
+  const char *wimg = arena_printf(a, "%s/model.weights", dir), *wasm = arena_printf(a, "%s/weights.S", dir);
+  if (llvm_emit_object(c.prog, NULL, obj, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  FILE *f = fopen(info_c, "w");
+  if (!f) {
+    fprintf(stderr, "tfmc: cannot write %s: %s\n", info_c, strerror(errno));
+    goto done;
+  }
+  fprintf(f, "#include \"runtime/rt_model.h\"\n\n");
+  c_emit_model_info(c.info, f);
+  if (fclose(f)) goto done;
+  const char *main_text = arena_printf(
+      a,
+      "/* generated by tfmc build: the standalone executable's entry */\n"
+      "#include \"runtime/rt_model.h\"\n\n"
+      "extern const RtModelInfo tfmc_model_info;\n"
+      "void tfmc_model_run(const RtRunArgs *args);\n"
+      "%s\n"
+      "int main(int argc, char **argv) {\n"
+      "  return rt_main(argc, argv, &tfmc_model_info, tfmc_model_run, %s, %s);\n"
+      "}\n",
+      embed ? "extern const unsigned char tfmc_weights_image[], tfmc_weights_image_end[];" : "",
+      embed ? "tfmc_weights_image" : "0",
+      embed ? "(size_t)(tfmc_weights_image_end - tfmc_weights_image)" : "0");
+  if (write_text(main_c, main_text)) {
+    fprintf(stderr, "tfmc: cannot write %s\n", main_c);
+    goto done;
+  }
+  if (rt_weights_write(embed ? wimg : wfile, c.info, c.packed, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (embed) {
+    /* the packed image goes into .rodata, 64-byte aligned, as is */
+    const char *asm_text = arena_printf(a,
+                                        "  .section .rodata\n  .balign 64\n"
+                                        "  .globl tfmc_weights_image\ntfmc_weights_image:\n"
+                                        "  .incbin \"model.weights\"\n"
+                                        "  .globl tfmc_weights_image_end\ntfmc_weights_image_end:\n"
+                                        "  .section .note.GNU-stack,\"\",@progbits\n");
+    if (write_text(wasm, asm_text)) goto done;
+  }
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  char *cmd[24];
+  int n = 0;
+  cmd[n++] = (char *)cc;
+  cmd[n++] = "-O2";
+  cmd[n++] = "-I" TFMC_SOURCE_DIR;
+  cmd[n++] = arena_printf(a, "-I%s", dir);
+  cmd[n++] = "-o";
+  cmd[n++] = (char *)exe;
+  cmd[n++] = (char *)obj;
+  cmd[n++] = (char *)info_c;
+  cmd[n++] = (char *)main_c;
+  if (embed) cmd[n++] = arena_printf(a, "-Wa,-I%s", dir), cmd[n++] = (char *)wasm;
+  cmd[n++] = TFMC_RT_LIB;
+  cmd[n++] = "-lm";
+  cmd[n++] = "-lpthread";
+  cmd[n++] = "-ldl";
+  cmd[n] = NULL;
+  int st = run_command(cmd);
+  if (st != 0) {
+    fprintf(stderr, "tfmc: linking %s with %s failed (status %d)\n", exe, cc, st);
+    goto done;
+  }
+  if (embed) remove(wfile); /* a stale weights file next to an embedded build would mislead */
+  fprintf(stderr, "tfmc: built %s (%s weights, %lld-byte activation arena)\n", exe,
+          embed ? "embedded" : wfile, (long long)c.info->arena_bytes);
+  rc = 0;
+done:
+  if (!keep) {
+    const char *files[] = {"model.o", "info.c", "main.c", "model.weights", "weights.S"};
+    for (int i = 0; i < 5; i++) remove(arena_printf(a, "%s.build/%s", exe, files[i]));
+    rmdir(arena_printf(a, "%s.build", exe));
+  }
+  arena_destroy(a);
+  return rc;
+}
+
+static int cmd_emit_c(int argc, char **argv) {
+  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
+             {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int r = parse_args("emit-c", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+         "                   -o DIR [--embed-weights] [--attention LAYER]\n\n"
+         "Writes a self-contained C99 project into DIR: the model's C source (one\n"
+         "function per kernel), the runtime sources, the packed weights (or, with\n"
+         "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
+         "building a standalone executable and a static library with a C API\n"
+         "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("emit-c", "expected one spec file");
+  const char *weights = opt(&args, "weights"), *init = opt(&args, "init"), *dir = opt(&args, "o");
+  if (!!weights + !!init != 1) return usage_error("emit-c", "give exactly one of --weights and --init random");
+  if (init && strcmp(init, "random") != 0) return usage_error("emit-c", "--init takes 'random'");
+  if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
+  uint64_t seed = opt(&args, "seed") ? strtoull(opt(&args, "seed"), NULL, 10) : 0;
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  char err[1024];
+  Compiled c;
+  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &c)) goto done;
+  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime"};
+  if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  rc = 0;
+done:
+  arena_destroy(a);
+  return rc;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f) {
@@ -779,7 +1040,9 @@ static void usage(FILE *f) {
         "commands:\n"
         "  check SPEC          validate a model spec; print parameters, weight bytes, FLOPs\n"
         "  ir SPEC|FILE.tfir   print the graph IR (text or Graphviz dot)\n"
-        "  run SPEC ...        run a model on inputs (reference interpreter)\n"
+        "  run SPEC ...        run a model on inputs (LLVM JIT, or the interpreter)\n"
+        "  build SPEC ...      compile a standalone executable\n"
+        "  emit-c SPEC ...     write a portable C99 project\n"
         "  compare OUT REF     compare two safetensors files within a tolerance\n\n"
         "'tfmc COMMAND --help' describes each command.\n",
         f);
@@ -799,6 +1062,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "ir") == 0) return cmd_ir(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
+  if (strcmp(cmd, "build") == 0) return cmd_build(argc - 2, argv + 2);
+  if (strcmp(cmd, "emit-c") == 0) return cmd_emit_c(argc - 2, argv + 2);
   fprintf(stderr, "tfmc: unknown command '%s'\n", cmd);
   usage(stderr);
   return EXIT_USAGE;

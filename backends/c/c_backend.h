@@ -1,0 +1,45 @@
+/* backends/c/c_backend.h — loop IR printed as portable C99: the same loop
+ * IR the LLVM backend compiles, so the two agree by construction.
+ *
+ * `tfmc emit-c SPEC --weights W -o DIR` writes a self-contained project:
+ *   DIR/model.c        the kernels (one function per kernel, a comment naming
+ *                      the IR node and spec line, shape comments), the entry
+ *                      tfmc_model_run and the data tfmc_model_info
+ *   DIR/model.h        the C API of the static library (create / run /
+ *                      destroy; who owns what)
+ *   DIR/main.c         the standalone executable (calls rt_main)
+ *   DIR/runtime/...    the runtime sources it needs (copied)
+ *   DIR/model.weights  packed weights (or, with embed_weights, weights.c
+ *                      holding them as a C array)
+ *   DIR/Makefile, DIR/CMakeLists.txt   build the executable and libmodel.a;
+ *                      `make NO_BLAS=1` builds without BLAS
+ * Regenerating gives the same bytes (deterministic names, no timestamps).
+ * Names from the spec are escaped wherever they reach generated text. */
+#ifndef TFMC_C_BACKEND_H
+#define TFMC_C_BACKEND_H
+
+#include "ir/loop.h"
+#include "runtime/rt_model.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct CEmitOptions {
+  bool embed_weights;      /* weights as a C array in weights.c */
+  const char *runtime_dir; /* the runtime source folder (its .c and .h files are copied) */
+} CEmitOptions;
+
+/* Writes the project into dir (created if missing; files written there are
+ * replaced, nothing else is touched). weights: info->weights_floats floats.
+ * Returns 0 or non-zero with a message. */
+int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *weights,
+                   const CEmitOptions *opt, const char *dir, char *err, size_t errlen);
+
+/* Writes model.c's text (kernels, tfmc_model_run, tfmc_model_info). */
+void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out);
+
+/* Writes just `const RtModelInfo tfmc_model_info = {...};` with its arrays
+ * (used by `tfmc build` next to the LLVM object). */
+void c_emit_model_info(const RtModelInfo *info, FILE *out);
+
+#endif

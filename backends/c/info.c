@@ -1,0 +1,134 @@
+/* backends/c/info.c — the model description (runtime/rt_model.h) printed
+ * as C data: `const RtModelInfo tfmc_model_info = {...};` with its input,
+ * output and weight arrays.
+ *
+ * Used by model.c (c_emit_model) and by `tfmc build`, which compiles it next
+ * to the LLVM object. Designated initializers name every field, so the text
+ * stays right if rt_model.h reorders its structs, and a reader sees what
+ * each number is.
+ *
+ * Invariants: every string is a C string literal through c_put_string
+ * (names from the spec cannot break or inject into the C); the data reads
+ * back field for field equal to the RtModelInfo it was printed from (up to
+ * each tensor's rank); the arrays are static, named tfmc_info_*; only
+ * tfmc_model_info is external. */
+#include "backends/c/c_internal.h"
+
+static const char *elem_const(RtElem e) {
+  switch (e) {
+  case RT_ELEM_F32: return "RT_ELEM_F32";
+  case RT_ELEM_I32: return "RT_ELEM_I32";
+  case RT_ELEM_U8: return "RT_ELEM_U8";
+  case RT_ELEM_COUNT: break;
+  }
+  return "RT_ELEM_COUNT";
+}
+
+static const char *kind_const(RtInputKind k) {
+  switch (k) {
+  case RT_INPUT_IDS: return "RT_INPUT_IDS";
+  case RT_INPUT_MASK: return "RT_INPUT_MASK";
+  case RT_INPUT_KIND_COUNT: break;
+  }
+  return "RT_INPUT_KIND_COUNT";
+}
+
+static void put_tensor(FILE *o, const RtTensorInfo *t) {
+  fputs("  {.name = ", o);
+  c_put_string(o, t->name);
+  fprintf(o, ", .elem = %s, .rank = %d,\n   .dims = {", elem_const(t->elem), t->rank);
+  for (int d = 0; d < t->rank; d++) {
+    fprintf(o, "%s{.sym = %d", d ? ", " : "", t->dims[d].sym);
+    if (t->dims[d].value) {
+      fputs(", .value = ", o);
+      c_put_i64(o, t->dims[d].value);
+    }
+    fputc('}', o);
+  }
+  fputc('}', o);
+  if (t->kind != RT_INPUT_IDS) fprintf(o, ", .kind = %s", kind_const(t->kind));
+  if (t->vocab) {
+    fputs(", .vocab = ", o);
+    c_put_i64(o, t->vocab);
+  }
+  if (t->ids_input) {
+    fputs(",\n   .ids_input = ", o);
+    c_put_string(o, t->ids_input);
+  }
+  if (t->lengths_name) {
+    fputs(", .lengths_name = ", o);
+    c_put_string(o, t->lengths_name);
+  }
+  fputs("},\n", o);
+}
+
+static void put_tensors(FILE *o, const char *array, const RtTensorInfo *t, int n) {
+  if (n <= 0) return;
+  fprintf(o, "static const RtTensorInfo %s[%d] = {\n", array, n);
+  for (int i = 0; i < n; i++) put_tensor(o, &t[i]);
+  fputs("};\n\n", o);
+}
+
+void c_emit_model_info(const RtModelInfo *info, FILE *out) {
+  char err[256];
+  if (c_info_check(info, NULL, err, sizeof err)) {
+    fputs("#error ", out);
+    c_put_string(out, err);
+    fputc('\n', out);
+    return;
+  }
+  FILE *o = out;
+  fputs("/* ---- the model description (runtime/rt_model.h): what the runtime checks\n"
+        " * inputs against, how it sizes outputs and the arena, where each weight is */\n\n",
+        o);
+  put_tensors(o, "tfmc_info_inputs", info->inputs, info->n_inputs);
+  put_tensors(o, "tfmc_info_outputs", info->outputs, info->n_outputs);
+  if (info->n_weights > 0) {
+    fprintf(o, "static const RtWeightInfo tfmc_info_weights[%d] = {\n", info->n_weights);
+    for (int i = 0; i < info->n_weights; i++) {
+      const RtWeightInfo *w = &info->weights[i];
+      fputs("  {.name = ", o);
+      c_put_string(o, w->name);
+      fprintf(o, ", .rank = %d, .shape = {", w->rank);
+      for (int d = 0; d < w->rank; d++) {
+        if (d) fputs(", ", o);
+        c_put_i64(o, w->shape[d]);
+      }
+      fputs("}, .offset = ", o);
+      c_put_i64(o, w->offset);
+      fputs("},\n", o);
+    }
+    fputs("};\n\n", o);
+  }
+  fprintf(o, "const RtModelInfo tfmc_model_info = {\n  .abi_version = %u,\n  .name = ",
+          (unsigned)info->abi_version);
+  c_put_string(o, info->name);
+  fprintf(o, ",\n  .n_syms = %d,\n", info->n_syms);
+  if (info->n_syms > 0) {
+    fputs("  .sym_names = {", o);
+    for (int s = 0; s < info->n_syms; s++) {
+      if (s) fputs(", ", o);
+      c_put_string(o, info->sym_names[s]);
+    }
+    fputs("},\n  .sym_max = {", o);
+    for (int s = 0; s < info->n_syms; s++) {
+      if (s) fputs(", ", o);
+      c_put_i64(o, info->sym_max[s]);
+    }
+    fputs("},\n", o);
+  }
+  fprintf(o, "  .n_inputs = %d,\n", info->n_inputs);
+  if (info->n_inputs > 0) fputs("  .inputs = tfmc_info_inputs,\n", o);
+  fprintf(o, "  .n_outputs = %d,\n", info->n_outputs);
+  if (info->n_outputs > 0) fputs("  .outputs = tfmc_info_outputs,\n", o);
+  fprintf(o, "  .n_weights = %d,\n", info->n_weights);
+  if (info->n_weights > 0) fputs("  .weights = tfmc_info_weights,\n", o);
+  fputs("  .weights_floats = ", o);
+  c_put_i64(o, info->weights_floats);
+  fprintf(o, ",\n  .layout_hash = UINT64_C(0x%016llx),\n  .arena_bytes = ",
+          (unsigned long long)info->layout_hash);
+  c_put_i64(o, info->arena_bytes);
+  fputs(",\n  .pad_id = ", o);
+  c_put_i64(o, info->pad_id);
+  fputs(",\n};\n", o);
+}

@@ -1,0 +1,1248 @@
+/* backends/llvm/emit.c — loop IR -> one LLVM module (LLVM 14 C API, typed
+ * pointers).
+ *
+ * Each kernel becomes
+ *     define void @NAME(i8* %args, i64 %lo, i64 %hi) noinline nounwind
+ * whose body is  for (outer = lo; outer < hi; outer++) { body }, and
+ *     define void @tfmc_model_run(i8* %args)
+ * evaluates each kernel's extent (symbols and constants only) and, when it is
+ * positive, calls rt_pool_parallel_for(args->pool, extent, grain, @NAME,
+ * args) for parallel kernels, else @NAME(args, 0, extent).
+ *
+ * Shape of the generated code (what the optimiser relies on):
+ *   - Variables are allocas in the entry block, zero-initialised (mem2reg /
+ *     SROA promote them; a read before a write is 0, never undef).
+ *   - Everything read through args (symbol values, buffer base pointers, the
+ *     pool) is loaded once in the entry block, before any store, so loops see
+ *     loop-invariant SSA values.
+ *   - LS_FOR is a canonical loop: the bounds are evaluated once in the
+ *     preheader, then header (i < hi) / body / latch (i + 1, nsw) / exit.
+ *     (The C backend must evaluate `hi` once as well: for (v = lo, e = hi; ...).)
+ *   - I64 add/sub/mul are nsw and buffer accesses are inbounds GEPs: int64_t
+ *     arithmetic in C has the same undefined overflow, so the two backends
+ *     mean the same thing.
+ *   - Float ops marked reassoc carry the fast-math flags `reassoc contract`
+ *     and nothing else; all other float ops are strict IEEE. LLVM 14's C API
+ *     cannot set fast-math flags, so the module starts from a small prelude
+ *     parsed from IR text that defines internal alwaysinline helpers
+ *     (@tfmc.reassoc.fadd.f32 etc.) holding the flagged instruction; the
+ *     inliner puts the flagged instruction in place before the vectoriser
+ *     runs.
+ *   - Alias information: accesses are tagged with scoped-noalias metadata
+ *     per memory REGION, not per buffer: the weights, the arena, each input
+ *     and each output are separate allocations by the RtRunArgs contract
+ *     (runtime/rt_model.h), so an access to one region never aliases an
+ *     access to another. Two buffers in the same region (two arena buffers,
+ *     or a buffer read and written in place) get no claim at all.
+ *
+ * Errors: malformed loop IR is reported with the kernel's name, never
+ * asserted on; the verifier's complaint about a module we built is an
+ * internal bug, returned as an error with its message. */
+#include "backends/llvm/llvm_internal.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/IRReader.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* RtRunArgs byte offsets (runtime/rt_model.h layout contract). */
+enum {
+  ARGS_SYMS = 0,
+  ARGS_INPUTS = 8,
+  ARGS_OUTPUTS = 16,
+  ARGS_WEIGHTS = 24,
+  ARGS_ARENA = 32,
+  ARGS_POOL = 40
+};
+
+/* Reassociable float operations provided by the prelude. */
+typedef enum ReassocOp { RA_FADD, RA_FSUB, RA_FMUL, RA_FDIV, RA_MIN, RA_MAX, RA_COUNT } ReassocOp;
+static const char *reassoc_name[RA_COUNT] = {"fadd", "fsub", "fmul", "fdiv", "minnum", "maxnum"};
+
+/* libm functions called by name (the JIT resolves them in process). */
+typedef enum MathFn { MF_TANHF, MF_ERFF, MF_TANH, MF_ERF, MF_COUNT } MathFn;
+static const char *math_name[MF_COUNT] = {"tanhf", "erff", "tanh", "erf"};
+
+/* Names a kernel may not take: ours, and libm/libc functions LLVM may emit
+ * calls to while lowering intrinsics. */
+static const char *reserved_names[] = {"expf",          "exp",
+                                       "logf",          "log",
+                                       "sinf",          "sin",
+                                       "cosf",          "cos",
+                                       "sincosf",       "sincos",
+                                       "sqrtf",         "sqrt",
+                                       "tanhf",         "tanh",
+                                       "erff",          "erf",
+                                       "memcpy",        "memset",
+                                       "memmove",       "main",
+                                       "rt_linear",     "rt_pool_parallel_for",
+                                       "tfmc_model_run"};
+
+typedef struct Emit {
+  const LoopProgram *p;
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  char *err;
+  size_t errlen;
+  bool failed;
+  const char *where; /* kernel name (or tfmc_model_run) for messages */
+
+  LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f32, t_f64;
+  LLVMTypeRef t_i8p, t_f32p;
+  LLVMTypeRef t_kernel, t_entry, t_linear, t_parfor;
+  LLVMValueRef fn_linear, fn_parfor;
+  LLVMValueRef fn_math[MF_COUNT];
+  LLVMValueRef fn_reassoc[RA_COUNT][2]; /* [op][0: f32, 1: f64] */
+  unsigned md_scope, md_noalias;
+
+  /* regions: 0 weights, 1 arena, 2 + 2i input i, 3 + 2i output i */
+  int n_regions;
+  LLVMMetadataRef domain;
+  LLVMMetadataRef *region_scope; /* lazily built, [n_regions] */
+
+  /* per function */
+  const LKernel *k; /* NULL while emitting tfmc_model_run */
+  LLVMValueRef fn, args;
+  LLVMValueRef *vars; /* allocas [k->n_vars] */
+  bool *in_loop;      /* [k->n_vars]: the variable drives an enclosing loop */
+  LLVMValueRef *base; /* typed element pointer per buffer, NULL if unused */
+  LLVMValueRef *syms; /* i64 per symbol, NULL if unused */
+  LLVMValueRef pool;  /* i8*, NULL if unused */
+  bool *use_buf, *use_sym, *use_region;
+  bool use_pool;
+  LLVMValueRef *scope_list, *noalias_list; /* per region for this kernel, NULL: none */
+  int block_seq;
+} Emit;
+
+static bool fail(Emit *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(Emit *E, const char *fmt, ...) {
+  if (E->failed)
+    return false;
+  E->failed = true;
+  char msg[384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  llvm_fail(E->err, E->errlen, "llvm: %s: %s", E->where ? E->where : "module", msg);
+  return false;
+}
+
+static const char *type_str(LType t) {
+  switch (t) {
+  case LT_I64: return "i64";
+  case LT_F32: return "f32";
+  case LT_F64: return "f64";
+  case LT_COUNT: break;
+  }
+  return "bad type";
+}
+
+static bool type_ok(LType t) {
+  return t == LT_I64 || t == LT_F32 || t == LT_F64;
+}
+static bool is_float(LType t) {
+  return t == LT_F32 || t == LT_F64;
+}
+
+static LLVMTypeRef ltype(Emit *E, LType t) {
+  return t == LT_F32 ? E->t_f32 : t == LT_F64 ? E->t_f64 : E->t_i64;
+}
+
+static LLVMTypeRef elem_type(Emit *E, LElem e) {
+  switch (e) {
+  case LE_F32: return E->t_f32;
+  case LE_I32: return E->t_i32;
+  case LE_U8: return E->t_i8;
+  case LE_COUNT: break;
+  }
+  return E->t_i8;
+}
+
+static unsigned elem_align(LElem e) {
+  return e == LE_F32 || e == LE_I32 ? 4 : 1;
+}
+
+static LLVMValueRef ci64(Emit *E, int64_t v) {
+  return LLVMConstInt(E->t_i64, (unsigned long long)v, 1);
+}
+
+static LLVMBasicBlockRef new_block(Emit *E, const char *what) {
+  char name[64];
+  snprintf(name, sizeof name, "%s%d", what, E->block_seq++);
+  return LLVMAppendBasicBlockInContext(E->ctx, E->fn, name);
+}
+
+static LLVMValueRef call(Emit *E, LLVMValueRef fn, LLVMValueRef *args, unsigned n,
+                         const char *name) {
+  return LLVMBuildCall2(E->b, LLVMGlobalGetValueType(fn), fn, args, n, name);
+}
+
+static void add_fn_attr(Emit *E, LLVMValueRef fn, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(E->ctx, kind, 0));
+}
+
+static void add_fn_string_attr(Emit *E, LLVMValueRef fn, const char *key, const char *value) {
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(E->ctx, key, (unsigned)strlen(key), value,
+                                                    (unsigned)strlen(value)));
+}
+
+/* ---- module setup: prelude, types, runtime declarations ---- */
+
+/* The reassoc helpers as IR text (the C API has no fast-math flags). */
+static char *prelude_text(void) {
+  size_t cap = 8192, len = 0;
+  char *s = malloc(cap);
+  if (!s)
+    return NULL;
+  static const char *tys[2] = {"float", "double"};
+  static const char *sfx[2] = {"f32", "f64"};
+  for (int t = 0; t < 2; t++) {
+    for (int op = 0; op < RA_COUNT; op++) {
+      const char *ty = tys[t];
+      if (op == RA_MIN || op == RA_MAX)
+        len += (size_t)snprintf(s + len, cap - len,
+                                "define internal %s @tfmc.reassoc.%s.%s(%s %%a, %s %%b) #0 {\n"
+                                "  %%r = call reassoc contract %s @llvm.%s.%s(%s %%a, %s %%b)\n"
+                                "  ret %s %%r\n}\n"
+                                "declare %s @llvm.%s.%s(%s, %s)\n",
+                                ty, reassoc_name[op], sfx[t], ty, ty, ty, reassoc_name[op], sfx[t],
+                                ty, ty, ty, ty, reassoc_name[op], sfx[t], ty, ty);
+      else
+        len += (size_t)snprintf(s + len, cap - len,
+                                "define internal %s @tfmc.reassoc.%s.%s(%s %%a, %s %%b) #0 {\n"
+                                "  %%r = %s reassoc contract %s %%a, %%b\n"
+                                "  ret %s %%r\n}\n",
+                                ty, reassoc_name[op], sfx[t], ty, ty, reassoc_name[op], ty, ty);
+    }
+  }
+  len += (size_t)snprintf(s + len, cap - len,
+                          "attributes #0 = { alwaysinline nounwind readnone willreturn }\n");
+  if (len >= cap) { /* cannot happen with the fixed text above */
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static bool module_create(Emit *E, const char *name) {
+  char *text = prelude_text();
+  if (!text)
+    return fail(E, "out of memory");
+  /* the parser takes ownership of buf */
+  LLVMMemoryBufferRef buf =
+      LLVMCreateMemoryBufferWithMemoryRangeCopy(text, strlen(text), "tfmc-prelude");
+  free(text);
+  char *msg = NULL;
+  if (LLVMParseIRInContext(E->ctx, buf, &E->mod, &msg)) {
+    fail(E, "internal error: prelude does not parse: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    E->mod = NULL;
+    return false;
+  }
+  LLVMSetModuleIdentifier(E->mod, name, strlen(name));
+  LLVMSetSourceFileName(E->mod, name, strlen(name));
+
+  E->t_void = LLVMVoidTypeInContext(E->ctx);
+  E->t_i8 = LLVMInt8TypeInContext(E->ctx);
+  E->t_i32 = LLVMInt32TypeInContext(E->ctx);
+  E->t_i64 = LLVMInt64TypeInContext(E->ctx);
+  E->t_f32 = LLVMFloatTypeInContext(E->ctx);
+  E->t_f64 = LLVMDoubleTypeInContext(E->ctx);
+  E->t_i8p = LLVMPointerType(E->t_i8, 0);
+  E->t_f32p = LLVMPointerType(E->t_f32, 0);
+
+  LLVMTypeRef kp[3] = {E->t_i8p, E->t_i64, E->t_i64};
+  E->t_kernel = LLVMFunctionType(E->t_void, kp, 3, 0);
+  E->t_entry = LLVMFunctionType(E->t_void, &E->t_i8p, 1, 0);
+  LLVMTypeRef lp[10] = {E->t_i8p, E->t_i64,  E->t_i64,  E->t_i64,  E->t_f32p,
+                        E->t_i64, E->t_f32p, E->t_f32p, E->t_f32p, E->t_i64};
+  E->t_linear = LLVMFunctionType(E->t_void, lp, 10, 0);
+  LLVMTypeRef pp[5] = {E->t_i8p, E->t_i64, E->t_i64, LLVMPointerType(E->t_kernel, 0), E->t_i8p};
+  E->t_parfor = LLVMFunctionType(E->t_void, pp, 5, 0);
+
+  E->fn_linear = LLVMAddFunction(E->mod, "rt_linear", E->t_linear);
+  add_fn_attr(E, E->fn_linear, "nounwind");
+  E->fn_parfor = LLVMAddFunction(E->mod, "rt_pool_parallel_for", E->t_parfor);
+  add_fn_attr(E, E->fn_parfor, "nounwind");
+  for (int i = 0; i < MF_COUNT; i++) {
+    LLVMTypeRef ty = (i == MF_TANHF || i == MF_ERFF) ? E->t_f32 : E->t_f64;
+    E->fn_math[i] = LLVMAddFunction(E->mod, math_name[i], LLVMFunctionType(ty, &ty, 1, 0));
+    /* tanh and erf cannot overflow or hit a pole: they never set errno */
+    add_fn_attr(E, E->fn_math[i], "nounwind");
+    add_fn_attr(E, E->fn_math[i], "readnone");
+    add_fn_attr(E, E->fn_math[i], "willreturn");
+  }
+  static const char *sfx[2] = {"f32", "f64"};
+  for (int op = 0; op < RA_COUNT; op++)
+    for (int t = 0; t < 2; t++) {
+      char fname[64];
+      snprintf(fname, sizeof fname, "tfmc.reassoc.%s.%s", reassoc_name[op], sfx[t]);
+      E->fn_reassoc[op][t] = LLVMGetNamedFunction(E->mod, fname);
+      if (!E->fn_reassoc[op][t])
+        return fail(E, "internal error: prelude lacks %s", fname);
+    }
+  E->md_scope = LLVMGetMDKindIDInContext(E->ctx, "alias.scope", 11);
+  E->md_noalias = LLVMGetMDKindIDInContext(E->ctx, "noalias", 7);
+  return true;
+}
+
+static LLVMValueRef intrinsic(Emit *E, const char *name, LLVMTypeRef overload) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (!id) {
+    fail(E, "internal error: no intrinsic %s", name);
+    return NULL;
+  }
+  return LLVMGetIntrinsicDeclaration(E->mod, id, &overload, 1);
+}
+
+/* ---- validation and pre-walk: which buffers, symbols, regions a function
+ * reads through args ---- */
+
+static int region_of(const LBuffer *b) {
+  switch (b->kind) {
+  case LB_WEIGHT: return 0;
+  case LB_ARENA: return 1;
+  case LB_INPUT: return 2 + 2 * b->index;
+  case LB_OUTPUT: return 3 + 2 * b->index;
+  case LB_KIND_COUNT: break;
+  }
+  return -1;
+}
+
+static bool check_buffers(Emit *E) {
+  const LoopProgram *p = E->p;
+  int max_io = 0;
+  for (int i = 0; i < p->n_bufs; i++) {
+    const LBuffer *b = &p->bufs[i];
+    if (b->elem != LE_F32 && b->elem != LE_I32 && b->elem != LE_U8)
+      return fail(E, "buffer b%d has an unknown element type %d", i, (int)b->elem);
+    if ((unsigned)b->kind >= LB_KIND_COUNT)
+      return fail(E, "buffer b%d has an unknown kind %d", i, (int)b->kind);
+    switch (b->kind) {
+    case LB_INPUT:
+    case LB_OUTPUT:
+      if (b->index < 0 || b->index >= (1 << 16))
+        return fail(E, "buffer b%d: input/output index %d out of range", i, b->index);
+      if (b->index + 1 > max_io)
+        max_io = b->index + 1;
+      break;
+    case LB_WEIGHT:
+    case LB_ARENA:
+      if (b->offset < 0 || b->offset > INT64_MAX / 8)
+        return fail(E, "buffer b%d: offset %lld out of range", i, (long long)b->offset);
+      break;
+    case LB_KIND_COUNT: return fail(E, "buffer b%d has an unknown kind %d", i, (int)b->kind);
+    }
+  }
+  E->n_regions = 2 + 2 * max_io;
+  return true;
+}
+
+static void walk_expr(Emit *E, const LExpr *e) {
+  if (!e)
+    return;
+  const LoopProgram *p = E->p;
+  switch (e->kind) {
+  case LX_SYM:
+    if (e->sym >= 0 && e->sym < p->n_syms)
+      E->use_sym[e->sym] = true;
+    break;
+  case LX_LOAD:
+  case LX_ADDR:
+    if (e->buf >= 0 && e->buf < p->n_bufs) {
+      E->use_buf[e->buf] = true;
+      if (e->kind == LX_LOAD)
+        E->use_region[region_of(&p->bufs[e->buf])] = true;
+    }
+    break;
+  case LX_POOL: E->use_pool = true; break;
+  case LX_CONST_I:
+  case LX_CONST_F:
+  case LX_VAR:
+  case LX_NULL:
+  case LX_BIN:
+  case LX_UN:
+  case LX_SELECT:
+  case LX_CAST:
+  case LX_KIND_COUNT: break;
+  }
+  walk_expr(E, e->a);
+  walk_expr(E, e->b);
+  walk_expr(E, e->c);
+}
+
+static void walk_stmt(Emit *E, const LStmt *s) {
+  if (!s)
+    return;
+  walk_expr(E, s->lo);
+  walk_expr(E, s->hi);
+  walk_expr(E, s->value);
+  walk_expr(E, s->index);
+  if (s->kind == LS_STORE && s->buf >= 0 && s->buf < E->p->n_bufs) {
+    E->use_buf[s->buf] = true;
+    E->use_region[region_of(&E->p->bufs[s->buf])] = true;
+  }
+  if (s->kind == LS_CALL && s->args)
+    for (int i = 0; i < s->n_args; i++)
+      walk_expr(E, s->args[i]);
+  if ((s->kind == LS_BLOCK || s->kind == LS_FOR) && s->stmts)
+    for (int i = 0; i < s->n_stmts; i++)
+      walk_stmt(E, s->stmts[i]);
+}
+
+/* ---- reading args (entry block only) ---- */
+
+static LLVMValueRef args_field(Emit *E, int offset, LLVMTypeRef ty, const char *name) {
+  LLVMValueRef off = ci64(E, offset);
+  LLVMValueRef at = LLVMBuildInBoundsGEP2(E->b, E->t_i8, E->args, &off, 1, "");
+  at = LLVMBuildBitCast(E->b, at, LLVMPointerType(ty, 0), "");
+  LLVMValueRef v = LLVMBuildLoad2(E->b, ty, at, name);
+  LLVMSetAlignment(v, 8);
+  return v;
+}
+
+static bool load_args(Emit *E) {
+  const LoopProgram *p = E->p;
+  LLVMValueRef syms = NULL, inputs = NULL, outputs = NULL, weights = NULL, arena = NULL;
+  for (int i = 0; i < p->n_syms; i++) {
+    if (!E->use_sym[i])
+      continue;
+    if (!syms)
+      syms = args_field(E, ARGS_SYMS, LLVMPointerType(E->t_i64, 0), "syms");
+    LLVMValueRef idx = ci64(E, i);
+    LLVMValueRef at = LLVMBuildInBoundsGEP2(E->b, E->t_i64, syms, &idx, 1, "");
+    char name[32];
+    snprintf(name, sizeof name, "sym%d", i);
+    E->syms[i] = LLVMBuildLoad2(E->b, E->t_i64, at, name);
+    LLVMSetAlignment(E->syms[i], 8);
+  }
+  if (E->use_pool)
+    E->pool = args_field(E, ARGS_POOL, E->t_i8p, "pool");
+  for (int i = 0; i < p->n_bufs; i++) {
+    if (!E->use_buf[i])
+      continue;
+    const LBuffer *bf = &p->bufs[i];
+    LLVMTypeRef ety = elem_type(E, bf->elem);
+    LLVMValueRef ptr = NULL;
+    switch (bf->kind) {
+    case LB_INPUT:
+    case LB_OUTPUT: {
+      bool in = bf->kind == LB_INPUT;
+      LLVMValueRef *arr = in ? &inputs : &outputs;
+      if (!*arr)
+        *arr = args_field(E, in ? ARGS_INPUTS : ARGS_OUTPUTS, LLVMPointerType(E->t_i8p, 0),
+                          in ? "inputs" : "outputs");
+      LLVMValueRef idx = ci64(E, bf->index);
+      LLVMValueRef at = LLVMBuildInBoundsGEP2(E->b, E->t_i8p, *arr, &idx, 1, "");
+      ptr = LLVMBuildLoad2(E->b, E->t_i8p, at, "");
+      LLVMSetAlignment(ptr, 8);
+      break;
+    }
+    case LB_WEIGHT: {
+      if (!weights)
+        weights = args_field(E, ARGS_WEIGHTS, E->t_f32p, "weights");
+      LLVMValueRef off = ci64(E, bf->offset);
+      ptr = LLVMBuildInBoundsGEP2(E->b, E->t_f32, weights, &off, 1, "");
+      break;
+    }
+    case LB_ARENA: {
+      if (!arena)
+        arena = args_field(E, ARGS_ARENA, E->t_i8p, "arena");
+      LLVMValueRef off = ci64(E, bf->offset);
+      ptr = LLVMBuildInBoundsGEP2(E->b, E->t_i8, arena, &off, 1, "");
+      break;
+    }
+    case LB_KIND_COUNT: return fail(E, "buffer b%d has an unknown kind", i);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "b%d", i);
+    E->base[i] = LLVMBuildBitCast(E->b, ptr, LLVMPointerType(ety, 0), name);
+  }
+  return true;
+}
+
+/* ---- alias scopes per region ---- */
+
+static LLVMMetadataRef region_scope(Emit *E, int r) {
+  if (E->region_scope[r])
+    return E->region_scope[r];
+  if (!E->domain) {
+    LLVMMetadataRef s = LLVMMDStringInContext2(E->ctx, "tfmc.regions", 12);
+    E->domain = LLVMMDNodeInContext2(E->ctx, &s, 1);
+  }
+  char name[48];
+  if (r == 0)
+    snprintf(name, sizeof name, "tfmc.weights");
+  else if (r == 1)
+    snprintf(name, sizeof name, "tfmc.arena");
+  else
+    snprintf(name, sizeof name, "tfmc.%s%d", r % 2 ? "output" : "input", (r - 2) / 2);
+  LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(E->ctx, name, strlen(name)), E->domain};
+  E->region_scope[r] = LLVMMDNodeInContext2(E->ctx, ops, 2);
+  return E->region_scope[r];
+}
+
+/* For a kernel touching several regions: access to region r is in scope r
+ * and does not alias the other regions the kernel touches. */
+static bool build_scopes(Emit *E) {
+  int n = 0;
+  for (int r = 0; r < E->n_regions; r++)
+    n += E->use_region[r];
+  if (n < 2)
+    return true;
+  LLVMMetadataRef *others = malloc((size_t)n * sizeof *others);
+  if (!others)
+    return fail(E, "out of memory");
+  for (int r = 0; r < E->n_regions; r++) {
+    if (!E->use_region[r])
+      continue;
+    LLVMMetadataRef self = region_scope(E, r);
+    int m = 0;
+    for (int q = 0; q < E->n_regions; q++)
+      if (q != r && E->use_region[q])
+        others[m++] = region_scope(E, q);
+    E->scope_list[r] = LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, &self, 1));
+    E->noalias_list[r] =
+        LLVMMetadataAsValue(E->ctx, LLVMMDNodeInContext2(E->ctx, others, (size_t)m));
+  }
+  free(others);
+  return true;
+}
+
+static void tag_access(Emit *E, LLVMValueRef inst, int buf) {
+  int r = region_of(&E->p->bufs[buf]);
+  if (r < 0 || !E->scope_list[r])
+    return;
+  LLVMSetMetadata(inst, E->md_scope, E->scope_list[r]);
+  LLVMSetMetadata(inst, E->md_noalias, E->noalias_list[r]);
+}
+
+/* ---- expressions ---- */
+
+static LLVMValueRef emit_expr(Emit *E, const LExpr *e);
+
+static bool check_buf(Emit *E, int buf) {
+  if (buf < 0 || buf >= E->p->n_bufs)
+    return fail(E, "buffer index b%d out of range", buf);
+  if (!E->base[buf])
+    return fail(E, "reads buffer b%d outside a kernel", buf);
+  return true;
+}
+
+static LLVMValueRef elem_ptr(Emit *E, int buf, const LExpr *index) {
+  if (!check_buf(E, buf))
+    return NULL;
+  if (!index || index->t != LT_I64) {
+    fail(E, "index into b%d is not i64", buf);
+    return NULL;
+  }
+  LLVMValueRef i = emit_expr(E, index);
+  if (!i)
+    return NULL;
+  return LLVMBuildInBoundsGEP2(E->b, elem_type(E, E->p->bufs[buf].elem), E->base[buf], &i, 1, "");
+}
+
+static LLVMValueRef emit_load(Emit *E, const LExpr *e) {
+  LLVMValueRef ptr = elem_ptr(E, e->buf, e->a);
+  if (!ptr)
+    return NULL;
+  LElem el = E->p->bufs[e->buf].elem;
+  LType want = el == LE_F32 ? LT_F32 : LT_I64;
+  if (e->t != want) {
+    fail(E, "load from b%d has type %s, expected %s", e->buf, type_str(e->t), type_str(want));
+    return NULL;
+  }
+  LLVMValueRef v = LLVMBuildLoad2(E->b, elem_type(E, el), ptr, "");
+  LLVMSetAlignment(v, elem_align(el));
+  tag_access(E, v, e->buf);
+  switch (el) {
+  case LE_F32: return v;
+  case LE_I32: return LLVMBuildSExt(E->b, v, E->t_i64, "");
+  case LE_U8: return LLVMBuildZExt(E->b, v, E->t_i64, "");
+  case LE_COUNT: break;
+  }
+  return v;
+}
+
+static LLVMValueRef bool_to_i64(Emit *E, LLVMValueRef c) {
+  return LLVMBuildZExt(E->b, c, E->t_i64, "");
+}
+
+static LLVMValueRef emit_bin(Emit *E, const LExpr *e) {
+  if (!e->a || !e->b) {
+    fail(E, "binary expression lacks an operand");
+    return NULL;
+  }
+  if (e->op < 0 || e->op >= LB_BINOP_COUNT) {
+    fail(E, "unknown binary operator %d", e->op);
+    return NULL;
+  }
+  LBinOp op = (LBinOp)e->op;
+  LType t = e->a->t;
+  if (!type_ok(t) || e->b->t != t) {
+    fail(E, "binary operands have types %s and %s", type_str(t), type_str(e->b->t));
+    return NULL;
+  }
+  bool cmp = op == LB_LT || op == LB_LE || op == LB_EQ || op == LB_NE;
+  LType want = cmp || op == LB_AND ? LT_I64 : t;
+  if (e->t != want) {
+    fail(E, "binary expression has type %s, expected %s", type_str(e->t), type_str(want));
+    return NULL;
+  }
+  if (is_float(t) && (op == LB_REM || op == LB_AND)) {
+    fail(E, "%s on floats", op == LB_REM ? "remainder" : "logical and");
+    return NULL;
+  }
+  LLVMValueRef a = emit_expr(E, e->a);
+  if (!a)
+    return NULL;
+  LLVMValueRef b = emit_expr(E, e->b);
+  if (!b)
+    return NULL;
+  LLVMValueRef ab[2] = {a, b};
+
+  if (t == LT_I64) {
+    switch (op) {
+    case LB_ADD: return LLVMBuildNSWAdd(E->b, a, b, "");
+    case LB_SUB: return LLVMBuildNSWSub(E->b, a, b, "");
+    case LB_MUL: return LLVMBuildNSWMul(E->b, a, b, "");
+    case LB_DIV: return LLVMBuildSDiv(E->b, a, b, "");
+    case LB_REM: return LLVMBuildSRem(E->b, a, b, "");
+    case LB_MIN: return LLVMBuildSelect(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, a, b, ""), a, b, "");
+    case LB_MAX: return LLVMBuildSelect(E->b, LLVMBuildICmp(E->b, LLVMIntSGT, a, b, ""), a, b, "");
+    case LB_LT: return bool_to_i64(E, LLVMBuildICmp(E->b, LLVMIntSLT, a, b, ""));
+    case LB_LE: return bool_to_i64(E, LLVMBuildICmp(E->b, LLVMIntSLE, a, b, ""));
+    case LB_EQ: return bool_to_i64(E, LLVMBuildICmp(E->b, LLVMIntEQ, a, b, ""));
+    case LB_NE: return bool_to_i64(E, LLVMBuildICmp(E->b, LLVMIntNE, a, b, ""));
+    case LB_AND: {
+      LLVMValueRef z = ci64(E, 0);
+      LLVMValueRef x = LLVMBuildAnd(E->b, LLVMBuildICmp(E->b, LLVMIntNE, a, z, ""),
+                                    LLVMBuildICmp(E->b, LLVMIntNE, b, z, ""), "");
+      return bool_to_i64(E, x);
+    }
+    case LB_BINOP_COUNT: break;
+    }
+    fail(E, "unknown binary operator %d", e->op);
+    return NULL;
+  }
+
+  int ti = t == LT_F64;
+  if (e->reassoc) {
+    ReassocOp ra = RA_COUNT;
+    switch (op) {
+    case LB_ADD: ra = RA_FADD; break;
+    case LB_SUB: ra = RA_FSUB; break;
+    case LB_MUL: ra = RA_FMUL; break;
+    case LB_DIV: ra = RA_FDIV; break;
+    case LB_MIN: ra = RA_MIN; break;
+    case LB_MAX: ra = RA_MAX; break;
+    case LB_REM:
+    case LB_LT:
+    case LB_LE:
+    case LB_EQ:
+    case LB_NE:
+    case LB_AND:
+    case LB_BINOP_COUNT: break; /* compares have nothing to reassociate */
+    }
+    if (ra != RA_COUNT)
+      return call(E, E->fn_reassoc[ra][ti], ab, 2, "");
+  }
+  switch (op) {
+  case LB_ADD: return LLVMBuildFAdd(E->b, a, b, "");
+  case LB_SUB: return LLVMBuildFSub(E->b, a, b, "");
+  case LB_MUL: return LLVMBuildFMul(E->b, a, b, "");
+  case LB_DIV: return LLVMBuildFDiv(E->b, a, b, "");
+  case LB_MIN:
+  case LB_MAX: {
+    LLVMValueRef fn = intrinsic(E, op == LB_MIN ? "llvm.minnum" : "llvm.maxnum", ltype(E, t));
+    return fn ? call(E, fn, ab, 2, "") : NULL;
+  }
+  case LB_LT: return bool_to_i64(E, LLVMBuildFCmp(E->b, LLVMRealOLT, a, b, ""));
+  case LB_LE: return bool_to_i64(E, LLVMBuildFCmp(E->b, LLVMRealOLE, a, b, ""));
+  case LB_EQ: return bool_to_i64(E, LLVMBuildFCmp(E->b, LLVMRealOEQ, a, b, ""));
+  case LB_NE: return bool_to_i64(E, LLVMBuildFCmp(E->b, LLVMRealUNE, a, b, ""));
+  case LB_REM:
+  case LB_AND:
+  case LB_BINOP_COUNT: break;
+  }
+  fail(E, "unknown binary operator %d", e->op);
+  return NULL;
+}
+
+static LLVMValueRef emit_un(Emit *E, const LExpr *e) {
+  if (!e->a) {
+    fail(E, "unary expression lacks an operand");
+    return NULL;
+  }
+  if (!is_float(e->a->t) || e->t != e->a->t) {
+    fail(E, "unary operator on %s giving %s (floats only)", type_str(e->a->t), type_str(e->t));
+    return NULL;
+  }
+  if (e->op < 0 || e->op >= LU_UNOP_COUNT) {
+    fail(E, "unknown unary operator %d", e->op);
+    return NULL;
+  }
+  LLVMValueRef a = emit_expr(E, e->a);
+  if (!a)
+    return NULL;
+  LLVMTypeRef ty = ltype(E, e->t);
+  bool f32 = e->t == LT_F32;
+  const char *intr = NULL;
+  switch ((LUnOp)e->op) {
+  case LU_NEG: return LLVMBuildFNeg(E->b, a, "");
+  case LU_EXP: intr = "llvm.exp"; break;
+  case LU_LOG: intr = "llvm.log"; break;
+  case LU_SQRT: intr = "llvm.sqrt"; break;
+  case LU_SIN: intr = "llvm.sin"; break;
+  case LU_COS: intr = "llvm.cos"; break;
+  case LU_TANH: return call(E, E->fn_math[f32 ? MF_TANHF : MF_TANH], &a, 1, "");
+  case LU_ERF: return call(E, E->fn_math[f32 ? MF_ERFF : MF_ERF], &a, 1, "");
+  case LU_UNOP_COUNT: break;
+  }
+  if (!intr) {
+    fail(E, "unknown unary operator %d", e->op);
+    return NULL;
+  }
+  LLVMValueRef fn = intrinsic(E, intr, ty);
+  return fn ? call(E, fn, &a, 1, "") : NULL;
+}
+
+static LLVMValueRef emit_cast(Emit *E, const LExpr *e) {
+  if (!e->a || !type_ok(e->a->t) || !type_ok(e->t)) {
+    fail(E, "malformed cast");
+    return NULL;
+  }
+  LLVMValueRef a = emit_expr(E, e->a);
+  if (!a)
+    return NULL;
+  LType from = e->a->t, to = e->t;
+  LLVMTypeRef ty = ltype(E, to);
+  if (from == to)
+    return a;
+  if (from == LT_I64)
+    return LLVMBuildSIToFP(E->b, a, ty, "");
+  if (to == LT_I64)
+    return LLVMBuildFPToSI(E->b, a, ty, "");
+  if (to == LT_F64)
+    return LLVMBuildFPExt(E->b, a, ty, "");
+  return LLVMBuildFPTrunc(E->b, a, ty, "");
+}
+
+static LLVMValueRef emit_expr(Emit *E, const LExpr *e) {
+  if (E->failed)
+    return NULL;
+  if (!e) {
+    fail(E, "missing expression");
+    return NULL;
+  }
+  if (!type_ok(e->t)) {
+    fail(E, "expression has an unknown type %d", (int)e->t);
+    return NULL;
+  }
+  switch (e->kind) {
+  case LX_CONST_I:
+    if (e->t != LT_I64)
+      break;
+    return ci64(E, e->ival);
+  case LX_CONST_F:
+    if (!is_float(e->t))
+      break;
+    return LLVMConstReal(ltype(E, e->t), e->fval);
+  case LX_VAR:
+    if (!E->k) {
+      fail(E, "uses variable v%d outside a kernel (extents may use symbols and constants only)",
+           e->var);
+      return NULL;
+    }
+    if (e->var < 0 || e->var >= E->k->n_vars) {
+      fail(E, "variable v%d out of range (the kernel has %d)", e->var, E->k->n_vars);
+      return NULL;
+    }
+    if (E->k->var_types[e->var] != e->t) {
+      fail(E, "v%d is %s but read as %s", e->var, type_str(E->k->var_types[e->var]),
+           type_str(e->t));
+      return NULL;
+    }
+    return LLVMBuildLoad2(E->b, ltype(E, e->t), E->vars[e->var], "");
+  case LX_SYM:
+    if (e->sym < 0 || e->sym >= E->p->n_syms) {
+      fail(E, "symbol sym%d out of range (the program has %d)", e->sym, E->p->n_syms);
+      return NULL;
+    }
+    if (e->t != LT_I64)
+      break;
+    if (!E->syms[e->sym]) {
+      fail(E, "internal error: sym%d was not loaded", e->sym);
+      return NULL;
+    }
+    return E->syms[e->sym];
+  case LX_LOAD: return emit_load(E, e);
+  case LX_ADDR:
+  case LX_POOL:
+  case LX_NULL:
+    fail(E, "a pointer operand (address, pool or null) used outside a call argument");
+    return NULL;
+  case LX_BIN: return emit_bin(E, e);
+  case LX_UN: return emit_un(E, e);
+  case LX_SELECT: {
+    if (!e->a || !e->b || !e->c || e->a->t != LT_I64 || e->b->t != e->t || e->c->t != e->t) {
+      fail(E, "malformed select");
+      return NULL;
+    }
+    LLVMValueRef c = emit_expr(E, e->a);
+    LLVMValueRef x = c ? emit_expr(E, e->b) : NULL;
+    LLVMValueRef y = x ? emit_expr(E, e->c) : NULL;
+    if (!y)
+      return NULL;
+    return LLVMBuildSelect(E->b, LLVMBuildICmp(E->b, LLVMIntNE, c, ci64(E, 0), ""), x, y, "");
+  }
+  case LX_CAST: return emit_cast(E, e);
+  case LX_KIND_COUNT: break;
+  }
+  fail(E, "malformed expression (kind %d, type %s)", (int)e->kind, type_str(e->t));
+  return NULL;
+}
+
+/* ---- statements ---- */
+
+static bool emit_stmts(Emit *E, LStmt *const *stmts, int n);
+
+/* for (var = lo; var < hi; var++) stmts, with hi evaluated once */
+static bool emit_loop(Emit *E, int var, LLVMValueRef lo, LLVMValueRef hi, LStmt *const *stmts,
+                      int n) {
+  /* a nested loop over the same variable, or an assignment to it inside
+   * the loop, could keep the loop from ever finishing */
+  if (E->in_loop[var])
+    return fail(E, "v%d drives two nested loops", var);
+  E->in_loop[var] = true;
+  LLVMValueRef slot = E->vars[var];
+  LLVMBuildStore(E->b, lo, slot);
+  LLVMBasicBlockRef header = new_block(E, "header");
+  LLVMBasicBlockRef body = new_block(E, "body");
+  LLVMBasicBlockRef latch = new_block(E, "latch");
+  LLVMBasicBlockRef exit = new_block(E, "exit");
+  LLVMBuildBr(E->b, header);
+
+  LLVMPositionBuilderAtEnd(E->b, header);
+  LLVMValueRef i = LLVMBuildLoad2(E->b, E->t_i64, slot, "");
+  LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSLT, i, hi, ""), body, exit);
+
+  LLVMPositionBuilderAtEnd(E->b, body);
+  if (!emit_stmts(E, stmts, n))
+    return false;
+  LLVMBuildBr(E->b, latch);
+  E->in_loop[var] = false;
+
+  LLVMPositionBuilderAtEnd(E->b, latch);
+  i = LLVMBuildLoad2(E->b, E->t_i64, slot, "");
+  LLVMBuildStore(E->b, LLVMBuildNSWAdd(E->b, i, ci64(E, 1), ""), slot);
+  LLVMBuildBr(E->b, header);
+
+  LLVMPositionBuilderAtEnd(E->b, exit);
+  return true;
+}
+
+static bool check_var(Emit *E, int var, LType t, const char *what) {
+  if (var < 0 || var >= E->k->n_vars)
+    return fail(E, "%s variable v%d out of range (the kernel has %d)", what, var, E->k->n_vars);
+  if (E->k->var_types[var] != t)
+    return fail(E, "%s v%d is %s, given %s", what, var, type_str(E->k->var_types[var]),
+                type_str(t));
+  return true;
+}
+
+/* rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy) */
+static bool emit_linear(Emit *E, const LStmt *s) {
+  enum { I64, PTR, POOL };
+  static const int slot[10] = {POOL, I64, I64, I64, PTR, I64, PTR, PTR, PTR, I64};
+  if (s->n_args != 10 || !s->args)
+    return fail(E, "rt_linear takes 10 arguments, given %d", s->n_args);
+  LLVMValueRef v[10];
+  for (int i = 0; i < 10; i++) {
+    const LExpr *a = s->args[i];
+    if (!a)
+      return fail(E, "rt_linear argument %d is missing", i);
+    if (slot[i] == I64) {
+      if (a->t != LT_I64)
+        return fail(E, "rt_linear argument %d must be i64", i);
+      v[i] = emit_expr(E, a);
+      if (!v[i])
+        return false;
+    } else if (a->kind == LX_NULL) {
+      v[i] = LLVMConstNull(slot[i] == POOL ? E->t_i8p : E->t_f32p);
+    } else if (slot[i] == POOL) {
+      if (a->kind != LX_POOL)
+        return fail(E, "rt_linear argument 0 must be the pool or null");
+      v[i] = E->pool;
+    } else {
+      if (a->kind != LX_ADDR)
+        return fail(E, "rt_linear argument %d must be a buffer address or null", i);
+      if (a->buf < 0 || a->buf >= E->p->n_bufs)
+        return fail(E, "buffer index b%d out of range", a->buf);
+      if (E->p->bufs[a->buf].elem != LE_F32)
+        return fail(E, "rt_linear argument %d points into b%d, which is not f32", i, a->buf);
+      v[i] = elem_ptr(E, a->buf, a->a);
+      if (!v[i])
+        return false;
+    }
+  }
+  call(E, E->fn_linear, v, 10, "");
+  return true;
+}
+
+static bool emit_stmt(Emit *E, const LStmt *s) {
+  if (E->failed)
+    return false;
+  if (!s)
+    return fail(E, "missing statement");
+  switch (s->kind) {
+  case LS_FOR: {
+    if (!check_var(E, s->var, LT_I64, "loop"))
+      return false;
+    if (!s->lo || !s->hi || s->lo->t != LT_I64 || s->hi->t != LT_I64)
+      return fail(E, "loop over v%d has non-i64 bounds", s->var);
+    LLVMValueRef lo = emit_expr(E, s->lo);
+    LLVMValueRef hi = lo ? emit_expr(E, s->hi) : NULL;
+    if (!hi)
+      return false;
+    return emit_loop(E, s->var, lo, hi, s->stmts, s->n_stmts);
+  }
+  case LS_LET:
+  case LS_SET: {
+    if (!s->value)
+      return fail(E, "assignment to v%d lacks a value", s->var);
+    if (s->kind == LS_LET && s->value->t != s->t)
+      return fail(E, "let v%d: %s given a %s", s->var, type_str(s->t), type_str(s->value->t));
+    if (!check_var(E, s->var, s->value->t, s->kind == LS_LET ? "let" : "set"))
+      return false;
+    if (E->in_loop[s->var])
+      return fail(E, "assigns v%d inside the loop it drives", s->var);
+    LLVMValueRef v = emit_expr(E, s->value);
+    if (!v)
+      return false;
+    LLVMBuildStore(E->b, v, E->vars[s->var]);
+    return true;
+  }
+  case LS_STORE: {
+    if (s->buf < 0 || s->buf >= E->p->n_bufs)
+      return fail(E, "buffer index b%d out of range", s->buf);
+    LElem el = E->p->bufs[s->buf].elem;
+    LType want = el == LE_F32 ? LT_F32 : LT_I64;
+    if (!s->value || s->value->t != want)
+      return fail(E, "store to b%d needs a %s value", s->buf, type_str(want));
+    LLVMValueRef ptr = elem_ptr(E, s->buf, s->index);
+    LLVMValueRef v = ptr ? emit_expr(E, s->value) : NULL;
+    if (!v)
+      return false;
+    if (el != LE_F32)
+      v = LLVMBuildTrunc(E->b, v, elem_type(E, el), "");
+    LLVMValueRef st = LLVMBuildStore(E->b, v, ptr);
+    LLVMSetAlignment(st, elem_align(el));
+    tag_access(E, st, s->buf);
+    return true;
+  }
+  case LS_CALL:
+    switch (s->callee) {
+    case LC_LINEAR: return emit_linear(E, s);
+    case LC_CALLEE_COUNT: break;
+    }
+    return fail(E, "unknown runtime function %d", (int)s->callee);
+  case LS_BLOCK: return emit_stmts(E, s->stmts, s->n_stmts);
+  case LS_KIND_COUNT: break;
+  }
+  return fail(E, "unknown statement kind %d", (int)s->kind);
+}
+
+static bool emit_stmts(Emit *E, LStmt *const *stmts, int n) {
+  if (n > 0 && !stmts)
+    return fail(E, "block lacks its statements");
+  for (int i = 0; i < n; i++)
+    if (!emit_stmt(E, stmts[i]))
+      return false;
+  return true;
+}
+
+/* ---- functions ---- */
+
+static bool is_identifier(const char *s) {
+  if (!s || !*s)
+    return false;
+  for (const char *c = s; *c; c++) {
+    bool alpha = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_';
+    bool digit = *c >= '0' && *c <= '9';
+    if (!alpha && !(digit && c != s))
+      return false;
+  }
+  return true;
+}
+
+/* Per-function scratch, sized for the program; zeroed per function. */
+typedef struct Scratch {
+  LLVMValueRef *base, *syms, *scope_list, *noalias_list;
+  bool *use_buf, *use_sym, *use_region;
+} Scratch;
+
+static bool scratch_alloc(Emit *E, Scratch *s) {
+  size_t nb = (size_t)E->p->n_bufs + 1, ns = (size_t)E->p->n_syms + 1,
+         nr = (size_t)E->n_regions + 1;
+  s->base = calloc(nb, sizeof *s->base);
+  s->syms = calloc(ns, sizeof *s->syms);
+  s->scope_list = calloc(nr, sizeof *s->scope_list);
+  s->noalias_list = calloc(nr, sizeof *s->noalias_list);
+  s->use_buf = calloc(nb, 1);
+  s->use_sym = calloc(ns, 1);
+  s->use_region = calloc(nr, 1);
+  E->region_scope = calloc(nr, sizeof *E->region_scope);
+  if (!s->base || !s->syms || !s->scope_list || !s->noalias_list || !s->use_buf || !s->use_sym ||
+      !s->use_region || !E->region_scope)
+    return fail(E, "out of memory");
+  return true;
+}
+
+static void scratch_free(Emit *E, Scratch *s) {
+  free(s->base);
+  free(s->syms);
+  free(s->scope_list);
+  free(s->noalias_list);
+  free(s->use_buf);
+  free(s->use_sym);
+  free(s->use_region);
+  free(E->region_scope);
+  E->region_scope = NULL;
+}
+
+static void scratch_reset(Emit *E, Scratch *s) {
+  size_t nb = (size_t)E->p->n_bufs + 1, ns = (size_t)E->p->n_syms + 1,
+         nr = (size_t)E->n_regions + 1;
+  memset(s->base, 0, nb * sizeof *s->base);
+  memset(s->syms, 0, ns * sizeof *s->syms);
+  memset(s->scope_list, 0, nr * sizeof *s->scope_list);
+  memset(s->noalias_list, 0, nr * sizeof *s->noalias_list);
+  memset(s->use_buf, 0, nb);
+  memset(s->use_sym, 0, ns);
+  memset(s->use_region, 0, nr);
+  E->base = s->base;
+  E->syms = s->syms;
+  E->scope_list = s->scope_list;
+  E->noalias_list = s->noalias_list;
+  E->use_buf = s->use_buf;
+  E->use_sym = s->use_sym;
+  E->use_region = s->use_region;
+  E->use_pool = false;
+  E->pool = NULL;
+  E->vars = NULL;
+  E->block_seq = 0;
+}
+
+static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
+  E->k = k;
+  E->where = k->name ? k->name : "(unnamed kernel)";
+  if (!is_identifier(k->name)) {
+    fail(E, "kernel name is not a C identifier");
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof reserved_names / sizeof *reserved_names; i++)
+    if (!strcmp(k->name, reserved_names[i])) {
+      fail(E, "kernel name is reserved");
+      return NULL;
+    }
+  if (LLVMGetNamedFunction(E->mod, k->name) || LLVMGetNamedGlobal(E->mod, k->name)) {
+    fail(E, "two kernels have this name");
+    return NULL;
+  }
+  if (k->n_vars < 1 || !k->var_types || k->outer_var < 0 || k->outer_var >= k->n_vars ||
+      k->var_types[k->outer_var] != LT_I64) {
+    fail(E, "outer loop variable v%d is not an i64 variable of the kernel", k->outer_var);
+    return NULL;
+  }
+  for (int v = 0; v < k->n_vars; v++)
+    if (!type_ok(k->var_types[v])) {
+      fail(E, "variable v%d has an unknown type %d", v, (int)k->var_types[v]);
+      return NULL;
+    }
+  if (!k->body || k->body->kind != LS_BLOCK) {
+    fail(E, "kernel body is missing or not a block");
+    return NULL;
+  }
+
+  scratch_reset(E, sc);
+  walk_stmt(E, k->body);
+
+  LLVMValueRef fn = LLVMAddFunction(E->mod, k->name, E->t_kernel);
+  E->fn = fn;
+  add_fn_attr(E, fn, "nounwind");
+  add_fn_attr(E, fn, "noinline");
+  E->args = LLVMGetParam(fn, 0);
+  LLVMSetValueName2(E->args, "args", 4);
+  LLVMValueRef lo = LLVMGetParam(fn, 1), hi = LLVMGetParam(fn, 2);
+  LLVMSetValueName2(lo, "lo", 2);
+  LLVMSetValueName2(hi, "hi", 2);
+  if (k->comment && *k->comment) {
+    LLVMMetadataRef s = LLVMMDStringInContext2(E->ctx, k->comment, strlen(k->comment));
+    unsigned kind = LLVMGetMDKindIDInContext(E->ctx, "tfmc.kernel", 11);
+    LLVMGlobalSetMetadata(fn, kind, LLVMMDNodeInContext2(E->ctx, &s, 1));
+  }
+
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(E->ctx, fn, "entry");
+  LLVMPositionBuilderAtEnd(E->b, entry);
+  E->vars = calloc((size_t)k->n_vars, sizeof *E->vars);
+  E->in_loop = calloc((size_t)k->n_vars, sizeof *E->in_loop);
+  if (!E->vars || !E->in_loop) {
+    free(E->vars);
+    free(E->in_loop);
+    E->vars = NULL;
+    E->in_loop = NULL;
+    fail(E, "out of memory");
+    return NULL;
+  }
+  for (int v = 0; v < k->n_vars; v++) {
+    char name[32];
+    snprintf(name, sizeof name, "v%d", v);
+    LLVMTypeRef ty = ltype(E, k->var_types[v]);
+    E->vars[v] = LLVMBuildAlloca(E->b, ty, name);
+    LLVMBuildStore(E->b, LLVMConstNull(ty), E->vars[v]);
+  }
+  bool ok = load_args(E) && build_scopes(E) &&
+            emit_loop(E, k->outer_var, lo, hi, k->body->stmts, k->body->n_stmts);
+  if (ok)
+    LLVMBuildRetVoid(E->b);
+  free(E->vars);
+  free(E->in_loop);
+  E->vars = NULL;
+  E->in_loop = NULL;
+  E->k = NULL;
+  return ok ? fn : NULL;
+}
+
+static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, Scratch *sc) {
+  const LoopProgram *p = E->p;
+  E->where = "tfmc_model_run";
+  scratch_reset(E, sc);
+  for (int i = 0; i < p->n_kernels; i++) {
+    walk_expr(E, p->kernels[i].extent);
+    if (p->kernels[i].parallel)
+      E->use_pool = true;
+  }
+  for (int i = 0; i < p->n_bufs; i++)
+    E->use_buf[i] = false; /* extents read no buffers */
+  E->fn = entry_fn;
+  E->args = LLVMGetParam(entry_fn, 0);
+  LLVMSetValueName2(E->args, "args", 4);
+  LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, entry_fn, "entry"));
+  if (!load_args(E))
+    return false;
+  for (int i = 0; i < p->n_kernels; i++) {
+    const LKernel *k = &p->kernels[i];
+    E->where = k->name;
+    if (!k->extent || k->extent->t != LT_I64)
+      return fail(E, "extent is missing or not i64");
+    if (k->parallel && k->grain < 1)
+      return fail(E, "grain %lld is not positive", (long long)k->grain);
+    LLVMValueRef n = emit_expr(E, k->extent);
+    if (!n)
+      return false;
+    LLVMBasicBlockRef run = new_block(E, "run.");
+    LLVMBasicBlockRef next = new_block(E, "next.");
+    LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSGT, n, ci64(E, 0), ""), run, next);
+    LLVMPositionBuilderAtEnd(E->b, run);
+    if (k->parallel) {
+      LLVMValueRef a[5] = {E->pool, n, ci64(E, k->grain), kernels[i], E->args};
+      call(E, E->fn_parfor, a, 5, "");
+    } else {
+      LLVMValueRef a[3] = {E->args, ci64(E, 0), n};
+      call(E, kernels[i], a, 3, "");
+    }
+    LLVMBuildBr(E->b, next);
+    LLVMPositionBuilderAtEnd(E->b, next);
+  }
+  LLVMBuildRetVoid(E->b);
+  return true;
+}
+
+static void set_target_attrs(Emit *E, const LlvmTarget *t) {
+  for (LLVMValueRef f = LLVMGetFirstFunction(E->mod); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f))
+      continue;
+    add_fn_string_attr(E, f, "target-cpu", t->cpu);
+    add_fn_string_attr(E, f, "target-features", t->features);
+    /* no effect without AVX-512; with it, lets loops use zmm registers */
+    add_fn_string_attr(E, f, "prefer-vector-width", "512");
+  }
+}
+
+int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachineRef tm,
+                     LLVMContextRef ctx, LLVMModuleRef *out, char *err, size_t errlen) {
+  *out = NULL;
+  Emit E = {.p = p, .ctx = ctx, .err = err, .errlen = errlen};
+  Scratch sc = {0};
+  LLVMValueRef *kernels = NULL;
+  if (!p)
+    return llvm_fail(err, errlen, "llvm: no program");
+  if (p->n_bufs < 0 || p->n_kernels < 0 || p->n_syms < 0 || (p->n_bufs && !p->bufs) ||
+      (p->n_kernels && !p->kernels))
+    return llvm_fail(err, errlen, "llvm: malformed loop program");
+  if (!module_create(&E, p->name && *p->name ? p->name : "tfmc"))
+    goto fail;                           /* owns E.mod */
+  E.b = LLVMCreateBuilderInContext(ctx); /* ours: disposed below */
+  {
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    LLVMSetTarget(E.mod, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    char *dl = LLVMCopyStringRepOfTargetData(td);
+    LLVMSetDataLayout(E.mod, dl);
+    LLVMDisposeMessage(dl);
+    LLVMDisposeTargetData(td);
+  }
+  if (!check_buffers(&E) || !scratch_alloc(&E, &sc))
+    goto fail;
+
+  LLVMValueRef entry_fn = LLVMAddFunction(E.mod, "tfmc_model_run", E.t_entry);
+  add_fn_attr(&E, entry_fn, "nounwind");
+  kernels = calloc((size_t)p->n_kernels + 1, sizeof *kernels);
+  if (!kernels) {
+    fail(&E, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < p->n_kernels; i++) {
+    kernels[i] = define_kernel(&E, &p->kernels[i], &sc);
+    if (!kernels[i])
+      goto fail;
+  }
+  if (!define_entry(&E, entry_fn, kernels, &sc))
+    goto fail;
+  set_target_attrs(&E, t);
+
+  char *msg = NULL;
+  if (LLVMVerifyModule(E.mod, LLVMReturnStatusAction, &msg)) {
+    E.where = NULL;
+    fail(&E, "internal error: the generated module does not verify: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    goto fail;
+  }
+  LLVMDisposeMessage(msg);
+
+  free(kernels);
+  scratch_free(&E, &sc);
+  LLVMDisposeBuilder(E.b);
+  *out = E.mod;
+  return 0;
+
+fail:
+  free(kernels);
+  scratch_free(&E, &sc);
+  if (E.b)
+    LLVMDisposeBuilder(E.b);
+  if (E.mod)
+    LLVMDisposeModule(E.mod);
+  if (!E.failed)
+    llvm_fail(err, errlen, "llvm: emission failed");
+  return 1;
+}

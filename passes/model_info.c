@@ -1,0 +1,113 @@
+/* passes/model_info.c — builds the RtModelInfo of a lowered graph: symbol
+ * names and maxima, inputs (ids with their vocabulary bound, masks with the
+ * ids they pad), outputs, the packed-weights layout and its hash, the arena
+ * size. The layout is read from the loop program, so it is exactly what the
+ * generated code addresses. */
+#include "ir/loop.h"
+#include "passes/passes.h"
+#include "runtime/rt_model.h"
+
+#include <string.h>
+
+void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths) {
+  if (strcmp(mask_input, "src_mask") == 0) {
+    *ids_input = "src";
+    *lengths = "src_lengths";
+  } else if (strcmp(mask_input, "tgt_mask") == 0) {
+    *ids_input = "tgt";
+    *lengths = "tgt_lengths";
+  } else {
+    *ids_input = "tokens";
+    *lengths = "lengths";
+  }
+}
+
+static RtElem elem_of(IrDtype dt) {
+  switch (dt) {
+  case IR_F32: return RT_ELEM_F32;
+  case IR_I32: return RT_ELEM_I32;
+  case IR_BOOL: return RT_ELEM_U8;
+  case IR_DTYPE_COUNT: break;
+  }
+  return RT_ELEM_F32;
+}
+
+static void fill_dims(RtTensorInfo *t, const IrType *ty) {
+  t->rank = ty->rank;
+  for (int i = 0; i < ty->rank; i++) {
+    t->dims[i].sym = ty->dims[i].sym;
+    t->dims[i].value = ty->dims[i].value;
+  }
+}
+
+RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
+                             const int64_t *input_vocab, int64_t pad_id) {
+  RtModelInfo *m = arena_alloc(a, sizeof *m);
+  m->abi_version = RT_ABI_VERSION;
+  m->name = arena_strdup(a, g->name);
+  m->n_syms = g->n_syms;
+  for (int i = 0; i < g->n_syms; i++) {
+    m->sym_names[i] = arena_strdup(a, g->syms[i].name);
+    m->sym_max[i] = g->syms[i].max;
+  }
+  int n_in = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_in += g->nodes[i].op == IR_OP_INPUT;
+  TFMC_ASSERT(n_in <= RT_MAX_IO && g->n_outputs <= RT_MAX_IO);
+  RtTensorInfo *in = arena_alloc(a, (size_t)(n_in + 1) * sizeof *in);
+  int k = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op != IR_OP_INPUT) continue;
+    RtTensorInfo *t = &in[k];
+    t->name = arena_strdup(a, n->attrs.name);
+    t->elem = elem_of(n->type.dtype);
+    fill_dims(t, &n->type);
+    if (n->type.dtype == IR_BOOL) {
+      const char *ids, *lengths;
+      t->kind = RT_INPUT_MASK;
+      pass_mask_names(n->attrs.name, &ids, &lengths);
+      t->ids_input = ids;
+      t->lengths_name = lengths;
+    } else {
+      t->kind = RT_INPUT_IDS;
+      t->vocab = input_vocab[k];
+    }
+    k++;
+  }
+  m->n_inputs = n_in;
+  m->inputs = in;
+  RtTensorInfo *out = arena_alloc(a, (size_t)(g->n_outputs + 1) * sizeof *out);
+  for (int o = 0; o < g->n_outputs; o++) {
+    const IrNode *n = &g->nodes[g->outputs[o].value];
+    out[o].name = arena_strdup(a, g->outputs[o].name);
+    out[o].elem = elem_of(n->type.dtype);
+    fill_dims(&out[o], &n->type);
+  }
+  m->n_outputs = g->n_outputs;
+  m->outputs = out;
+  int n_w = 0;
+  for (int b = 0; b < p->n_bufs; b++) n_w += p->bufs[b].kind == LB_WEIGHT;
+  RtWeightInfo *w = arena_alloc(a, (size_t)(n_w + 1) * sizeof *w);
+  int j = 0;
+  for (int b = 0; b < p->n_bufs; b++) {
+    const LBuffer *lb = &p->bufs[b];
+    if (lb->kind != LB_WEIGHT) continue;
+    const IrNode *pn = NULL;
+    for (int i = 0; i < g->n_nodes && !pn; i++)
+      if (g->nodes[i].op == IR_OP_PARAM && strcmp(g->nodes[i].attrs.name, lb->name) == 0)
+        pn = &g->nodes[i];
+    TFMC_ASSERT(pn);
+    w[j].name = arena_strdup(a, lb->name);
+    w[j].rank = pn->type.rank;
+    for (int d = 0; d < pn->type.rank; d++) w[j].shape[d] = pn->type.dims[d].value;
+    w[j].offset = lb->offset;
+    j++;
+  }
+  m->n_weights = n_w;
+  m->weights = w;
+  m->weights_floats = p->weights_floats;
+  m->layout_hash = rt_model_layout_hash(w, n_w);
+  m->arena_bytes = p->arena_bytes;
+  m->pad_id = pad_id;
+  return m;
+}

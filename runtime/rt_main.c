@@ -1,0 +1,339 @@
+/* runtime/rt_main.c — the main of standalone executables (see rt_model.h):
+ * arguments, inputs, weights, pool, arena, the run, the outputs.
+ *
+ *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
+ *       [--threads N] [--help] [--version]
+ *
+ * Invariants: every failure is a message on stderr prefixed with the
+ * program name and an exit status (1: bad inputs, weights or environment;
+ * 2: bad usage), never a crash; every resource taken is released on every
+ * path (one cleanup block, in reverse order); the outputs file is only
+ * replaced (atomically) after a complete run, and never when it names one
+ * of the files being read. */
+#include "runtime/rt_gemm.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_pool.h"
+#include "runtime/rt_safetensors.h"
+#include "runtime/rt_weights.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EXIT_USER 1
+#define EXIT_USAGE 2
+#define MAIN_MAX_THREADS 256
+
+typedef struct MainOpts {
+  const char *inputs, *outputs, *weights, *threads;
+  int help, version;
+} MainOpts;
+
+static const char *prog_name(int argc, char **argv, const RtModelInfo *info) {
+  if (argc > 0 && argv && argv[0] && argv[0][0]) {
+    const char *slash = strrchr(argv[0], '/');
+    return slash && slash[1] ? slash + 1 : argv[0];
+  }
+  return info && info->name ? info->name : "model";
+}
+
+static int usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *prog, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(see '%s --help')\n", prog);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* ---- --help ---- */
+
+static void print_dims(FILE *f, const RtModelInfo *info, const RtTensorInfo *t) {
+  fputc('[', f);
+  for (int d = 0; d < t->rank && d < RT_MAX_RANK; d++) {
+    const RtDim *dim = &t->dims[d];
+    if (d)
+      fputc(',', f);
+    if (dim->sym >= 0 && dim->sym < info->n_syms && dim->sym < RT_MAX_SYMS)
+      fputs(info->sym_names[dim->sym] ? info->sym_names[dim->sym] : "?", f);
+    else
+      fprintf(f, "%lld", (long long)dim->value);
+  }
+  fputc(']', f);
+}
+
+static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
+  fprintf(f,
+          "usage: %s --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
+          "       [--threads N]\n\n"
+          "Runs the model '%s', compiled by tfmc.\n\n",
+          prog, info->name ? info->name : "?");
+  int n_in = info->n_inputs >= 0 && info->n_inputs <= RT_MAX_IO ? info->n_inputs : 0;
+  int n_out = info->n_outputs >= 0 && info->n_outputs <= RT_MAX_IO ? info->n_outputs : 0;
+  fprintf(f, "Inputs (a safetensors file; token ids of any integer dtype):\n");
+  for (int i = 0; i < n_in; i++) {
+    const RtTensorInfo *t = &info->inputs[i];
+    fprintf(f, "  %-14s ", t->name ? t->name : "?");
+    print_dims(f, info, t);
+    switch (t->kind) {
+    case RT_INPUT_IDS: fprintf(f, "  token ids in [0, %lld)\n", (long long)t->vocab); break;
+    case RT_INPUT_MASK: {
+      const RtDim *b = &t->dims[0];
+      const char *bname =
+          b->sym >= 0 && b->sym < info->n_syms && b->sym < RT_MAX_SYMS && info->sym_names[b->sym]
+              ? info->sym_names[b->sym]
+              : "batch";
+      fprintf(f, "  optional padding mask of '%s' (1 = real token)\n",
+              t->ids_input ? t->ids_input : "?");
+      fprintf(f, "  %-14s        ", "");
+      if (t->lengths_name)
+        fprintf(f, "or %s [%s] (lengths); ", t->lengths_name, bname);
+      if (info->pad_id >= 0)
+        fprintf(f, "default: ids != pad id %lld\n", (long long)info->pad_id);
+      else
+        fprintf(f, "default: no padding\n");
+      break;
+    }
+    case RT_INPUT_KIND_COUNT: fputc('\n', f); break;
+    }
+  }
+  fprintf(f, "Outputs (f32):\n");
+  for (int i = 0; i < n_out; i++) {
+    fprintf(f, "  %-14s ", info->outputs[i].name ? info->outputs[i].name : "?");
+    print_dims(f, info, &info->outputs[i]);
+    fputc('\n', f);
+  }
+  if (info->n_syms > 0 && info->n_syms <= RT_MAX_SYMS) {
+    fprintf(f, "Dimensions:");
+    for (int s = 0; s < info->n_syms; s++)
+      fprintf(f, "%s %s <= %lld", s ? "," : "", info->sym_names[s] ? info->sym_names[s] : "?",
+              (long long)info->sym_max[s]);
+    fputc('\n', f);
+  }
+  fprintf(f, "\nOptions:\n"
+             "  --inputs FILE    the inputs above\n"
+             "  --outputs FILE   where to write the outputs (replaced atomically; must not be\n"
+             "                   one of the files read)\n");
+  if (embedded)
+    fprintf(f, "  (the weights are embedded in this executable)\n");
+  else
+    fprintf(f, "  --weights FILE   packed weights (default: %s.weights next to the executable)\n",
+            prog);
+  fprintf(f,
+          "  --threads N      threads to run on, 1..%d (default: one per online CPU)\n"
+          "  --help, --version\n"
+          "Exit status: 0 success, 1 bad inputs or weights, 2 bad usage.\n",
+          MAIN_MAX_THREADS);
+}
+
+/* ---- arguments ---- */
+
+/* Returns 0, or EXIT_USAGE after a message. */
+static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
+  static const char *const names[] = {"inputs", "outputs", "weights", "threads"};
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    if (!s)
+      continue;
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      o->help = 1;
+      continue;
+    }
+    if (strcmp(s, "--version") == 0) {
+      o->version = 1;
+      continue;
+    }
+    if (strncmp(s, "--", 2) != 0)
+      return usage_error(prog, "unexpected argument '%s'", s);
+    const char *key = s + 2, *eq = strchr(key, '=');
+    size_t klen = eq ? (size_t)(eq - key) : strlen(key);
+    const char **slot = NULL;
+    const char **slots[] = {&o->inputs, &o->outputs, &o->weights, &o->threads};
+    for (int k = 0; k < 4; k++)
+      if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
+        slot = slots[k];
+    if (!slot)
+      return usage_error(prog, "unknown option '%.*s'", (int)(klen + 2), s);
+    const char *value = eq ? eq + 1 : NULL;
+    if (!value) {
+      if (i + 1 >= argc || !argv[i + 1])
+        return usage_error(prog, "option '%s' needs a value", s);
+      value = argv[++i];
+    }
+    if (*slot)
+      return usage_error(prog, "option '--%.*s' given twice", (int)klen, key);
+    if (!*value)
+      return usage_error(prog, "option '--%.*s' has an empty value", (int)klen, key);
+    *slot = value;
+  }
+  return 0;
+}
+
+static int same_file(const char *a, const char *b) {
+  if (strcmp(a, b) == 0)
+    return 1;
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+    return 0;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The default weights path: EXE.weights next to the executable (via
+ * /proc/self/exe, else argv[0]). Returns a malloc'd path or NULL. */
+static char *default_weights_path(const char *argv0) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  const char *cands[2] = {NULL, argv0};
+  if (n > 0) {
+    exe[n] = '\0';
+    cands[0] = exe;
+  }
+  char *first = NULL;
+  for (int i = 0; i < 2; i++) {
+    if (!cands[i] || (i == 1 && !strchr(cands[i], '/')))
+      continue;
+    size_t len = strlen(cands[i]);
+    char *p = malloc(len + sizeof ".weights");
+    if (!p)
+      break;
+    memcpy(p, cands[i], len);
+    memcpy(p + len, ".weights", sizeof ".weights");
+    if (access(p, F_OK) == 0) {
+      free(first);
+      return p;
+    }
+    if (!first)
+      first = p;
+    else
+      free(p);
+  }
+  return first; /* does not exist: opening it will say so */
+}
+
+/* ---- main ---- */
+
+int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, const void *embedded,
+            size_t embedded_len) {
+  const char *prog = prog_name(argc, argv, info);
+  if (!info || !run) {
+    fprintf(stderr, "%s: internal error: no model compiled in\n", prog);
+    return EXIT_USER;
+  }
+  MainOpts o = {0};
+  for (int i = 1; i < argc; i++) /* --help wins over any other mistake */
+    if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0))
+      o.help = 1;
+  int rc = o.help ? 0 : parse_args(prog, argc, argv, &o);
+  if (rc)
+    return rc;
+  if (o.help) {
+    print_usage(stdout, prog, info, embedded != NULL);
+    return 0;
+  }
+  if (o.version) {
+    printf("%s: model '%s' compiled by tfmc (runtime ABI %u; this runtime ABI %d)\n"
+           "gemm: %s\n",
+           prog, info->name ? info->name : "?", info->abi_version, RT_ABI_VERSION,
+           rt_gemm_backend());
+    return 0;
+  }
+  if (!o.inputs)
+    return usage_error(prog, "missing --inputs FILE");
+  if (!o.outputs)
+    return usage_error(prog, "missing --outputs FILE");
+  int threads = 0;
+  if (o.threads) {
+    char *end;
+    errno = 0;
+    long t = strtol(o.threads, &end, 10);
+    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 1 || t > MAIN_MAX_THREADS)
+      return usage_error(prog, "--threads takes an integer in 1..%d, not '%s'", MAIN_MAX_THREADS,
+                         o.threads);
+    threads = (int)t;
+  }
+  if (embedded && o.weights)
+    return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+
+  char err[1024];
+  RtSafetensors *st = NULL;
+  RtBound bound;
+  int bound_ok = 0;
+  RtWeights *weights = NULL;
+  RtPool *pool = NULL;
+  unsigned char *arena = NULL;
+  char *weights_path = NULL;
+  rc = EXIT_USER;
+
+  if (info->abi_version != RT_ABI_VERSION) {
+    fprintf(stderr, "%s: model '%s' was compiled for runtime ABI %u; this runtime is ABI %d\n",
+            prog, info->name ? info->name : "?", info->abi_version, RT_ABI_VERSION);
+    goto done;
+  }
+  if (!embedded) {
+    weights_path = o.weights ? strdup(o.weights) : default_weights_path(argc > 0 ? argv[0] : NULL);
+    if (!weights_path) {
+      fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
+      goto done;
+    }
+  }
+  if (same_file(o.inputs, o.outputs) || (weights_path && same_file(weights_path, o.outputs))) {
+    fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
+            o.outputs);
+    goto done;
+  }
+  /* inputs first: their checks are cheap, the weights checksum is not */
+  if (rt_st_open(o.inputs, &st, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  if (rt_model_bind(info, st, o.inputs, &bound, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  bound_ok = 1;
+  rt_st_close(st);
+  st = NULL;
+  if (embedded ? rt_weights_from_memory(embedded, embedded_len, info, &weights, err, sizeof err)
+               : rt_weights_open(weights_path, info, &weights, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  (void)rt_gemm_backend(); /* may set environment variables: before any thread starts */
+  if (threads != 1)
+    pool = rt_pool_create(threads); /* NULL: run on this thread */
+  if (info->arena_bytes < 0 || (uint64_t)info->arena_bytes > (uint64_t)SIZE_MAX - 64) {
+    fprintf(stderr, "%s: model info: bad arena size %lld\n", prog, (long long)info->arena_bytes);
+    goto done;
+  }
+  size_t arena_len = ((size_t)info->arena_bytes + 63) / 64 * 64;
+  arena = aligned_alloc(64, arena_len ? arena_len : 64);
+  if (!arena) {
+    fprintf(stderr, "%s: out of memory: the model needs %lld bytes of activations\n", prog,
+            (long long)info->arena_bytes);
+    goto done;
+  }
+  RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool};
+  run(&args);
+  if (rt_model_write_outputs(info, &bound, o.outputs, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  rc = 0;
+done:
+  free(arena);
+  rt_pool_destroy(pool);
+  rt_weights_close(weights);
+  if (bound_ok)
+    rt_model_unbind(info, &bound);
+  rt_st_close(st);
+  free(weights_path);
+  return rc;
+}

@@ -1,0 +1,405 @@
+/* runtime/rt_weights.c — packed weights files (format in rt_weights.h):
+ * writing them atomically, mapping and validating them, and validating
+ * embedded images.
+ *
+ * Invariants of an RtWeights handed out:
+ *   - the image had the magic, version 1, the model's layout hash and float
+ *     count, exactly 64 + 4 * n_floats bytes, and a matching checksum;
+ *   - data points at n_floats host-order floats, 64-byte aligned, read-only,
+ *     valid until rt_weights_close: straight into the mapping or the caller's
+ *     image when the host is little-endian and the data is aligned, else
+ *     into an owned aligned copy (byte-swapped on a big-endian host).
+ * Header integers are assembled from little-endian bytes, never loaded
+ * through wider pointers, so any image alignment and any host byte order
+ * are handled; the byte order of the host is detected at run time. */
+#include "runtime/rt_weights.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WTS_HEADER 64
+#define WTS_VERSION 1u
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+static const unsigned char wts_magic[8] = {'T', 'F', 'M', 'C', 'W', 'T', 'S', '\0'};
+
+struct RtWeights {
+  const float *data;
+  void *map; /* the file mapping, or NULL */
+  size_t map_len;
+  float *owned; /* aligned copy, or NULL */
+};
+
+/* ---- bytes ---- */
+
+static int host_is_little_endian(void) {
+  const uint32_t one = 1;
+  unsigned char b;
+  memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+static uint64_t load_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static void store_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Copies n floats stored little-endian at src into host order at dst. */
+static void floats_from_le(float *dst, const unsigned char *src, size_t n) {
+  if (host_is_little_endian()) {
+    memcpy(dst, src, n * sizeof *dst);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)load_le(src + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* ---- the checksum (rt_weights.h): FNV-1a 64 over 8-byte little-endian
+ * words, the last one zero-padded, with an xor-shift fold after each
+ * multiply so every bit of a word reaches every bit of the state. ---- */
+
+typedef struct Fnv {
+  uint64_t h;
+  unsigned char tail[8]; /* bytes of an unfinished word */
+  int n_tail;
+} Fnv;
+
+static inline uint64_t fnv_word(uint64_t h, uint64_t w) {
+  h = (h ^ w) * FNV_PRIME;
+  return h ^ (h >> 32);
+}
+
+static void fnv_update(Fnv *f, const unsigned char *p, size_t n) {
+  while (f->n_tail && n) {
+    f->tail[f->n_tail++] = *p++;
+    n--;
+    if (f->n_tail == 8) {
+      f->h = fnv_word(f->h, load_le(f->tail, 8));
+      f->n_tail = 0;
+    }
+  }
+  uint64_t h = f->h;
+  size_t i = 0;
+  if (host_is_little_endian()) {
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      memcpy(&w, p + i, 8);
+      h = fnv_word(h, w);
+    }
+  } else {
+    for (; i + 8 <= n; i += 8)
+      h = fnv_word(h, load_le(p + i, 8));
+  }
+  f->h = h;
+  for (; i < n; i++)
+    f->tail[f->n_tail++] = p[i];
+}
+
+static uint64_t fnv_final(Fnv *f) {
+  if (f->n_tail) {
+    memset(f->tail + f->n_tail, 0, (size_t)(8 - f->n_tail));
+    f->h = fnv_word(f->h, load_le(f->tail, 8));
+    f->n_tail = 0;
+  }
+  return f->h;
+}
+
+/* ---- validation ---- */
+
+static int wts_fail(char *err, size_t errlen, const char *label, const char *msg) {
+  if (err && errlen)
+    snprintf(err, errlen, "%s: %s", label, msg);
+  return 1;
+}
+
+/* Checks an image of len bytes against info; 0 or 1 + message. */
+static int wts_check(const unsigned char *img, size_t len, const RtModelInfo *info,
+                     const char *label, char *err, size_t errlen) {
+  char msg[384];
+  if (len < sizeof wts_magic || memcmp(img, wts_magic, sizeof wts_magic) != 0) {
+    if (len == 0)
+      return wts_fail(err, errlen, label, "empty file; not a tfmc packed-weights file");
+    if (len >= 9 && img[8] == '{') /* 8-byte header length then JSON */
+      return wts_fail(err, errlen, label,
+                      "is a safetensors checkpoint, not tfmc packed weights; "
+                      "pack it for this model with tfmc build");
+    return wts_fail(err, errlen, label, "not a tfmc packed-weights file (bad magic)");
+  }
+  if (len < WTS_HEADER) {
+    snprintf(msg, sizeof msg, "truncated: %zu bytes, shorter than the %d-byte header", len,
+             WTS_HEADER);
+    return wts_fail(err, errlen, label, msg);
+  }
+  uint32_t version = (uint32_t)load_le(img + 8, 4);
+  if (version != WTS_VERSION) {
+    snprintf(msg, sizeof msg, "packed-weights format version %u; this runtime reads version %u",
+             version, WTS_VERSION);
+    return wts_fail(err, errlen, label, msg);
+  }
+  const char *model = info->name ? info->name : "?";
+  uint64_t hash = load_le(img + 16, 8), n_floats = load_le(img + 24, 8);
+  if (hash != info->layout_hash) {
+    snprintf(msg, sizeof msg,
+             "was packed for another model (weights layout hash %016llx; model '%s' has "
+             "%016llx)",
+             (unsigned long long)hash, model, (unsigned long long)info->layout_hash);
+    return wts_fail(err, errlen, label, msg);
+  }
+  if (info->weights_floats < 0 || n_floats != (uint64_t)info->weights_floats) {
+    snprintf(msg, sizeof msg, "was packed for another model (%llu floats; model '%s' has %lld)",
+             (unsigned long long)n_floats, model, (long long)info->weights_floats);
+    return wts_fail(err, errlen, label, msg);
+  }
+  if (n_floats > ((uint64_t)SIZE_MAX - WTS_HEADER) / 4) {
+    snprintf(msg, sizeof msg, "%llu floats do not fit in memory on this host",
+             (unsigned long long)n_floats);
+    return wts_fail(err, errlen, label, msg);
+  }
+  size_t want = WTS_HEADER + (size_t)n_floats * 4;
+  if (len != want) {
+    snprintf(msg, sizeof msg, "%s: %zu bytes, expected %zu (the %d-byte header and %llu floats)",
+             len < want ? "truncated" : "size mismatch (trailing bytes)", len, want, WTS_HEADER,
+             (unsigned long long)n_floats);
+    return wts_fail(err, errlen, label, msg);
+  }
+  Fnv f = {FNV_OFFSET, {0}, 0};
+  fnv_update(&f, img + WTS_HEADER, want - WTS_HEADER);
+  uint64_t sum = fnv_final(&f), stored = load_le(img + 32, 8);
+  if (sum != stored) {
+    snprintf(msg, sizeof msg,
+             "checksum mismatch: the file is corrupt (stored %016llx, data hashes to %016llx)",
+             (unsigned long long)stored, (unsigned long long)sum);
+    return wts_fail(err, errlen, label, msg);
+  }
+  return 0;
+}
+
+/* Builds the handle for a validated image: points into it when possible,
+ * else copies (aligned, host order). */
+static int wts_make(const unsigned char *img, size_t len, void *map, const char *label,
+                    RtWeights **out, char *err, size_t errlen) {
+  RtWeights *w = calloc(1, sizeof *w);
+  if (!w)
+    return wts_fail(err, errlen, label, "out of memory");
+  size_t n = (len - WTS_HEADER) / 4;
+  const unsigned char *data = img + WTS_HEADER;
+  if (host_is_little_endian() && (uintptr_t)data % 64 == 0) {
+    w->data = (const float *)(const void *)data;
+  } else {
+    size_t bytes = (n * 4 + 63) / 64 * 64;
+    w->owned = aligned_alloc(64, bytes ? bytes : 64);
+    if (!w->owned) {
+      free(w);
+      return wts_fail(err, errlen, label, "out of memory copying the weights");
+    }
+    floats_from_le(w->owned, data, n);
+    w->data = w->owned;
+  }
+  if (w->owned && map) { /* the copy is all we need */
+    munmap(map, len);
+    map = NULL;
+  }
+  w->map = map;
+  w->map_len = map ? len : 0;
+  *out = w;
+  return 0;
+}
+
+int rt_weights_from_memory(const void *image, size_t len, const RtModelInfo *info, RtWeights **out,
+                           char *err, size_t errlen) {
+  const char *label = "embedded weights";
+  if (!out)
+    return wts_fail(err, errlen, label, "internal: no output handle");
+  *out = NULL;
+  if (!info)
+    return wts_fail(err, errlen, label, "internal: no model info");
+  if (!image && len)
+    return wts_fail(err, errlen, label, "internal: NULL image");
+  const unsigned char *img = image ? image : (const unsigned char *)"";
+  if (wts_check(img, len, info, label, err, errlen))
+    return 1;
+  return wts_make(img, len, NULL, label, out, err, errlen);
+}
+
+int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out, char *err,
+                    size_t errlen) {
+  const char *label = path ? path : "(null)";
+  char msg[256];
+  if (!out)
+    return wts_fail(err, errlen, label, "internal: no output handle");
+  *out = NULL;
+  if (!info || !path)
+    return wts_fail(err, errlen, label, "internal: no model info or path");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(msg, sizeof msg, "cannot open weights: %s", strerror(errno));
+    return wts_fail(err, errlen, label, msg);
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    snprintf(msg, sizeof msg, "cannot stat: %s", strerror(errno));
+    close(fd);
+    return wts_fail(err, errlen, label, msg);
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return wts_fail(err, errlen, label,
+                    S_ISDIR(sb.st_mode) ? "is a directory, not a weights file"
+                                        : "not a regular file");
+  }
+  if (sb.st_size < 0 || (uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+    close(fd);
+    return wts_fail(err, errlen, label, "file too large to map");
+  }
+  size_t len = (size_t)sb.st_size;
+  if (len < WTS_HEADER) { /* too short to map usefully: read and let the checks explain */
+    unsigned char small[WTS_HEADER];
+    ssize_t got = len ? read(fd, small, len) : 0;
+    close(fd);
+    if (got < 0) {
+      snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
+      return wts_fail(err, errlen, label, msg);
+    }
+    if (wts_check(small, (size_t)got, info, label, err, errlen))
+      return 1;
+    return wts_fail(err, errlen, label, "internal: a short file passed the checks");
+  }
+  void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  close(fd); /* the mapping stays valid */
+  if (map == MAP_FAILED) {
+    snprintf(msg, sizeof msg, "cannot map: %s", strerror(e));
+    return wts_fail(err, errlen, label, msg);
+  }
+  posix_madvise(map, len, POSIX_MADV_WILLNEED);
+  if (wts_check(map, len, info, label, err, errlen) ||
+      wts_make(map, len, map, label, out, err, errlen)) {
+    if (!*out)
+      munmap(map, len);
+    return 1;
+  }
+  return 0;
+}
+
+const float *rt_weights_data(const RtWeights *w) {
+  return w ? w->data : NULL;
+}
+
+void rt_weights_close(RtWeights *w) {
+  if (!w)
+    return;
+  if (w->map)
+    munmap(w->map, w->map_len);
+  free(w->owned);
+  free(w);
+}
+
+/* ---- writing ---- */
+
+static int write_all(int fd, const void *buf, size_t n) {
+  const unsigned char *p = buf;
+  while (n) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return 1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* The little-endian bytes of floats [i, i+n) in buf (at most 1024). */
+static void floats_to_le(unsigned char *buf, const float *src, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &src[i], 4);
+    store_le(buf + 4 * i, u, 4);
+  }
+}
+
+int rt_weights_write(const char *path, const RtModelInfo *info, const float *data, char *err,
+                     size_t errlen) {
+  const char *label = path ? path : "(null)";
+  char msg[256];
+  if (!path || !info)
+    return wts_fail(err, errlen, label, "internal: no path or model info");
+  if (info->weights_floats < 0 || (info->weights_floats > 0 && !data))
+    return wts_fail(err, errlen, label, "internal: no weights data");
+  size_t n = (size_t)info->weights_floats;
+  int le = host_is_little_endian();
+  unsigned char chunk[4096];
+  enum { CHUNK_FLOATS = sizeof chunk / 4 };
+
+  Fnv f = {FNV_OFFSET, {0}, 0};
+  if (le) {
+    fnv_update(&f, (const unsigned char *)data, n * 4);
+  } else {
+    for (size_t i = 0; i < n; i += CHUNK_FLOATS) {
+      size_t k = n - i < CHUNK_FLOATS ? n - i : CHUNK_FLOATS;
+      floats_to_le(chunk, data + i, k);
+      fnv_update(&f, chunk, k * 4);
+    }
+  }
+  unsigned char head[WTS_HEADER] = {0};
+  memcpy(head, wts_magic, sizeof wts_magic);
+  store_le(head + 8, WTS_VERSION, 4);
+  store_le(head + 16, info->layout_hash, 8);
+  store_le(head + 24, (uint64_t)n, 8);
+  store_le(head + 32, fnv_final(&f), 8);
+
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 16);
+  if (!tmp)
+    return wts_fail(err, errlen, label, "out of memory");
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmpXXXXXX", 11);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    snprintf(msg, sizeof msg, "cannot create a temporary file next to it: %s", strerror(errno));
+    free(tmp);
+    return wts_fail(err, errlen, label, msg);
+  }
+  int bad = fchmod(fd, 0644) != 0 || write_all(fd, head, sizeof head);
+  if (le) {
+    if (!bad && n)
+      bad = write_all(fd, data, n * 4);
+  } else {
+    for (size_t i = 0; i < n && !bad; i += CHUNK_FLOATS) {
+      size_t k = n - i < CHUNK_FLOATS ? n - i : CHUNK_FLOATS;
+      floats_to_le(chunk, data + i, k);
+      bad = write_all(fd, chunk, k * 4);
+    }
+  }
+  if (bad || fsync(fd) != 0)
+    bad = 1;
+  if (close(fd) != 0)
+    bad = 1;
+  if (bad) {
+    snprintf(msg, sizeof msg, "cannot write %s: %s", tmp, strerror(errno));
+  } else if (rename(tmp, path) != 0) {
+    snprintf(msg, sizeof msg, "cannot rename %s over it: %s", tmp, strerror(errno));
+    bad = 1;
+  }
+  if (bad)
+    unlink(tmp);
+  free(tmp);
+  return bad ? wts_fail(err, errlen, label, msg) : 0;
+}

@@ -1,0 +1,335 @@
+/* tests/runtime/test_gemm.c — rt_sgemm, rt_sgemm_portable and rt_linear
+ * against a naive double-precision reference: random and awkward sizes (1,
+ * 7, 17, 129, sizes crossing every block boundary), all transposes, alpha
+ * and beta cases, padded leading dimensions, pools of 1-3 threads, both
+ * backends and kernel sets (TFMC_GEMM=portable / portable-baseline, each in
+ * its own test process). Errors must be
+ * within 1e-4 of the magnitude of the terms summed (|alpha| sum |a||b| +
+ * |beta c|). Also prints measured GFLOP/s (not asserted). */
+#include "runtime/rt_gemm.h"
+#include "runtime/rt_pool.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- helpers ---- */
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+
+static float frand(void) { /* uniform in [-1, 1) */
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return (float)((double)((rng * 0x2545F4914F6CDD1Dull) >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static float *rand_buf(int64_t n) {
+  float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  cr_assert_not_null(p);
+  for (int64_t i = 0; i < n; i++)
+    p[i] = frand();
+  return p;
+}
+
+static double at(int trans, const float *a, int64_t ld, int64_t i, int64_t p) {
+  return trans ? a[p * ld + i] : a[i * ld + p];
+}
+
+typedef void (*SgemmFn)(int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                        const float *, int64_t, float, float *, int64_t);
+
+/* Runs fn on random data and compares with the double reference; the
+ * padding around C (ldc > n) must stay untouched. */
+static void check_sgemm(SgemmFn fn, const char *what, int ta, int tb, int64_t m, int64_t n,
+                        int64_t k, float alpha, float beta, int64_t pad) {
+  int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+  int64_t rows_a = ta ? k : m, rows_b = tb ? n : k;
+  float *a = rand_buf(rows_a * lda), *b = rand_buf(rows_b * ldb), *c = rand_buf(m * ldc);
+  float *c0 = malloc(sizeof(float) * (size_t)(m * ldc > 0 ? m * ldc : 1));
+  memcpy(c0, c, sizeof(float) * (size_t)(m * ldc));
+  fn(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double t = at(ta, a, lda, i, p) * at(tb, b, ldb, p, j);
+        s += t;
+        mag += fabs(t);
+      }
+      double cin = beta == 0 ? 0 : (double)c0[i * ldc + j];
+      double ref = alpha * s + beta * cin;
+      double tol = 1e-4 * (fabs(alpha) * mag + fabs(beta * cin)) + 1e-30;
+      double got = c[i * ldc + j];
+      cr_assert(fabs(got - ref) <= tol,
+                "%s ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: C[%lld,%lld] = %.9g, "
+                "reference %.9g",
+                what, ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, (long long)i,
+                (long long)j, got, ref);
+    }
+    for (int64_t j = n; j < ldc; j++)
+      cr_assert_eq(c[i * ldc + j], c0[i * ldc + j], "%s wrote into C's padding", what);
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(c0);
+}
+
+static const int64_t odd_sizes[] = {1, 2, 3, 4, 5, 7, 16, 17, 23, 24, 25, 31, 48, 129};
+
+static void sweep(SgemmFn fn, const char *what) {
+  const int nsz = (int)(sizeof odd_sizes / sizeof *odd_sizes);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int r = 0; r < 60; r++) {
+        int64_t m = odd_sizes[(r * 7 + ta) % nsz], n = odd_sizes[(r * 5 + tb + 3) % nsz];
+        int64_t k = odd_sizes[(r * 3 + 1) % nsz];
+        float alpha = (r % 4 == 0) ? 1.0f : (r % 4 == 1) ? -0.5f : (r % 4 == 2) ? 2.0f : 0.75f;
+        float beta = (r % 3 == 0) ? 0.0f : (r % 3 == 1) ? 1.0f : -1.5f;
+        check_sgemm(fn, what, ta, tb, m, n, k, alpha, beta, r % 2 ? 3 : 0);
+      }
+}
+
+/* ---- sgemm: both entry points, every transpose ---- */
+
+Test(gemm, portable_matches_reference_all_transposes) {
+  sweep(rt_sgemm_portable, "portable");
+}
+
+Test(gemm, sgemm_matches_reference_all_transposes) {
+  fprintf(stderr, "gemm backend: %s\n", rt_gemm_backend());
+  sweep(rt_sgemm, "rt_sgemm");
+}
+
+/* Sizes crossing MC (128), KC (384: K=400 is cut into two blocks of 200,
+ * K=777 into three), NC (2016) and the 4x24 micro tile. */
+Test(gemm, block_boundaries, .timeout = 120) {
+  const int64_t shapes[][3] = {{130, 50, 400}, {129, 2017, 9}, {7, 2040, 385}, {257, 25, 777},
+                               {1, 2100, 400}, {1, 17, 1000},  {5, 7, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int t = 0; t < 4; t++) {
+      check_sgemm(rt_sgemm_portable, "portable", t & 1, t >> 1, shapes[s][0], shapes[s][1],
+                  shapes[s][2], 1.0f, 0.0f, 0);
+      check_sgemm(rt_sgemm, "rt_sgemm", t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                  0.5f, 1.0f, 1);
+    }
+}
+
+Test(gemm, degenerate_sizes) {
+  /* k = 0: C = beta C; alpha = 0: the same; m or n = 0: nothing touched */
+  for (int p = 0; p < 2; p++) {
+    SgemmFn fn = p ? rt_sgemm : rt_sgemm_portable;
+    check_sgemm(fn, "k=0", 0, 1, 5, 6, 0, 1.0f, 0.5f, 0);
+    check_sgemm(fn, "alpha=0", 1, 0, 5, 6, 7, 0.0f, 2.0f, 0);
+    check_sgemm(fn, "alpha=0 beta=0", 0, 0, 3, 3, 3, 0.0f, 0.0f, 0);
+    float c = 42;
+    fn(0, 0, 0, 1, 1, 1, &c, 1, &c, 1, 0, &c, 1);
+    fn(0, 0, 1, 0, 1, 1, &c, 1, &c, 1, 0, &c, 1);
+    cr_assert_eq(c, 42);
+  }
+}
+
+/* beta = 0 must overwrite C, NaN included (BLAS semantics). */
+Test(gemm, beta_zero_ignores_nan_in_c) {
+  for (int p = 0; p < 2; p++) {
+    SgemmFn fn = p ? rt_sgemm : rt_sgemm_portable;
+    for (int64_t m = 1; m <= 9; m += 8) {
+      float a[9 * 4], b[4 * 5], c[9 * 5];
+      for (int i = 0; i < 36; i++)
+        a[i] = 1;
+      for (int i = 0; i < 20; i++)
+        b[i] = 2;
+      for (int i = 0; i < 45; i++)
+        c[i] = NAN;
+      fn(0, 0, m, 5, 4, 1.0f, a, 4, b, 5, 0.0f, c, 5);
+      for (int i = 0; i < m * 5; i++)
+        cr_assert_eq(c[i], 8.0f, "C[%d] = %g", i, c[i]);
+    }
+  }
+}
+
+/* ---- rt_linear ---- */
+
+static void check_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
+                         int64_t pad) {
+  int64_t ldx = k + pad, ldy = n + pad;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *bias = with_bias ? rand_buf(n) : NULL;
+  float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0;
+      for (int64_t p = 0; p < k; p++) {
+        double t = (double)x[i * ldx + p] * w[j * k + p];
+        s += t;
+        mag += fabs(t);
+      }
+      cr_assert(fabs(y[i * ldy + j] - s) <= 1e-4 * mag + 1e-30,
+                "rt_linear threads=%d m=%lld n=%lld k=%lld bias=%d: y[%lld,%lld] = %.9g, "
+                "reference %.9g",
+                rt_pool_size(pool), (long long)m, (long long)n, (long long)k, with_bias,
+                (long long)i, (long long)j, y[i * ldy + j], s);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "rt_linear wrote into y's padding");
+  }
+  free(x);
+  free(w);
+  free(bias);
+  free(y);
+  free(y0);
+}
+
+static void linear_sweep(void) {
+  RtPool *pools[4] = {NULL, rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  const int64_t shapes[][3] = {{1, 7, 17},    {1, 768, 64},   {1, 1000, 129}, {2, 129, 17},
+                               {3, 100, 300}, {7, 17, 129},   {8, 500, 64},   {17, 96, 40},
+                               {129, 7, 33},  {129, 200, 64}, {300, 50, 100}, {64, 1, 300}};
+  for (int p = 0; p < 4; p++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int bias = 0; bias < 2; bias++)
+        check_linear(pools[p], shapes[s][0], shapes[s][1], shapes[s][2], bias,
+                     (int64_t)(s % 2) * 5);
+  for (int p = 0; p < 4; p++)
+    rt_pool_destroy(pools[p]);
+}
+
+Test(gemm, linear_matches_reference, .timeout = 120) {
+  linear_sweep();
+}
+
+/* The same product on 1, 2 and 3 threads (row and column splits, one-row
+ * remainders) must give the same bits as on the calling thread. Asserted
+ * for the portable GEMM (guaranteed by construction); for OpenBLAS only
+ * reported, as its kernels promise nothing about it. */
+static int linear_is_split_invariant(int assert_it) {
+  RtPool *pools[3] = {rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  const int64_t shapes[][3] = {{9, 768, 64},   {13, 40, 300}, {300, 50, 100},
+                               {1, 1000, 129}, {6, 2000, 70}, {129, 100, 64}};
+  int same = 1;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *x = rand_buf(m * k), *w = rand_buf(n * k), *bias = rand_buf(n);
+    float *y0 = rand_buf(m * n), *y = rand_buf(m * n);
+    rt_linear(NULL, m, n, k, x, k, w, bias, y0, n);
+    for (int p = 0; p < 3; p++) {
+      rt_linear(pools[p], m, n, k, x, k, w, bias, y, n);
+      int eq = memcmp(y, y0, sizeof(float) * (size_t)(m * n)) == 0;
+      if (assert_it)
+        cr_assert(eq, "m=%lld n=%lld k=%lld on %d threads differs from 1 thread", (long long)m,
+                  (long long)n, (long long)k, rt_pool_size(pools[p]));
+      same &= eq;
+    }
+    free(x);
+    free(w);
+    free(bias);
+    free(y0);
+    free(y);
+  }
+  for (int p = 0; p < 3; p++)
+    rt_pool_destroy(pools[p]);
+  return same;
+}
+
+Test(gemm, linear_split_invariance_report) {
+  fprintf(stderr, "gemm: %s: rt_linear results %s across thread counts\n", rt_gemm_backend(),
+          linear_is_split_invariant(0) ? "identical" : "differ");
+}
+
+static void use_portable(void) {
+  setenv("TFMC_GEMM", "portable", 1);
+}
+
+/* A fresh process (Criterion runs each test in its own) that chooses the
+ * portable backend: rt_sgemm and rt_linear through it. */
+Test(gemm, portable_backend_via_environment, .init = use_portable, .timeout = 120) {
+  const char *name = rt_gemm_backend();
+  cr_assert(strncmp(name, "portable", 8) == 0, "backend is '%s'", name);
+  sweep(rt_sgemm, "rt_sgemm (portable backend)");
+  linear_sweep();
+  linear_is_split_invariant(1);
+}
+
+static void use_baseline(void) {
+  setenv("TFMC_GEMM", "portable-baseline", 1);
+}
+
+/* The kernels a CPU without AVX2 gets (built for the baseline ISA). */
+Test(gemm, portable_baseline_kernels, .init = use_baseline, .timeout = 120) {
+  const char *name = rt_gemm_backend();
+  cr_assert(strstr(name, "baseline kernels"), "backend is '%s'", name);
+  sweep(rt_sgemm, "rt_sgemm (baseline kernels)");
+  linear_sweep();
+}
+
+Test(gemm, backend_names_itself) {
+  const char *name = rt_gemm_backend();
+  cr_assert(name && (strncmp(name, "openblas", 8) == 0 || strncmp(name, "portable", 8) == 0),
+            "backend '%s'", name ? name : "(null)");
+  cr_assert_eq(rt_gemm_backend(), name, "the backend is chosen once");
+}
+
+/* ---- performance report (printed, not asserted) ---- */
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Best of 3 timings of ~50 ms each. */
+static double gflops(RtPool *pool, int64_t m, int64_t n, int64_t k) {
+  float *x = rand_buf(m * k), *w = rand_buf(n * k), *b = rand_buf(n), *y = rand_buf(m * n);
+  double t0 = now();
+  rt_linear(pool, m, n, k, x, k, w, b, y, n);
+  double once = now() - t0;
+  int reps = once > 0.05 ? 1 : (int)(0.05 / (once + 1e-9)) + 1;
+  double best = 1e9;
+  for (int r = 0; r < 3; r++) {
+    t0 = now();
+    for (int i = 0; i < reps; i++)
+      rt_linear(pool, m, n, k, x, k, w, b, y, n);
+    double dt = (now() - t0) / reps;
+    if (dt < best)
+      best = dt;
+  }
+  free(x);
+  free(w);
+  free(b);
+  free(y);
+  return 2.0 * (double)(m * n * k) / best / 1e9;
+}
+
+static void report(void) {
+#ifndef __OPTIMIZE__
+  fprintf(stderr, "gemm: performance report skipped (unoptimised build)\n");
+  return;
+#endif
+  const int64_t shapes[][3] = {{128, 768, 768}, {128, 3072, 768}, {1, 768, 768}};
+  for (int threads = 1; threads <= 2; threads++) {
+    RtPool *p = rt_pool_create(threads);
+    for (int s = 0; s < 3; s++)
+      fprintf(stderr, "gemm: %s, %d thread%s: rt_linear M=%lld N=%lld K=%lld: %.1f GFLOP/s\n",
+              rt_gemm_backend(), threads, threads > 1 ? "s" : "", (long long)shapes[s][0],
+              (long long)shapes[s][1], (long long)shapes[s][2],
+              gflops(p, shapes[s][0], shapes[s][1], shapes[s][2]));
+    rt_pool_destroy(p);
+  }
+}
+
+Test(gemm, performance_report, .timeout = 120) {
+  report();
+}
+
+Test(gemm, performance_report_portable, .init = use_portable, .timeout = 120) {
+  report();
+}
+
+Test(gemm, performance_report_portable_baseline, .init = use_baseline, .timeout = 120) {
+  report();
+}
