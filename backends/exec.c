@@ -15,9 +15,29 @@
 #include "runtime/rt_pool.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void summarise(double *ms, int n, ExecTiming *t) {
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  t->runs = n;
+  t->run_ms_min = ms[0];
+  t->run_ms_max = ms[n - 1];
+  t->run_ms_median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
 
 static int64_t sym_value_or(const int64_t *syms, IrDim d) {
   return d.sym >= 0 ? syms[d.sym] : d.value;
@@ -26,7 +46,8 @@ static int64_t sym_value_or(const int64_t *syms, IrDim d) {
 /* Runs g through the LLVM JIT with the same inputs and weights the
  * interpreter takes; outputs are allocated in a. */
 static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor *in_t, int in_n,
-                   int threads, Tensor **outputs, int *n_outputs, char *err, size_t errlen) {
+                   const ExecOptions *eo, Tensor **outputs, int *n_outputs, ExecTiming *timing,
+                   char *err, size_t errlen) {
   int rc = 1;
   LlvmJit *jit = NULL;
   RtPool *pool = NULL;
@@ -35,6 +56,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
    * it) before any thread of ours exists */
   (void)rt_gemm_backend();
+  double t0 = now_ms();
   LoopProgram *prog = pass_lower_loops(a, g);
   /* bind symbols from the inputs, in input-node order */
   int64_t syms[IR_MAX_SYMS] = {0};
@@ -113,9 +135,25 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
     snprintf(err, errlen, "JIT compilation failed: %s", e2);
     goto done;
   }
-  pool = rt_pool_create(threads);
+  double t1 = now_ms();
+  pool = rt_pool_create(eo->threads);
   RtRunArgs args = {syms, inputs, out_ptrs, packed, arena, pool};
   run(&args);
+  if (eo->repeat > 0) {
+    double *ms = malloc((size_t)eo->repeat * sizeof *ms);
+    if (!ms) {
+      snprintf(err, errlen, "out of memory");
+      goto done;
+    }
+    for (int r = 0; r < eo->repeat; r++) {
+      double s0 = now_ms();
+      run(&args);
+      ms[r] = now_ms() - s0;
+    }
+    if (timing) summarise(ms, eo->repeat, timing);
+    free(ms);
+  }
+  if (timing) timing->compile_ms = t1 - t0;
   *outputs = outs;
   *n_outputs = g->n_outputs;
   rc = 0;
@@ -128,12 +166,36 @@ done:
 }
 
 int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,
-                int n_inputs, int threads, Arena *a, Tensor **outputs, int *n_outputs, char *err,
-                size_t errlen) {
-  if (strcmp(backend, "interp") == 0)
-    return interp_run(g, w, inputs, n_inputs, a, outputs, n_outputs, err, errlen);
+                int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
+                ExecTiming *timing, char *err, size_t errlen) {
+  ExecOptions none = {0, 0};
+  const ExecOptions *eo = opt ? opt : &none;
+  if (timing) memset(timing, 0, sizeof *timing);
+  if (strcmp(backend, "interp") == 0) {
+    if (interp_run(g, w, inputs, n_inputs, a, outputs, n_outputs, err, errlen)) return 1;
+    if (eo->repeat <= 0) return 0;
+    double *ms = malloc((size_t)eo->repeat * sizeof *ms);
+    if (!ms) {
+      snprintf(err, errlen, "out of memory");
+      return 1;
+    }
+    int rc = 0;
+    for (int r = 0; r < eo->repeat && !rc; r++) {
+      /* each run allocates its tensors in a fresh arena, dropped after */
+      Arena *scratch = arena_create();
+      Tensor *o;
+      int n;
+      double s0 = now_ms();
+      rc = interp_run(g, w, inputs, n_inputs, scratch, &o, &n, err, errlen);
+      ms[r] = now_ms() - s0;
+      arena_destroy(scratch);
+    }
+    if (!rc && timing) summarise(ms, eo->repeat, timing);
+    free(ms);
+    return rc;
+  }
   if (strcmp(backend, "jit") == 0)
-    return jit_run(a, g, w, inputs, n_inputs, threads, outputs, n_outputs, err, errlen);
+    return jit_run(a, g, w, inputs, n_inputs, eo, outputs, n_outputs, timing, err, errlen);
   snprintf(err, errlen, "unknown backend '%s' (available: jit, interp)", backend);
   return 1;
 }

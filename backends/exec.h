@@ -1,19 +1,31 @@
 /* backends/exec.h — run a graph on a named backend ("interp" or "jit").
  *
  *     Tensor *out; int n_out; char err[512];
- *     if (backend_run("jit", g, weights, inputs, n_in, 0, arena, &out, &n_out,
- *                     err, sizeof err)) fprintf(stderr, "%s\n", err);
+ *     if (backend_run("jit", g, weights, inputs, n_in, NULL, arena, &out, &n_out,
+ *                     NULL, err, sizeof err)) fprintf(stderr, "%s\n", err);
  *
  * Inputs as for interp_run (matched to input nodes by name: ids int32,
- * masks uint8); outputs in g->outputs order, allocated in `a`. threads: the
- * JIT's pool size (0 = one per CPU); ignored by the interpreter. */
+ * masks uint8); outputs in g->outputs order, allocated in `a`. */
 #ifndef TFMC_EXEC_H
 #define TFMC_EXEC_H
 
 #include "backends/interp/interp.h"
 
+typedef struct ExecOptions {
+  int threads; /* JIT pool size; 0 = one per CPU */
+  int repeat;  /* timed runs after one warm-up run when > 0 (benchmarks) */
+} ExecOptions;
+
+typedef struct ExecTiming {
+  double compile_ms;                /* JIT: lowering + LLVM compilation */
+  double run_ms_median, run_ms_min, run_ms_max;
+  int runs;                         /* timed runs (0: no timing asked) */
+} ExecTiming;
+
+/* timing may be NULL. With opt->repeat > 0 the forward runs once untimed,
+ * then repeat times timed (the outputs are those of the last run). */
 int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,
-                int n_inputs, int threads, Arena *a, Tensor **outputs, int *n_outputs, char *err,
-                size_t errlen);
+                int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
+                ExecTiming *timing, char *err, size_t errlen);
 
 #endif

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXIT_USER 1
@@ -30,7 +31,7 @@
 #define MAIN_MAX_THREADS 256
 
 typedef struct MainOpts {
-  const char *inputs, *outputs, *weights, *threads;
+  const char *inputs, *outputs, *weights, *threads, *repeat;
   int help, version;
 } MainOpts;
 
@@ -129,16 +130,45 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
             prog);
   fprintf(f,
           "  --threads N      threads to run on, 1..%d (default: one per online CPU)\n"
+          "  --repeat N       benchmark: after the run, N more timed runs; prints the\n"
+          "                   median, min and max run time to stderr\n"
           "  --help, --version\n"
           "Exit status: 0 success, 1 bad inputs or weights, 2 bad usage.\n",
           MAIN_MAX_THREADS);
+}
+
+/* ---- benchmarking ---- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Runs the model n more times and prints the same timing line as
+ * `tfmc run --repeat`. */
+static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
+  double *ms = malloc((size_t)n * sizeof *ms);
+  if (!ms) return 1;
+  for (int r = 0; r < n; r++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run(args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms[r] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  }
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  double med = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  fprintf(stderr, "timing: backend executable, compile 0.0 ms, run median %.3f ms (min %.3f, max %.3f) over %d runs\n",
+          med, ms[0], ms[n - 1], n);
+  free(ms);
+  return 0;
 }
 
 /* ---- arguments ---- */
 
 /* Returns 0, or EXIT_USAGE after a message. */
 static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
-  static const char *const names[] = {"inputs", "outputs", "weights", "threads"};
+  static const char *const names[] = {"inputs", "outputs", "weights", "threads", "repeat"};
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s)
@@ -156,8 +186,8 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
     const char *key = s + 2, *eq = strchr(key, '=');
     size_t klen = eq ? (size_t)(eq - key) : strlen(key);
     const char **slot = NULL;
-    const char **slots[] = {&o->inputs, &o->outputs, &o->weights, &o->threads};
-    for (int k = 0; k < 4; k++)
+    const char **slots[] = {&o->inputs, &o->outputs, &o->weights, &o->threads, &o->repeat};
+    for (int k = 0; k < 5; k++)
       if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
         slot = slots[k];
     if (!slot)
@@ -259,6 +289,15 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
                          o.threads);
     threads = (int)t;
   }
+  int repeat = 0;
+  if (o.repeat) {
+    char *end;
+    errno = 0;
+    long t = strtol(o.repeat, &end, 10);
+    if (errno || *end || t < 1 || t > 100000)
+      return usage_error(prog, "--repeat takes an integer in 1..100000, not '%s'", o.repeat);
+    repeat = (int)t;
+  }
   if (embedded && o.weights)
     return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
 
@@ -322,6 +361,10 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
   }
   RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool};
   run(&args);
+  if (repeat > 0 && main_time_runs(run, &args, repeat)) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    goto done;
+  }
   if (rt_model_write_outputs(info, &bound, o.outputs, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;

@@ -609,14 +609,14 @@ static int cmd_run(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
-             {"vocab", true, NULL},   {"threads", true, NULL}};
+             {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL}};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int r = parse_args("run", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N]\n\n"
+         "                [--threads N] [--repeat N]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -626,7 +626,9 @@ static int cmd_run(int argc, char **argv) {
          "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
          "attention probabilities [B,H,Tq,Tk]. --backend: jit (default; LLVM,\n"
          "native code for this CPU) or interp (the reference interpreter).\n"
-         "--threads N: worker threads for the JIT (default: one per CPU).");
+         "--threads N: worker threads for the JIT (default: one per CPU).\n"
+         "--repeat N: after one warm-up, run N more times and print the median,\n"
+         "min and max run time (and the JIT's compile time) to stderr.");
     return 0;
   }
   if (r) return r;
@@ -650,6 +652,13 @@ static int cmd_run(int argc, char **argv) {
     long t = strtol(opt(&args, "threads"), &e, 10);
     if (*e || t < 1 || t > 256) return usage_error("run", "--threads takes 1..256");
     threads = (int)t;
+  }
+  int repeat = 0;
+  if (opt(&args, "repeat")) {
+    char *e;
+    long t = strtol(opt(&args, "repeat"), &e, 10);
+    if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
+    repeat = (int)t;
   }
   uint64_t seed = 0;
   if (opt(&args, "seed")) {
@@ -689,10 +698,17 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   Tensor *out;
   int n_out;
-  if (backend_run(backend, g, w, in.t, in.n, threads, a, &out, &n_out, err, sizeof err)) {
+  ExecOptions eo = {threads, repeat};
+  ExecTiming tm;
+  if (backend_run(backend, g, w, in.t, in.n, &eo, a, &out, &n_out, &tm, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (repeat)
+    fprintf(stderr,
+            "timing: backend %s, compile %.1f ms, run median %.3f ms (min %.3f, max %.3f) over %d "
+            "runs\n",
+            backend, tm.compile_ms, tm.run_ms_median, tm.run_ms_min, tm.run_ms_max, tm.runs);
   if (outputs) {
     RtStWrite wr[8];
     TFMC_ASSERT(n_out <= 8);
