@@ -246,3 +246,49 @@ Test(cli, check_reports_sizes) {
   snprintf(want, sizeof want, "parameters      %ld", expect);
   cr_assert(strstr(out_text, want), "want '%s' in:\n%s", want, out_text);
 }
+
+/* tfmc build: the executable runs without LLVM, takes any batch and length
+ * up to the maxima, refuses bad inputs and another model's weights. */
+Test(cli, built_executable_checks_inputs_and_weights) {
+  cr_assert_eq(tfmc("build cls.tfm --init random --seed 3 -o cls"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("build plain.tfm --init random -o plain"), 0, "%s", err_text);
+  int32_t ids[6] = {5, 7, 9, 0, 3, 0};
+  RtStWrite t = ids_tensor("tokens", RT_I32, ids, 2, 3);
+  write_inputs("in.safetensors", &t, 1);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "cd %s && ./cls --inputs in.safetensors --outputs exe.safetensors", dir);
+  cr_assert_eq(system(cmd), 0);
+  /* same numbers as the JIT and the interpreter with the same seed */
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 3 --inputs in.safetensors --outputs jit.safetensors"), 0);
+  cr_assert_eq(tfmc("compare exe.safetensors jit.safetensors --atol 1e-5 --rtol 1e-5"), 0, "%s", out_text);
+  /* one length more than the position table */
+  int32_t long_ids[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  t = ids_tensor("tokens", RT_I32, long_ids, 1, 13);
+  write_inputs("long.safetensors", &t, 1);
+  snprintf(cmd, sizeof cmd, "cd %s && ./cls --inputs long.safetensors --outputs o.safetensors 2>err.txt", dir);
+  int st = system(cmd);
+  cr_assert_eq(WEXITSTATUS(st), 1);
+  int32_t bad[2] = {3, 77};
+  t = ids_tensor("tokens", RT_I32, bad, 1, 2);
+  write_inputs("bad.safetensors", &t, 1);
+  snprintf(cmd, sizeof cmd, "cd %s && ./cls --inputs bad.safetensors --outputs o.safetensors 2>err.txt", dir);
+  st = system(cmd);
+  cr_assert_eq(WEXITSTATUS(st), 1);
+  char p[512];
+  snprintf(p, sizeof p, "%s/err.txt", dir);
+  slurp(p, err_text, sizeof err_text);
+  cr_assert(strstr(err_text, "77"), "%s", err_text);
+  /* another model's weights file is refused, not misread */
+  snprintf(cmd, sizeof cmd,
+           "cd %s && ./cls --weights plain.weights --inputs in.safetensors --outputs o.safetensors 2>err.txt", dir);
+  st = system(cmd);
+  cr_assert_eq(WEXITSTATUS(st), 1);
+  slurp(p, err_text, sizeof err_text);
+  cr_assert(strstr(err_text, "another model"), "%s", err_text);
+  /* --help names the model's inputs */
+  snprintf(cmd, sizeof cmd, "cd %s && ./cls --help >help.txt", dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(p, sizeof p, "%s/help.txt", dir);
+  slurp(p, out_text, sizeof out_text);
+  cr_assert(strstr(out_text, "tokens"), "%s", out_text);
+}
