@@ -36,7 +36,9 @@
  * only read, C only inside its M x N window. */
 #include "runtime/rt_gemm.h"
 
+#ifndef TFMC_NO_BLAS
 #include <dlfcn.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -227,6 +229,7 @@ static int cpu_has(const char *what) {
   return 0;
 }
 
+#ifndef TFMC_NO_BLAS
 /* Looks a symbol up without a data-pointer-to-function-pointer cast. */
 static void dl_fn(void *h, const char *name, void *fnptr, size_t size) {
   void *sym = dlsym(h, name);
@@ -316,6 +319,14 @@ static int gemm_load_openblas(char *why, size_t whylen) {
            set_core ? ", coretype SkylakeX set by tfmc" : "");
   return 0;
 }
+#else
+/* Built with TFMC_NO_BLAS: no dlopen at all, the portable GEMM only. */
+static int gemm_load_openblas(char *why, size_t whylen) {
+  (void)cpu_has; /* only the OpenBLAS loader asks about the CPU on some targets */
+  snprintf(why, whylen, "built without BLAS (TFMC_NO_BLAS)");
+  return 1;
+}
+#endif
 
 static void gemm_init(void) {
   gemm.k = &kernels_base;

@@ -23,14 +23,14 @@
 #ifndef TFMC_RT_MODEL_H
 #define TFMC_RT_MODEL_H
 
+#include "runtime/rt_pool.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define RT_ABI_VERSION 1
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
-
-typedef struct RtPool RtPool;
 
 typedef enum RtElem { RT_ELEM_F32, RT_ELEM_I32, RT_ELEM_U8, RT_ELEM_COUNT } RtElem;
 

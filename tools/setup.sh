@@ -3,7 +3,11 @@
 # configures and builds it in build/. Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
-PKGS="build-essential cmake pkg-config libcriterion-dev libopenblas-dev llvm-14-dev"
+# clang and the cross toolchains + qemu-user: the portable C backend's tests
+# build emitted code with both compilers and run it on aarch64 and s390x.
+PKGS="build-essential cmake pkg-config libcriterion-dev libopenblas-dev llvm-14-dev clang
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross
+      qemu-user"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -9,8 +9,9 @@
  *                      destroy; who owns what)
  *   DIR/main.c         the standalone executable (calls rt_main)
  *   DIR/runtime/...    the runtime sources it needs (copied)
- *   DIR/model.weights  packed weights (or, with embed_weights, weights.c
- *                      holding them as a C array)
+ *   DIR/EXE.weights    packed weights, named after the executable EXE (which
+ *                      looks for them next to itself), or, with
+ *                      embed_weights, weights.c holding them as a C array
  *   DIR/Makefile, DIR/CMakeLists.txt   build the executable and libmodel.a;
  *                      `make NO_BLAS=1` builds without BLAS
  * Regenerating gives the same bytes (deterministic names, no timestamps).

@@ -110,6 +110,8 @@ static bool check_expr(Chk *C, const LExpr *e, bool as_arg) {
       return bad(C, "binary expression has type %s, expected %s", type_str(e->t), type_str(want));
     if (is_float(t) && (op == LB_REM || op == LB_AND))
       return bad(C, "%s on floats", op == LB_REM ? "remainder" : "logical and");
+    if (t == LT_I64 && (op == LB_DIV || op == LB_REM) && e->b->kind == LX_CONST_I && e->b->ival == 0)
+      return bad(C, "integer %s by the constant 0", op == LB_DIV ? "division" : "remainder");
     return check_expr(C, e->a, false) && check_expr(C, e->b, false);
   }
   case LX_UN:

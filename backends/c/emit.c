@@ -23,10 +23,14 @@
  *     (int64_t)(a < b), all strict IEEE (no contraction: ISO C mode under
  *     gcc, FP_CONTRACT OFF under clang); the IR's reassoc hints are not
  *     expressible per operation in C and are left out;
- *   - loads of i32 / u8 buffers are widened to int64_t, stores truncate.
+ *   - loads of i32 / u8 buffers are widened to int64_t, stores truncate
+ *     (an i32 / u8 load compared with a constant at the edge of its range
+ *     goes through tfmc_i64(), or gcc's -Wtype-limits would reject it);
+ *   - i64 truth values used as conditions print as plain C conditions:
+ *     select(a < b, x, y) is (a < b) ? x : y.
  * Names: kernels keep their IR names when those are k<N>_<op> (see
- * c_kernel_name); buffers are bN, symbols sN, variables vN, as in the loop
- * IR listing; everything else (buffer names, comments) goes through the
+ * c_kernel_name); buffers are bN, symbols sN (symN in the loop IR
+ * listing), variables vN, as in the listing; everything else (buffer names, comments) goes through the
  * escaping printers of text.c.
  *
  * Invariant: c_emit_model prints only programs that c_program_check
@@ -42,6 +46,7 @@ typedef struct Em {
   const RtModelInfo *info; /* may be NULL: no shape comments, no model info */
   FILE *out;
   bool use_imin, use_imax; /* helpers needed by some kernel */
+  bool use_widen;
   /* per kernel */
   const LKernel *k;
   bool *buf_used, *buf_written; /* [n_bufs] */
@@ -110,6 +115,22 @@ const char *c_kernel_name(const LoopProgram *p, int i, char *buf, size_t buflen)
 
 /* ---- analysis: buffers, symbols and where variables can be declared ---- */
 
+/* gcc's -Wtype-limits sees through casts: `(int64_t)u8 < 0` or
+ * `(int64_t)i32 == 5000000000` is "always false" and fails -Werror. Such a
+ * compare operand goes through tfmc_i64(), a plain function, instead:
+ * side `side` of compare e when it is an i32 / u8 load and the other side
+ * a constant at or beyond the edge of the load's range. */
+static bool needs_widen(const LoopProgram *p, const LExpr *e, int side) {
+  if (e->kind != LX_BIN || !(e->op == LB_LT || e->op == LB_LE || e->op == LB_EQ || e->op == LB_NE))
+    return false;
+  const LExpr *x = side ? e->b : e->a, *c = side ? e->a : e->b;
+  if (x->kind != LX_LOAD || p->bufs[x->buf].elem == LE_F32 || c->kind != LX_CONST_I) return false;
+  int64_t lo = p->bufs[x->buf].elem == LE_U8 ? 0 : INT32_MIN;
+  int64_t hi = p->bufs[x->buf].elem == LE_U8 ? 255 : INT32_MAX;
+  if (e->op == LB_EQ || e->op == LB_NE) return c->ival < lo || c->ival > hi;
+  return c->ival <= lo || c->ival >= hi;
+}
+
 static void an_expr(Em *E, const LExpr *e) {
   if (!e) return;
   switch (e->kind) {
@@ -128,6 +149,7 @@ static void an_expr(Em *E, const LExpr *e) {
       if (e->op == LB_MIN) E->use_imin = true;
       if (e->op == LB_MAX) E->use_imax = true;
     }
+    if (needs_widen(E->p, e, 0) || needs_widen(E->p, e, 1)) E->use_widen = true;
     break;
   case LX_CONST_I:
   case LX_CONST_F:
@@ -319,9 +341,17 @@ static void put_cond(Em *E, const LExpr *e) {
     }
     return;
   }
-  put_expr(E, e->a, false);
-  fprintf(o, " %s ", bin_token((LBinOp)e->op));
-  put_expr(E, e->b, false);
+  for (int side = 0; side < 2; side++) {
+    const LExpr *x = side ? e->b : e->a;
+    if (side) fprintf(o, " %s ", bin_token((LBinOp)e->op));
+    if (needs_widen(E->p, e, side)) {
+      fprintf(o, "tfmc_i64(b%d[", x->buf);
+      put_expr(E, x->a, true);
+      fputs("])", o);
+    } else {
+      put_expr(E, x, false);
+    }
+  }
 }
 
 static void put_bin(Em *E, const LExpr *e, bool top) {
@@ -792,8 +822,8 @@ static void put_prologue(Em *E) {
           " * with `tfmc emit-c` (the same loop IR gives the same bytes).\n"
           " *\n"
           " * Names as in the loop IR listing (`tfmc ir --level loop`): bN are buffers,\n"
-          " * sN run-time dimensions, vN variables; each kernel's comment names the\n"
-          " * graph node and spec line it computes. */\n",
+          " * sN run-time dimensions (symN there), vN variables; each kernel's comment\n"
+          " * names the graph node and spec line it computes. */\n",
           p->n_kernels, (long long)p->arena_bytes, (long long)p->weights_floats);
   fputs("#include \"runtime/rt_model.h\"\n"
         "\n"
@@ -820,7 +850,11 @@ static void put_prologue(Em *E) {
     fputs("static int64_t tfmc_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }\n", o);
   if (E->use_imax)
     fputs("static int64_t tfmc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }\n", o);
-  if (E->use_imin || E->use_imax) fputc('\n', o);
+  if (E->use_widen)
+    fputs("/* an i32 / u8 value compared with a constant at the edge of its range */\n"
+          "static int64_t tfmc_i64(int64_t x) { return x; }\n",
+          o);
+  if (E->use_imin || E->use_imax || E->use_widen) fputc('\n', o);
 }
 
 void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {

@@ -1,0 +1,612 @@
+#!/usr/bin/python3
+"""bench/bench.py — the benchmark harness behind bench/run.sh.
+
+Times tfmc (JIT, `tfmc build` executable, `tfmc emit-c` project built with
+make) against PyTorch eager (out of the box and tuned) and ONNX Runtime on
+the workloads of bench/workloads.py, side by side in one run, and writes
+bench/RESULTS.md. bench/run.sh builds tfmc, the two C probes and the npm
+package first, then calls
+
+    /usr/bin/python3 bench/bench.py --tfmc BUILD/tfmc --bin WORK/bin --work WORK
+        [--only WORKLOAD]... [--skip FRAMEWORK]... [--quick] [--results FILE]
+
+Phases, in order (each process-level phase is preceded by an idle check):
+  1. prepare    models, weights, inputs, PyTorch reference outputs, ONNX
+                (bench/prepare.py; reused when unchanged)
+  2. build      `tfmc check` FLOP counts; `tfmc build` executables;
+                `tfmc emit-c` projects built with make (a failure there
+                skips the C row with a note instead of stopping the run)
+  3. check      every framework runs every workload once; outputs must
+                match PyTorch's reference (max |diff| <= 1e-3 * max |ref|)
+                before anything is timed
+  4. ceilings   peak fp32 FMA throughput and DRAM read bandwidth (1, 2 threads)
+  5. sweep      PyTorch environments on bert-base batch 1; the fastest
+                becomes the "tuned" environment
+  6. timing     per workload and framework: one warm-up run, then N timed
+                runs inside the process (tfmc --repeat; the same loop in
+                torch_bench.py and ort_bench.js); peak RSS from
+                /usr/bin/time; the outputs are cross-checked again
+Raw results go to WORK/results.json after every phase; the report is
+written at the end.
+
+Invariants: every child runs with a scrubbed environment (no OMP_*,
+OPENBLAS_*, GOMP_*, TFMC_*, LD_PRELOAD, GLIBC_TUNABLES, ... inherited from
+the caller), so "out of the box" means exactly that and tfmc runs with no
+environment variables of its own; the tuned PyTorch environment is the only
+place such variables are added. Every child has a timeout; a failing child
+is recorded with its message and the run goes on.
+"""
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import workloads as wl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = wl.ROOT
+PY = "/usr/bin/python3"
+REL_TOL = 1e-3
+CHILD_TIMEOUT = 900
+
+FRAMEWORKS = ["tfmc-jit", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
+FRAMEWORK_LABEL = {
+    "tfmc-jit": "tfmc JIT (`tfmc run`)",
+    "tfmc-exe": "tfmc executable (`tfmc build`)",
+    "tfmc-c": "tfmc emitted C (`emit-c` + make)",
+    "torch": "PyTorch eager, out of the box",
+    "torch-tuned": "PyTorch eager, tuned env",
+    "ort": "ONNX Runtime CPU",
+}
+TIMED_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe", "tfmc-c"]
+
+SCRUB_PREFIXES = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "TFMC_", "MALLOC_",
+                  "ORT_", "DNNL_", "ONEDNN_", "TORCH_", "PYTORCH_", "ATEN_")
+SCRUB_NAMES = ("LD_PRELOAD", "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES")
+
+# PyTorch environments tried on bert-base batch 1; the fastest median is
+# the tuned one. See bench/README.md for why each is a candidate.
+MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=1073741824:"
+                   "glibc.malloc.trim_threshold=4294967296")
+SWEEP = [
+    ("out of the box", {}),
+    ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"}),
+    ("PASSIVE + OPENBLAS_CORETYPE=Zen", {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_CORETYPE": "Zen"}),
+    ("PASSIVE + OPENBLAS_CORETYPE=Haswell", {"OMP_WAIT_POLICY": "PASSIVE",
+                                            "OPENBLAS_CORETYPE": "Haswell"}),
+    ("PASSIVE + malloc tunables", {"OMP_WAIT_POLICY": "PASSIVE", "GLIBC_TUNABLES": MALLOC_TUNABLES}),
+    ("GOMP_SPINCOUNT=10000", {"GOMP_SPINCOUNT": "10000"}),
+    ("PASSIVE + OMP_PROC_BIND=close", {"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close",
+                                       "OMP_PLACES": "cores"}),
+]
+SWEEP_WORKLOAD = "bert_b1"
+
+TIMING_RE = re.compile(r"timing: backend (\S+), compile ([\d.]+) ms, run median ([\d.]+) ms "
+                       r"\(min ([\d.]+), max ([\d.]+)\) over (\d+) runs")
+FLOPS_RE = re.compile(r"FLOPs per token ([\d.]+)([KMGT]?) at length (\d+) \(linear ([\d.]+)([KMGT]?), "
+                      r"attention ([\d.]+)([KMGT]?) per token\)")
+ARENA_RE = re.compile(r"arena\s+(\d+) bytes")
+SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.work = os.path.abspath(args.work)
+        self.logs = os.path.join(self.work, "logs")
+        self.out = os.path.join(self.work, "out")
+        os.makedirs(self.logs, exist_ok=True)
+        os.makedirs(self.out, exist_ok=True)
+        self.ncpu = os.cpu_count() or 1
+        self.t_start = time.time()
+        self.idle_spent = 0.0
+        self.base_env, self.scrubbed = clean_env()
+        self.R = {"phases": [], "info": {}, "flops": {}, "builds": {}, "check": {},
+                  "ceilings": {}, "sweep": [], "tuned_env": {}, "timing": {}, "notes": []}
+        self.workloads = [w for w in wl.WORKLOADS if not args.only or w.name in args.only]
+        self.frameworks = [f for f in FRAMEWORKS if f not in (args.skip or [])]
+        self.models = []
+        for w in self.workloads:
+            if w.model not in self.models:
+                self.models.append(w.model)
+
+    # ---- bookkeeping ----
+
+    def log(self, msg):
+        el = time.time() - self.t_start
+        print("[bench %5.0fs] %s" % (el, msg), flush=True)
+
+    def save(self):
+        self.R["elapsed_s"] = time.time() - self.t_start
+        path = os.path.join(self.work, "results.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(self.R, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
+    def wait_idle(self, phase):
+        """Waits (bounded per phase and in total) until the CPUs are less
+        than --idle-threshold busy per core, measured over 1 s windows from
+        /proc/stat (steal counts as busy); records what it saw."""
+        with open("/proc/loadavg") as f:
+            loadavg = f.read().split()
+        waited, busy = 0.0, None
+        while True:
+            busy = busy_fraction(1.0)
+            waited += 1.0
+            if busy < self.args.idle_threshold:
+                break
+            if waited >= self.args.idle_wait or self.idle_spent + waited >= self.args.idle_budget:
+                break
+        self.idle_spent += waited
+        rec = {"phase": phase, "loadavg": " ".join(loadavg[:3]), "busy_cores": busy * self.ncpu,
+               "idle": busy < self.args.idle_threshold, "waited_s": waited,
+               "t": time.time() - self.t_start}
+        self.R["phases"].append(rec)
+        return rec
+
+    def run(self, cmd, name, env=None, timeout=CHILD_TIMEOUT, cwd=None):
+        """Runs cmd under /usr/bin/time; returns dict(rc, stdout, stderr,
+        rss_kb, wall_s, error). stdout/stderr are also kept in WORK/logs."""
+        tfile = os.path.join(self.logs, name + ".time")
+        full = ["/usr/bin/time", "-f", "%M %e %U %S", "-o", tfile] + cmd
+        t0 = time.time()
+        try:
+            p = subprocess.run(full, capture_output=True, text=True, env=env or self.base_env,
+                               timeout=timeout, cwd=cwd)
+            rc, so, se = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, so, se = -1, e.stdout or "", (e.stderr or "") + "\n[timed out after %d s]" % timeout
+            if isinstance(so, bytes):
+                so = so.decode(errors="replace")
+            if isinstance(se, bytes):
+                se = se.decode(errors="replace")
+        wall = time.time() - t0
+        with open(os.path.join(self.logs, name + ".log"), "w") as f:
+            f.write("$ %s\n--- stdout\n%s\n--- stderr\n%s\n" % (" ".join(cmd), so, se))
+        res = {"rc": rc, "stdout": so, "stderr": se, "wall_s": wall, "rss_kb": None}
+        try:
+            with open(tfile) as f:
+                last = f.read().strip().splitlines()[-1].split()
+            res["rss_kb"] = int(last[0])
+        except (OSError, IndexError, ValueError):
+            pass
+        if rc != 0:
+            tail = [l for l in (se or "").strip().splitlines() if l.strip()][-3:]
+            res["error"] = "exit %d: %s" % (rc, " | ".join(tail) or "(no message)")
+        return res
+
+    # ---- phase 1: prepare ----
+
+    def prepare(self):
+        self.log("prepare: models, weights, inputs, reference outputs, ONNX")
+        cmd = [PY, os.path.join(HERE, "prepare.py"), "--work", self.work]
+        for w in self.workloads:
+            cmd += ["--only", w.name]
+        t0 = time.time()
+        p = subprocess.run(cmd, env=self.base_env, cwd=HERE)
+        if p.returncode != 0:
+            raise SystemExit("bench: prepare.py failed (exit %d)" % p.returncode)
+        self.R["prepare_s"] = time.time() - t0
+
+    # ---- phase 2: builds ----
+
+    def tfmc(self):
+        return os.path.abspath(self.args.tfmc)
+
+    def files(self, model):
+        d = wl.model_dir(self.work, model)
+        return (os.path.join(d, "model.tfm"), os.path.join(d, "weights.safetensors"),
+                os.path.join(d, "model.onnx"))
+
+    def build(self):
+        for m in self.models:
+            spec, weights, _ = self.files(m)
+            p = subprocess.run([self.tfmc(), "check", spec], capture_output=True, text=True,
+                               env=self.base_env)
+            if p.returncode != 0:
+                raise SystemExit("bench: tfmc check %s failed:\n%s" % (spec, p.stderr))
+            mo = FLOPS_RE.search(p.stdout)
+            if not mo:
+                raise SystemExit("bench: cannot read the FLOP count in:\n" + p.stdout)
+            per_tok = float(mo.group(1)) * SUFFIX[mo.group(2)]
+            length = int(mo.group(3))
+            ar = ARENA_RE.search(p.stdout)
+            self.R["flops"][m.name] = {
+                "per_token": per_tok, "length": length, "per_sequence": per_tok * length,
+                "linear_per_token": float(mo.group(4)) * SUFFIX[mo.group(5)],
+                "attention_per_token": float(mo.group(6)) * SUFFIX[mo.group(7)],
+                "arena_bytes": int(ar.group(1)) if ar else None,
+                "check_output": p.stdout.strip()}
+            b = self.R["builds"].setdefault(m.name, {})
+            bdir = os.path.join(self.work, "build", m.name)
+            os.makedirs(bdir, exist_ok=True)
+            if "tfmc-exe" in self.frameworks:
+                exe = os.path.join(bdir, "exe", m.name)
+                os.makedirs(os.path.dirname(exe), exist_ok=True)
+                self.log("build: tfmc build %s" % m.name)
+                r = self.run([self.tfmc(), "build", spec, "--weights", weights, "-o", exe],
+                             "build_exe_" + m.name)
+                b["exe"] = {"path": exe, "seconds": r["wall_s"], "error": r.get("error")}
+            if "tfmc-c" in self.frameworks:
+                cdir = os.path.join(bdir, "c")
+                shutil.rmtree(cdir, ignore_errors=True)
+                self.log("build: tfmc emit-c %s + make" % m.name)
+                r = self.run([self.tfmc(), "emit-c", spec, "--weights", weights, "-o", cdir],
+                             "emit_c_" + m.name)
+                ent = {"seconds_emit": r["wall_s"], "error": None, "path": None}
+                if r.get("error"):
+                    ent["error"] = "tfmc emit-c failed: " + r["error"]
+                else:
+                    r2 = self.run(["make", "-C", cdir, "-j%d" % self.ncpu,
+                                   "CFLAGS=%s" % self.args.c_flags], "make_c_" + m.name)
+                    ent["seconds_make"] = r2["wall_s"]
+                    exe = makefile_target(cdir)
+                    if r2.get("error"):
+                        ent["error"] = "make failed: " + r2["error"]
+                    elif not exe or not os.access(os.path.join(cdir, exe), os.X_OK):
+                        ent["error"] = "make built no executable (Makefile 'all:' names %r)" % exe
+                    else:
+                        ent["path"] = os.path.join(cdir, exe)
+                b["c"] = ent
+        self.save()
+
+    # ---- one framework run ----
+
+    def run_framework(self, fw, w, runs, tag, env_extra=None):
+        """Runs framework fw on workload w (1 warm-up + runs timed runs);
+        returns a result dict (timing, rss, outputs check)."""
+        m = w.model
+        spec, weights, onnx = self.files(m)
+        wdir = os.path.join(self.work, "workloads", w.name)
+        inputs = os.path.join(wdir, "inputs.safetensors")
+        outp = os.path.join(self.out, "%s_%s_%s.safetensors" % (tag, w.name, fw))
+        if os.path.exists(outp):
+            os.remove(outp)
+        env = dict(self.base_env)
+        threads = str(self.args.threads)
+        b = self.R["builds"].get(m.name, {})
+        if fw == "tfmc-jit":
+            cmd = [self.tfmc(), "run", spec, "--weights", weights, "--inputs", inputs,
+                   "--outputs", outp, "--threads", threads, "--repeat", str(runs)]
+        elif fw in ("tfmc-exe", "tfmc-c"):
+            ent = b.get("exe" if fw == "tfmc-exe" else "c") or {}
+            if ent.get("error") or not ent.get("path"):
+                return {"skipped": ent.get("error") or "not built"}
+            cmd = [ent["path"], "--inputs", inputs, "--outputs", outp, "--threads", threads,
+                   "--repeat", str(runs)]
+        elif fw in ("torch", "torch-tuned"):
+            if fw == "torch-tuned":
+                env.update(self.R["tuned_env"])
+            env.update(env_extra or {})
+            cmd = [PY, os.path.join(HERE, "torch_bench.py"), "--work", self.work, "--workload",
+                   w.name, "--outputs", outp, "--runs", str(runs), "--threads", threads]
+        elif fw == "ort":
+            cmd = ["node", os.path.join(HERE, "ort_bench.js"), onnx, inputs, outp, str(runs), threads]
+        else:
+            raise AssertionError(fw)
+        r = self.run(cmd, "%s_%s_%s" % (tag, w.name, fw), env=env, cwd=HERE)
+        res = {"rss_kb": r["rss_kb"], "wall_s": r["wall_s"]}
+        if r.get("error"):
+            res["error"] = r["error"]
+            return res
+        if fw.startswith("tfmc"):
+            mo = TIMING_RE.search(r["stderr"])
+            if mo:
+                res.update(compile_ms=float(mo.group(2)), median_ms=float(mo.group(3)),
+                           min_ms=float(mo.group(4)), max_ms=float(mo.group(5)),
+                           runs=int(mo.group(6)), timing_source="in-process (--repeat)")
+            else:
+                res.update(median_ms=r["wall_s"] * 1e3 / (runs + 1), min_ms=None, max_ms=None,
+                           runs=runs, timing_source="whole process / runs (no timing line)")
+        else:
+            try:
+                j = json.loads(r["stdout"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                res["error"] = "no JSON timing line on stdout"
+                return res
+            t = j["runs_ms"]
+            res.update(median_ms=statistics.median(t), min_ms=min(t), max_ms=max(t), runs=len(t),
+                       load_ms=j.get("load_ms"), warmup_ms=j.get("warmup_ms"),
+                       version=j.get("version"), timing_source="in-process")
+        res["check"] = cross_check(outp, os.path.join(wdir, "expected.safetensors"))
+        if not self.args.keep_outputs and os.path.exists(outp):
+            os.remove(outp)
+        return res
+
+    # ---- phase 3: correctness before timing ----
+
+    def check(self):
+        for w in self.workloads:
+            for fw in self.frameworks:
+                if fw == "torch":
+                    continue  # the same code as torch-tuned; checked once (and again when timed)
+                self.log("check: %s on %s" % (fw, w.name))
+                res = self.run_framework(fw, w, 1, "check",
+                                         env_extra={"OMP_WAIT_POLICY": "PASSIVE"})
+                c = res.get("check") or {}
+                state = ("skipped: " + res["skipped"]) if res.get("skipped") else (
+                    ("FAILED: " + res["error"]) if res.get("error") else
+                    ("ok" if c.get("ok") else "MISMATCH: " + c.get("message", "")))
+                self.R["check"].setdefault(w.name, {})[fw] = {"state": state, "check": c}
+                self.log("  -> %s %s" % (state, c.get("summary", "")))
+        self.save()
+
+    # ---- phase 4: machine ceilings ----
+
+    def ceilings(self):
+        for probe, key in (("peak_fma", "fma"), ("stream_read", "read")):
+            ph = self.wait_idle("ceiling " + probe)
+            self.log("ceiling: %s (busy %.2f cores)" % (probe, ph["busy_cores"]))
+            r = self.run([os.path.join(self.args.bin, probe), "1", str(self.ncpu)], "ceiling_" + probe)
+            if r.get("error"):
+                self.R["ceilings"][key] = {"error": r["error"]}
+                continue
+            self.R["ceilings"][key] = [json.loads(l) for l in r["stdout"].splitlines() if l.startswith("{")]
+        self.save()
+
+    def peak_gflops(self, threads):
+        for e in self.R["ceilings"].get("fma") or []:
+            if isinstance(e, dict) and e.get("threads") == threads:
+                return e["gflops"]
+        return None
+
+    # ---- phase 5: PyTorch environment sweep ----
+
+    def sweep(self):
+        w = wl.WORKLOAD_BY_NAME[SWEEP_WORKLOAD]
+        if w not in self.workloads or not ({"torch", "torch-tuned"} & set(self.frameworks)):
+            self.R["tuned_env"] = {"OMP_WAIT_POLICY": "PASSIVE"}
+            self.R["notes"].append("no sweep in this run (bert_b1 not selected): tuned env "
+                                   "defaulted to OMP_WAIT_POLICY=PASSIVE")
+            return
+        runs = 3 if self.args.quick else 5
+        for label, env in SWEEP:
+            ph = self.wait_idle("sweep " + label)
+            self.log("sweep: PyTorch %s" % label)
+            res = self.run_framework("torch", w, runs, "sweep%d" % len(self.R["sweep"]), env_extra=env)
+            res.update(label=label, env=env, phase=ph)
+            self.R["sweep"].append(res)
+            self.log("  -> %s" % fmt_ms(res.get("median_ms")) if not res.get("error") else
+                     "  -> " + res["error"])
+        ok = [s for s in self.R["sweep"] if s.get("median_ms") and (s.get("check") or {}).get("ok")]
+        if not ok:
+            raise SystemExit("bench: every PyTorch sweep run failed; see %s" % self.logs)
+        best = min(ok, key=lambda s: s["median_ms"])
+        self.R["tuned_env"] = dict(best["env"])
+        self.R["tuned_label"] = best["label"]
+        self.log("sweep: tuned PyTorch environment = %s" % best["label"])
+        self.save()
+
+    # ---- phase 6: timing ----
+
+    def timing(self):
+        for w in self.workloads:
+            runs = max(2, w.runs // 2) if self.args.quick else w.runs
+            for fw in [f for f in TIMED_ORDER if f in self.frameworks]:
+                ph = self.wait_idle("time %s %s" % (w.name, fw))
+                self.log("time: %s on %s, %d runs (busy %.2f cores, loadavg %s)" % (
+                    fw, w.name, runs, ph["busy_cores"], ph["loadavg"]))
+                res = self.run_framework(fw, w, runs, "time")
+                res["phase"] = ph
+                self.R["timing"].setdefault(w.name, {})[fw] = res
+                if res.get("skipped"):
+                    self.log("  -> skipped: " + res["skipped"])
+                elif res.get("error"):
+                    self.log("  -> FAILED: " + res["error"])
+                else:
+                    self.log("  -> median %s (min %s, max %s), peak RSS %.0f MB, %s" % (
+                        fmt_ms(res["median_ms"]), fmt_ms(res.get("min_ms")), fmt_ms(res.get("max_ms")),
+                        (res["rss_kb"] or 0) / 1024, res["check"].get("summary")))
+                self.save()
+
+    # ---- machine and tool info ----
+
+    def info(self):
+        i = self.R["info"]
+        i["date"] = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        i["cpu"] = cpu_model()
+        i["ncpu"] = self.ncpu
+        flags = cpu_flags()
+        i["isa"] = ", ".join(f for f in ("avx2", "fma", "avx512f") if f in flags) + (
+            "" if "avx512f" in flags else " (no AVX-512)")
+        i["mem_gb"] = mem_total_gb()
+        i["kernel"] = platform.release()
+        i["hypervisor"] = "hypervisor" in flags
+        i["tfmc_commit"] = git(["rev-parse", "--short", "HEAD"])
+        dirty = git(["status", "--porcelain"])
+        i["tfmc_dirty_files"] = len(dirty.splitlines()) if dirty else 0
+        i["torch"] = child_out([PY, "-c", "import torch; print(torch.__version__)"], self.base_env)
+        i["numpy"] = np.__version__
+        i["openblas"] = openblas_info()
+        i["node"] = child_out(["node", "--version"], self.base_env)
+        try:
+            with open(os.path.join(HERE, "node_modules", "onnxruntime-node", "package.json")) as f:
+                i["onnxruntime_node"] = json.load(f)["version"]
+        except (OSError, ValueError, KeyError):
+            i["onnxruntime_node"] = None
+        i["cc"] = (child_out(["cc", "--version"], self.base_env) or "").splitlines()[0:1]
+        i["llvm"] = child_out(["llvm-config-14", "--version"], self.base_env)
+        i["scrubbed_env"] = self.scrubbed
+        i["threads"] = self.args.threads
+        i["c_flags"] = self.args.c_flags
+        self.save()
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def clean_env():
+    env, gone = {}, []
+    for k, v in os.environ.items():
+        if k.startswith(SCRUB_PREFIXES) or k in SCRUB_NAMES:
+            gone.append(k)
+        else:
+            env[k] = v
+    return env, sorted(gone)
+
+
+def cpu_times():
+    with open("/proc/stat") as f:
+        vals = [int(x) for x in f.readline().split()[1:9]]  # user..steal
+    idle = vals[3] + vals[4]
+    return idle, sum(vals)
+
+
+def busy_fraction(seconds):
+    i0, t0 = cpu_times()
+    time.sleep(seconds)
+    i1, t1 = cpu_times()
+    return 0.0 if t1 == t0 else 1.0 - (i1 - i0) / (t1 - t0)
+
+
+def cross_check(out_path, ref_path):
+    """Every reference tensor must be in the output with its shape, finite,
+    and max |out - ref| <= REL_TOL * max |ref|."""
+    if not os.path.exists(out_path):
+        return {"ok": False, "message": "no output file written", "summary": "no output"}
+    try:
+        out, _ = wl.stio.read(out_path)
+        ref, _ = wl.stio.read(ref_path)
+    except ValueError as e:
+        return {"ok": False, "message": str(e), "summary": "unreadable output"}
+    worst, msgs = 0.0, []
+    max_abs = 0.0
+    for name, r in ref.items():
+        o = out.get(name)
+        if o is None:
+            msgs.append("%s missing" % name)
+            continue
+        if tuple(o.shape) != tuple(r.shape):
+            msgs.append("%s shape %s, expected %s" % (name, list(o.shape), list(r.shape)))
+            continue
+        o64, r64 = o.astype(np.float64), r.astype(np.float64)
+        if not np.isfinite(o64).all():
+            msgs.append("%s has non-finite values" % name)
+            continue
+        d = float(np.abs(o64 - r64).max()) if o64.size else 0.0
+        scale = float(np.abs(r64).max()) if r64.size else 0.0
+        rel = d / scale if scale > 0 else d
+        max_abs = max(max_abs, d)
+        worst = max(worst, rel)
+        if rel > REL_TOL:
+            msgs.append("%s max |diff| %.3g = %.3g x max |ref|" % (name, d, rel))
+    ok = not msgs
+    return {"ok": ok, "max_abs": max_abs, "rel": worst, "message": "; ".join(msgs),
+            "summary": ("ok (max |diff| %.2g, %.1e x max |ref|)" % (max_abs, worst)) if ok
+            else "MISMATCH " + "; ".join(msgs)}
+
+
+def makefile_target(cdir):
+    try:
+        with open(os.path.join(cdir, "Makefile")) as f:
+            for line in f:
+                if line.startswith("all:"):
+                    names = [n for n in line[4:].split() if not n.endswith(".a")]
+                    return names[0] if names else None
+    except OSError:
+        return None
+    return None
+
+
+def child_out(cmd, env):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        return p.stdout.strip() if p.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def git(args):
+    return child_out(["git", "-C", ROOT] + args, os.environ) or ""
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def mem_total_gb():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def openblas_info():
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        return "%s, core %s" % (lib.openblas_get_config().decode(), lib.openblas_get_corename().decode())
+    except (OSError, AttributeError):
+        return None
+
+
+def fmt_ms(x):
+    if x is None:
+        return "-"
+    return "%.3g ms" % x if x < 10 else "%.1f ms" % x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tfmc", required=True, help="the tfmc binary")
+    ap.add_argument("--bin", required=True, help="folder with peak_fma and stream_read")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--only", action="append", choices=[w.name for w in wl.WORKLOADS])
+    ap.add_argument("--skip", action="append", choices=FRAMEWORKS)
+    ap.add_argument("--quick", action="store_true", help="half the timed runs, short sweep")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--c-flags", default="-O3 -march=native")
+    ap.add_argument("--idle-threshold", type=float, default=0.5,
+                    help="idle when the busy fraction of all CPUs is below this (default 0.5 per core)")
+    ap.add_argument("--idle-wait", type=float, default=15, help="max seconds to wait per phase")
+    ap.add_argument("--idle-budget", type=float, default=180, help="max seconds of waiting in total")
+    ap.add_argument("--keep-outputs", action="store_true")
+    args = ap.parse_args()
+    if not os.access(args.tfmc, os.X_OK):
+        ap.error("--tfmc %s is not an executable" % args.tfmc)
+    h = Harness(args)
+    h.info()
+    h.prepare()
+    h.build()
+    h.check()
+    h.ceilings()
+    if {"torch", "torch-tuned"} & set(h.frameworks):
+        h.sweep()
+    h.timing()
+    h.save()
+    import report
+    report.write(h.R, args.results, h.workloads)
+    h.log("wrote %s (%.1f min)" % (args.results, (time.time() - h.t_start) / 60))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""bench/prepare.py — writes every benchmark model and workload to disk.
+
+For each model of bench/workloads.py, under WORK/models/NAME/:
+    model.tfm            the tfmc spec (model block + weights preset)
+    weights.safetensors  module.state_dict(), F32, the original names
+    model.onnx           torch.onnx.export of the same module (opset 17,
+                         dynamic batch axis, sequence lengths fixed)
+    flops.txt            `tfmc check`'s FLOP count (filled by bench.py)
+and for each workload, under WORK/workloads/NAME/:
+    inputs.safetensors   the token ids (int64)
+    expected.safetensors PyTorch's fp32 outputs (the reference every
+                         framework is checked against)
+
+Usage: /usr/bin/python3 bench/prepare.py --work DIR [--only WORKLOAD]... [--fresh]
+
+A model directory whose STAMP matches (hash of workloads.py, gen_goldens.py,
+safetensors_io.py and the torch version) is reused; --fresh rebuilds. A
+directory is written under a temporary name and renamed when complete, so
+an interrupted run never leaves a half-written model that looks finished.
+Before anything is written the state_dict is checked against the spec's
+weight map (gen_goldens.check_weight_map), so tfmc will accept the file.
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import time
+import warnings
+
+import torch
+
+import workloads as wl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def stamp():
+    h = hashlib.sha256()
+    for p in (os.path.join(HERE, "workloads.py"), os.path.join(HERE, "prepare.py"),
+              os.path.join(wl.ROOT, "tools", "gen_goldens.py"),
+              os.path.join(wl.ROOT, "tools", "safetensors_io.py")):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    h.update(torch.__version__.encode())
+    return h.hexdigest()[:16]
+
+
+def log(msg):
+    print("prepare: " + msg, flush=True)
+
+
+def export_onnx(wrapped, inputs, model, path):
+    dyn = {n: {0: "batch"} for n in model.inputs + model.outputs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapped, tuple(inputs), path, input_names=model.inputs,
+                          output_names=model.outputs, opset_version=wl.OPSET,
+                          do_constant_folding=True, dynamic_axes=dyn)
+
+
+def prepare_model(model, work_loads, work, st, fresh):
+    final = wl.model_dir(work, model)
+    stamp_path = os.path.join(final, "STAMP")
+    wdirs = [os.path.join(work, "workloads", w.name) for w in work_loads]
+    if not fresh and os.path.exists(stamp_path) and all(
+            os.path.exists(os.path.join(d, "STAMP")) for d in wdirs):
+        with open(stamp_path) as f:
+            same = f.read().strip() == st
+        for d in wdirs:
+            with open(os.path.join(d, "STAMP")) as f:
+                same = same and f.read().strip() == st
+        if same:
+            log("%s: up to date" % model.name)
+            return
+    t0 = time.time()
+    inner = model.build()
+    wrapped = model.wrapped(inner)
+    weights_text = 'preset "%s"' % model.preset
+    n_map, n_ign = wl.gg.check_weight_map(model.name, model.facts, weights_text,
+                                          set(inner.state_dict().keys()))
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with open(os.path.join(tmp, "model.tfm"), "w") as f:
+        f.write(model.spec_text())
+    wl.stio.write(os.path.join(tmp, "weights.safetensors"),
+                  wl.gg.weights_tensors(inner, "F32"),
+                  {"format": "pt", "producer": "tfmc bench/prepare.py", "seed": str(model.seed)})
+    n_params = sum(p.numel() for p in inner.parameters())
+    log("%s: %.1fM parameters, weight map %d mapped + %d ignored, written in %.1f s"
+        % (model.name, n_params / 1e6, n_map, n_ign, time.time() - t0))
+    torch.set_num_threads(2)
+    first = True
+    for w, d in zip(work_loads, wdirs):
+        inputs = w.inputs()
+        names = model.inputs
+        assert sorted(inputs) == sorted(names), (w.name, sorted(inputs), names)
+        args = [inputs[n] for n in names]
+        with torch.inference_mode():
+            outs = wrapped(*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        expected = {n: o.detach().contiguous().numpy() for n, o in zip(model.outputs, outs)}
+        for n, a in expected.items():
+            assert a.dtype.name == "float32" and (a == a).all() and abs(a).max() < 1e30, (w.name, n)
+        wtmp = d + ".tmp"
+        shutil.rmtree(wtmp, ignore_errors=True)
+        os.makedirs(wtmp)
+        wl.stio.write(os.path.join(wtmp, "inputs.safetensors"),
+                      {n: t.numpy() for n, t in inputs.items()})
+        wl.stio.write(os.path.join(wtmp, "expected.safetensors"), expected)
+        with open(os.path.join(wtmp, "STAMP"), "w") as f:
+            f.write(st + "\n")
+        shutil.rmtree(d, ignore_errors=True)
+        os.rename(wtmp, d)
+        log("%s: inputs %s, outputs %s" % (
+            w.name, ", ".join("%s%s" % (n, list(t.shape)) for n, t in inputs.items()),
+            ", ".join("%s%s" % (n, list(a.shape)) for n, a in expected.items())))
+        if first:
+            t1 = time.time()
+            export_onnx(wrapped, args, model, os.path.join(tmp, "model.onnx"))
+            log("%s: ONNX opset %d exported in %.1f s (%.0f MB)" % (
+                model.name, wl.OPSET, time.time() - t1,
+                os.path.getsize(os.path.join(tmp, "model.onnx")) / 1e6))
+            first = False
+    with open(os.path.join(tmp, "STAMP"), "w") as f:
+        f.write(st + "\n")
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--only", action="append", help="workload name (repeatable)")
+    ap.add_argument("--fresh", action="store_true")
+    args = ap.parse_args()
+    chosen = wl.WORKLOADS
+    if args.only:
+        for n in args.only:
+            if n not in wl.WORKLOAD_BY_NAME:
+                ap.error("unknown workload %r (have: %s)" % (
+                    n, ", ".join(w.name for w in wl.WORKLOADS)))
+        chosen = [w for w in wl.WORKLOADS if w.name in args.only]
+    st = stamp()
+    for model in wl.MODELS.values():
+        mine = [w for w in wl.WORKLOADS if w.model is model]
+        # a model is prepared with all its workloads, so the stamp covers them all
+        if any(w in chosen for w in mine):
+            prepare_model(model, mine, args.work, st, args.fresh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

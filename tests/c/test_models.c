@@ -1,0 +1,155 @@
+/* tests/c/test_models.c — whole models through `tfmc emit-c`, built as
+ * standalone executables and run on the PyTorch goldens' inputs:
+ *   - every golden model (tests/golden/NAME) and the bundled sort model,
+ *     their generated sources compiled with gcc -std=c99 -pedantic -Werror
+ *     and linked with the runtime (built once), outputs within
+ *     1e-4 + 1e-4 |ref| of PyTorch's;
+ *   - the sort model through its own Makefile (gcc; clang with NO_BLAS=1
+ *     and embedded weights) and its CMakeLists.txt, the executable's
+ *     interface (--help, --threads, refusals). */
+#include "c_test_util.h"
+
+#include <dirent.h>
+
+#define TFMC TFMC_BINARY_DIR "/tfmc"
+#define GOLDEN_DIR TFMC_SOURCE_DIR "/tests/golden"
+#define SORT_DIR TFMC_SOURCE_DIR "/examples/sort"
+
+static void need_tfmc(void) {
+  cr_assert(access(TFMC, X_OK) == 0, "%s is not built (these tests emit through `tfmc emit-c`)",
+            TFMC);
+}
+
+/* Compares every tensor of out with the same tensor of ref (ref may hold
+ * more: the goldens' attention probabilities); returns the max |diff|. */
+static double compare_outputs(const char *out, const char *ref, const char *model) {
+  RtSafetensors *so, *sr;
+  char err[512];
+  cr_assert_eq(rt_st_open(out, &so, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_st_open(ref, &sr, err, sizeof err), 0, "%s", err);
+  cr_assert_gt(rt_st_count(so), 0, "%s: no outputs", model);
+  double maxd = 0;
+  for (int i = 0; i < rt_st_count(so); i++) {
+    const RtStTensor *a = rt_st_get(so, i), *b = rt_st_find(sr, a->name);
+    cr_assert(b, "%s: output '%s' is not in the reference", model, a->name);
+    cr_assert_eq(rt_st_numel(a), rt_st_numel(b), "%s: %s sizes differ", model, a->name);
+    cr_assert_eq(a->rank, b->rank, "%s: %s ranks differ", model, a->name);
+    int64_t n = rt_st_numel(a);
+    float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
+    cr_assert_eq(rt_st_read_f32(a, x, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_st_read_f32(b, y, err, sizeof err), 0, "%s", err);
+    for (int64_t k = 0; k < n; k++) {
+      double d = fabs((double)x[k] - y[k]);
+      if (d > maxd) maxd = d;
+      cr_assert(d <= 1e-4 + 1e-4 * fabs(y[k]), "%s: %s[%lld] = %.7g, PyTorch %.7g", model, a->name,
+                (long long)k, x[k], y[k]);
+    }
+    free(x);
+    free(y);
+  }
+  rt_st_close(so);
+  rt_st_close(sr);
+  return maxd;
+}
+
+static bool is_model_dir(const char *dir) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/model.tfm", dir);
+  return access(p, R_OK) == 0;
+}
+
+Test(models, goldens_match_pytorch, .timeout = 900) {
+  need_tfmc();
+  char *tmp = ct_mkdtemp("models");
+  CtTool gcc = {"gcc", "gcc", "ar", "", false};
+  char dirs[32][512];
+  int n = 0;
+  DIR *d = opendir(GOLDEN_DIR);
+  cr_assert(d, "no %s", GOLDEN_DIR);
+  struct dirent *de;
+  while ((de = readdir(d)) && n < 31) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(dirs[n], sizeof dirs[n], "%s/%s", GOLDEN_DIR, de->d_name);
+    if (is_model_dir(dirs[n])) n++;
+  }
+  closedir(d);
+  snprintf(dirs[n++], sizeof dirs[0], "%s", SORT_DIR);
+  cr_assert_geq(n, 2);
+  bool built_rt = false;
+  for (int i = 0; i < n; i++) {
+    const char *name = strrchr(dirs[i], '/') + 1;
+    char proj[1024], exe[80] = "";
+    snprintf(proj, sizeof proj, "%s/%s", tmp, name);
+    CT_RUN("%s emit-c %s/model.tfm --weights %s/weights.safetensors -o %s", TFMC, dirs[i], dirs[i],
+           proj);
+    if (!built_rt) {
+      ct_build_runtime(&gcc, proj, tmp);
+      built_rt = true;
+    }
+    /* the executable is the only file without a dot next to the Makefile */
+    CT_RUN("cd %s && ls *.weights > exe.txt", proj);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/exe.txt", proj);
+    char *t = ct_read_text(path, NULL);
+    cr_assert(t && strstr(t, ".weights"));
+    snprintf(exe, sizeof exe, "%.*s", (int)(strstr(t, ".weights") - t), t);
+    free(t);
+    CT_RUN("cd %s && gcc -std=c99 " CT_WARN " -O2 -I. -D_POSIX_C_SOURCE=200809L -c model.c main.c api.c"
+           " && gcc -o %s main.o model.o api.o %s/librt.a -lm -lpthread -ldl",
+           proj, exe, tmp);
+    CT_RUN("cd %s && ./%s --inputs %s/inputs.safetensors --outputs out.safetensors --threads 2", proj,
+           exe, dirs[i]);
+    snprintf(path, sizeof path, "%s/out.safetensors", proj);
+    char ref[1024];
+    snprintf(ref, sizeof ref, "%.511s/expected.safetensors", dirs[i]);
+    double maxd = compare_outputs(path, ref, name);
+    fprintf(stderr, "emit-c %-34s max |diff| vs PyTorch %.3g\n", name, maxd);
+  }
+  ct_rmdir(tmp);
+}
+
+/* The sort model through its generated build files. */
+static void sort_build(const char *how, const char *build_cmd, bool embed, const char *exe_path) {
+  need_tfmc();
+  char *tmp = ct_mkdtemp("sortbuild");
+  char proj[600];
+  snprintf(proj, sizeof proj, "%s/sort", tmp);
+  CT_RUN("%s emit-c %s/model.tfm --weights %s/weights.safetensors -o %s%s", TFMC, SORT_DIR,
+         SORT_DIR, proj, embed ? " --embed-weights" : "");
+  CT_RUN("cd %s && %s", proj, build_cmd);
+  CT_RUN("cd %s && %s --help | grep -q 'Runs the model .sort.'", proj, exe_path);
+  for (int threads = 1; threads <= 4; threads += 3) {
+    CT_RUN("cd %s && %s --inputs %s/inputs.safetensors --outputs out.safetensors --threads %d", proj,
+           exe_path, SORT_DIR, threads);
+    char out[700];
+    snprintf(out, sizeof out, "%s/out.safetensors", proj);
+    double maxd = compare_outputs(out, SORT_DIR "/expected.safetensors", how);
+    fprintf(stderr, "sort via %-44s %d threads: max |diff| %.3g\n", how, threads, maxd);
+  }
+  /* refusals are messages with exit status 1 / 2, never crashes */
+  char *log = NULL;
+  int rc = ct_sh(&log, "cd %s && %s --inputs %s/weights.safetensors --outputs o.safetensors", proj,
+                 exe_path, SORT_DIR);
+  cr_assert_eq(rc, 1, "wrong inputs file: status %d\n%s", rc, log);
+  free(log);
+  rc = ct_sh(&log, "cd %s && %s --inputs", proj, exe_path);
+  cr_assert_eq(rc, 2, "usage error: status %d\n%s", rc, log);
+  free(log);
+  ct_rmdir(tmp);
+}
+
+Test(models, sort_makefile_gcc, .timeout = 300) {
+  sort_build("make (gcc)", "make CC=gcc CFLAGS='-O2 -Werror'", false, "./sort");
+}
+
+Test(models, sort_makefile_clang_no_blas_embedded, .timeout = 300) {
+  if (!ct_have("clang")) cr_skip_test("clang is not installed (Debian package clang)");
+  sort_build("make (clang, NO_BLAS=1, embedded)", "make CC=clang CFLAGS='-O2 -Werror' NO_BLAS=1",
+             true, "./sort");
+}
+
+Test(models, sort_cmake, .timeout = 300) {
+  if (!ct_have("cmake")) cr_skip_test("cmake is not installed");
+  sort_build("cmake", "cmake -S . -B build -DCMAKE_C_FLAGS=-Werror > /dev/null && cmake --build build",
+             false, "build/sort");
+}
