@@ -39,6 +39,119 @@ static void summarise(double *ms, int n, ExecTiming *t) {
   t->run_ms_median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
 }
 
+/* Evaluates a kernel extent: constants, symbols and integer arithmetic. */
+static int64_t eval_extent(const LExpr *e, const int64_t *syms) {
+  switch (e->kind) {
+  case LX_CONST_I: return e->ival;
+  case LX_SYM: return syms[e->sym];
+  case LX_BIN: {
+    int64_t a = eval_extent(e->a, syms), b = eval_extent(e->b, syms);
+    switch ((LBinOp)e->op) {
+    case LB_ADD: return a + b;
+    case LB_SUB: return a - b;
+    case LB_MUL: return a * b;
+    case LB_DIV: return b ? a / b : 0;
+    case LB_REM: return b ? a % b : 0;
+    case LB_MIN: return a < b ? a : b;
+    case LB_MAX: return a > b ? a : b;
+    case LB_LT: return a < b;
+    case LB_LE: return a <= b;
+    case LB_EQ: return a == b;
+    case LB_NE: return a != b;
+    case LB_AND: return a && b;
+    case LB_BINOP_COUNT: break;
+    }
+    break;
+  }
+  case LX_CONST_F:
+  case LX_VAR:
+  case LX_LOAD:
+  case LX_ADDR:
+  case LX_POOL:
+  case LX_NULL:
+  case LX_UN:
+  case LX_SELECT:
+  case LX_CAST:
+  case LX_KIND_COUNT:
+    break;
+  }
+  TFMC_ASSERT(!"kernel extent is not an integer expression of symbols");
+  return 0;
+}
+
+typedef void (*KernelFn)(void *, int64_t, int64_t);
+
+/* Runs the kernels one by one (as tfmc_model_run does) timing each, over
+ * `runs` runs; prints per kernel kind and the slowest kernels to stderr. */
+static int profile_kernels(const IrGraph *g, const LoopProgram *prog, LlvmJit *jit,
+                           RtRunArgs *args, int runs, char *err, size_t errlen) {
+  int nk = prog->n_kernels;
+  KernelFn *fn = calloc((size_t)nk, sizeof *fn);
+  double *ms = calloc((size_t)nk, sizeof *ms);
+  if (!fn || !ms) {
+    free(fn);
+    free(ms);
+    snprintf(err, errlen, "out of memory");
+    return 1;
+  }
+  for (int k = 0; k < nk; k++) {
+    void *p = llvm_jit_lookup(jit, prog->kernels[k].name);
+    if (!p) {
+      snprintf(err, errlen, "profile: kernel %s not found", prog->kernels[k].name);
+      free(fn);
+      free(ms);
+      return 1;
+    }
+    memcpy(&fn[k], &p, sizeof p);
+  }
+  double total = 0;
+  for (int r = 0; r < runs; r++)
+    for (int k = 0; k < nk; k++) {
+      const LKernel *kn = &prog->kernels[k];
+      int64_t n = eval_extent(kn->extent, args->syms);
+      double t0 = now_ms();
+      if (n > 0) {
+        if (kn->parallel) rt_pool_parallel_for(args->pool, n, kn->grain, fn[k], args);
+        else fn[k](args, 0, n);
+      }
+      double dt = now_ms() - t0;
+      ms[k] += dt;
+      total += dt;
+    }
+  /* per op kind */
+  double by_op[IR_OP_COUNT] = {0};
+  int count[IR_OP_COUNT] = {0};
+  for (int k = 0; k < nk; k++) {
+    int node = prog->kernels[k].node;
+    IrOp op = node >= 0 ? g->nodes[node].op : IR_OP_CONST;
+    by_op[op] += ms[k];
+    count[op]++;
+  }
+  fprintf(stderr, "profile: %d kernels, %.3f ms per run (mean of %d runs)\n", nk, total / runs, runs);
+  fprintf(stderr, "  %-14s %8s %12s %7s\n", "op kind", "kernels", "ms per run", "share");
+  for (;;) {
+    int best = -1;
+    for (int o = 0; o < IR_OP_COUNT; o++)
+      if (count[o] && (best < 0 || by_op[o] > by_op[best])) best = o;
+    if (best < 0) break;
+    fprintf(stderr, "  %-14s %8d %12.3f %6.1f%%\n", ir_op_info[best].name, count[best],
+            by_op[best] / runs, total > 0 ? 100 * by_op[best] / total : 0);
+    count[best] = 0;
+  }
+  fprintf(stderr, "  slowest kernels:\n");
+  for (int i = 0; i < 8 && i < nk; i++) {
+    int best = -1;
+    for (int k = 0; k < nk; k++)
+      if (ms[k] >= 0 && (best < 0 || ms[k] > ms[best])) best = k;
+    fprintf(stderr, "  %-24s %10.3f ms  %s\n", prog->kernels[best].name, ms[best] / runs,
+            prog->kernels[best].comment);
+    ms[best] = -1;
+  }
+  free(fn);
+  free(ms);
+  return 0;
+}
+
 static int64_t sym_value_or(const int64_t *syms, IrDim d) {
   return d.sym >= 0 ? syms[d.sym] : d.value;
 }
@@ -154,6 +267,9 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
     free(ms);
   }
   if (timing) timing->compile_ms = t1 - t0;
+  if (eo->profile &&
+      profile_kernels(g, prog, jit, &args, eo->repeat > 0 ? eo->repeat : 1, err, errlen))
+    goto done;
   *outputs = outs;
   *n_outputs = g->n_outputs;
   rc = 0;
@@ -168,7 +284,7 @@ done:
 int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,
                 int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
                 ExecTiming *timing, char *err, size_t errlen) {
-  ExecOptions none = {0, 0};
+  ExecOptions none = {0, 0, false};
   const ExecOptions *eo = opt ? opt : &none;
   if (timing) memset(timing, 0, sizeof *timing);
   if (strcmp(backend, "interp") == 0) {

@@ -14,6 +14,8 @@
 typedef struct ExecOptions {
   int threads; /* JIT pool size; 0 = one per CPU */
   int repeat;  /* timed runs after one warm-up run when > 0 (benchmarks) */
+  bool profile; /* JIT: time every kernel (over max(repeat, 1) runs) and print
+                   a per-kernel and per-op-kind table to stderr */
 } ExecOptions;
 
 typedef struct ExecTiming {

@@ -212,3 +212,13 @@ out:
   llvm_target_fini(&t);
   return rc;
 }
+
+void *llvm_jit_lookup(LlvmJit *jit, const char *name) {
+  LLVMOrcExecutorAddress addr = 0;
+  LLVMErrorRef e = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
+  if (e) {
+    LLVMConsumeError(e); /* absent: the caller reports it by name */
+    return NULL;
+  }
+  return (void *)(uintptr_t)addr;
+}

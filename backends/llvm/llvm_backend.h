@@ -40,6 +40,9 @@ typedef struct LlvmOptions {
 int llvm_jit_compile(const LoopProgram *p, const LlvmOptions *opt, LlvmJit **jit,
                      RtModelRunFn *run, char *err, size_t errlen);
 void llvm_jit_destroy(LlvmJit *jit);
+/* The address of a compiled function (a kernel, by its LKernel name), or
+ * NULL if there is none; valid until llvm_jit_destroy. */
+void *llvm_jit_lookup(LlvmJit *jit, const char *name);
 
 /* Writes an object file for the host target defining tfmc_model_run and the
  * kernels (link it with the runtime and libm). */
