@@ -609,14 +609,15 @@ static int cmd_run(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
-             {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL}};
+             {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
+             {"profile", false, NULL}};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int r = parse_args("run", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N] [--repeat N]\n\n"
+         "                [--threads N] [--repeat N] [--profile]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -628,7 +629,9 @@ static int cmd_run(int argc, char **argv) {
          "native code for this CPU) or interp (the reference interpreter).\n"
          "--threads N: worker threads for the JIT (default: one per CPU).\n"
          "--repeat N: after one warm-up, run N more times and print the median,\n"
-         "min and max run time (and the JIT's compile time) to stderr.");
+         "min and max run time (and the JIT's compile time) to stderr.\n"
+         "--profile: time every compiled kernel and print the time per op kind and\n"
+         "the slowest kernels to stderr.");
     return 0;
   }
   if (r) return r;
@@ -698,7 +701,10 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   Tensor *out;
   int n_out;
-  ExecOptions eo = {threads, repeat};
+  bool profile = opt(&args, "profile") != NULL;
+  if (profile && strcmp(backend, "jit") != 0)
+    return usage_error("run", "--profile needs --backend jit");
+  ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
   if (backend_run(backend, g, w, in.t, in.n, &eo, a, &out, &n_out, &tm, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
