@@ -1,8 +1,7 @@
-/* passes/passes.h — analyses and transformations over graph IR.
- *
- * The pass manager (named passes, pipelines, verify-after-each, timing)
- * arrives with the optimisation issues; for now this holds the analyses the
- * CLI reports. */
+/* passes/passes.h — analyses and transformations over graph IR: the
+ * statistics the CLI reports, lowering to loop IR with memory planning, the
+ * model's run-time description, and (at the end) the pass manager with its
+ * registered graph passes. */
 #ifndef TFMC_PASSES_H
 #define TFMC_PASSES_H
 
@@ -41,5 +40,105 @@ struct RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const struct Loo
                                     const int64_t *input_vocab, int64_t pad_id);
 /* The ids input a mask input pads and the name of its lengths alternative. */
 void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths);
+
+/* ---- pass_manager.c: named passes, pipelines, verify-after-each ----
+ *
+ *     PassPipeline pl;
+ *     char err[512];
+ *     if (!pass_pipeline_parse("dce,decompose-attention", &pl, err, sizeof err))
+ *       fprintf(stderr, "%s\n", err);           // names the available passes
+ *     PassContext ctx = {.diags = &d, .print_after = "all", .stats_out = stderr};
+ *     if (!pass_pipeline_run(g, &pl, &ctx)) ...  // reported to d
+ *
+ * A pass is `bool pass_NAME_run(IrGraph *g, PassContext *ctx)`: it replaces
+ * *g with the transformed graph (allocated in g->arena), says what it did
+ * with pass_note, and on failure reports to ctx->diags, leaves *g as it was
+ * and returns false. Passes are rows of one table in pass_manager.c (name,
+ * one-line description, function); the -O levels are straight lists there.
+ * Before the first pass the graph is verified; after each pass that changed
+ * it (detected by the manager, not trusted to the pass) it is verified again,
+ * so a broken pass is named at once. */
+
+typedef struct PassContext {
+  Diags *diags;            /* passes and the verifier report here */
+  const char *print_after; /* NULL, "all", or a pass name: print the IR after it */
+  FILE *print_out;         /* where print_after goes; NULL: stderr */
+  FILE *stats_out;         /* NULL: quiet; else a line per pass (time, nodes, note) */
+  char note[256];          /* set by the running pass through pass_note */
+} PassContext;
+
+typedef bool (*PassFn)(IrGraph *g, PassContext *ctx);
+
+typedef struct PassInfo {
+  const char *name;        /* as written in --passes: "dce" */
+  const char *description; /* one line */
+  PassFn run;
+} PassInfo;
+
+#define PASS_PIPELINE_MAX 32
+
+typedef struct PassPipeline {
+  const PassInfo *passes[PASS_PIPELINE_MAX];
+  int n;
+} PassPipeline;
+
+/* The registry, in table order (static storage). */
+const PassInfo *pass_registry(int *n);
+/* The pass of that name, or NULL. */
+const PassInfo *pass_find(const char *name, size_t len);
+/* "dce, decompose-attention": every registered name, for messages. */
+void pass_names_list(char *buf, size_t n);
+/* Parses a comma-separated list of pass names. On an unknown or empty name,
+ * or more than PASS_PIPELINE_MAX passes, writes a message (listing the
+ * available passes) to err and returns false. */
+bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t errlen);
+/* The pipeline of optimisation level 0..3 (-O0 is empty). False if out of range. */
+bool pass_pipeline_level(int level, PassPipeline *out);
+/* Appends one pass (a registered one, or one a test defines). False when full. */
+bool pass_pipeline_add(PassPipeline *p, const PassInfo *pass);
+/* Checks that a print_after value is "all" or names a pass of the pipeline;
+ * otherwise writes why to err. */
+bool pass_print_after_check(const PassPipeline *p, const char *print_after, char *err,
+                            size_t errlen);
+/* Runs the pipeline over g (see above). Returns false after reporting to
+ * ctx->diags if the input does not verify, a pass fails, or a pass leaves a
+ * graph that does not verify. */
+bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx);
+/* Sets the running pass's one-line summary ("removed 12 nodes"). */
+void pass_note(PassContext *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Rebuilding a graph, for passes: pass_rewrite walks the old nodes in order
+ * and builds a new graph in the same arena. Per node: dropped if keep is
+ * given and keep[id] is false; else replaced by what fn returns if fn is
+ * given and returns >= 0 or PASS_DROP; else copied with its operands mapped.
+ * fn builds its replacement on rw->g (operands through pass_rewrite_operand)
+ * and returns the new value id, or PASS_COPY to copy the node as is. Outputs
+ * are remapped; then *g becomes the new graph. A kept node whose operand was
+ * dropped, or a dropped output, is an internal error (asserted): passes keep
+ * what outputs need. */
+typedef struct PassRewrite {
+  const IrGraph *old; /* the graph being rebuilt */
+  IrGraph *g;         /* the new graph */
+  int *map;           /* old value id -> new value id, -1 when dropped */
+} PassRewrite;
+
+enum { PASS_COPY = -1, PASS_DROP = -2 };
+typedef int (*PassRewriteFn)(PassRewrite *rw, int id, void *user);
+
+void pass_rewrite(IrGraph *g, const bool *keep, PassRewriteFn fn, void *user);
+/* The new id of operand k of old node id (asserts it was kept). */
+int pass_rewrite_operand(const PassRewrite *rw, int id, int k);
+/* Copies old node id into rw->g with its operands mapped; returns its new id. */
+int pass_rewrite_copy(PassRewrite *rw, int id);
+
+/* ---- the passes (one file each; README "Passes") ---- */
+
+/* dce.c: removes every node no output depends on, except inputs (the graph's
+ * interface stays); unused params go. */
+bool pass_dce_run(IrGraph *g, PassContext *ctx);
+/* decompose_attention.c: attention(q, k, v, mask?) -> attn.mix(attn.probs(q,
+ * k, mask?), v). Exactly the same values; materialises the score matrix, so
+ * it is a lowering for experiments, not an optimisation. */
+bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
 
 #endif

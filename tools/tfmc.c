@@ -218,6 +218,72 @@ done:
   return rc;
 }
 
+/* ---- pass options (ir, run): --passes=LIST | -O0..-O3, --print-after,
+ * --print-file, --pass-stats; -O0 (the default) runs nothing ---- */
+
+#define PASS_OPTS                                                                      \
+  {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},     \
+      {"pass-stats", false, NULL}
+
+static bool same_file(const char *a, const char *b);
+
+/* Takes -O0..-O3 out of argv (parse_args knows only --options; the value
+ * of an option that takes one is left alone); *level = -1 when absent.
+ * Returns 0 or EXIT_USAGE. */
+static int take_opt_level(const char *cmd, const Args *args, int *argc, char **argv, int *level) {
+  int n = 0;
+  *level = -1;
+  for (int i = 0; i < *argc; i++) {
+    bool value_next = false;
+    for (int k = 0; k < args->n_opts && strncmp(argv[i], "--", 2) == 0; k++)
+      value_next |= args->opts[k].takes_value && strcmp(argv[i] + 2, args->opts[k].name) == 0;
+    if (value_next && i + 1 < *argc) {
+      argv[n++] = argv[i++];
+      argv[n++] = argv[i];
+      continue;
+    }
+    if (strncmp(argv[i], "-O", 2) != 0) {
+      argv[n++] = argv[i];
+      continue;
+    }
+    if (*level >= 0) return usage_error(cmd, "give one optimisation level");
+    if (argv[i][2] < '0' || argv[i][2] > '3' || argv[i][3])
+      return usage_error(cmd, "unknown level '%s' (levels: -O0, -O1, -O2, -O3)", argv[i]);
+    *level = argv[i][2] - '0';
+  }
+  *argc = n;
+  return 0;
+}
+
+/* The pipeline and context from the options; *print_file is opened for
+ * --print-file (the caller closes it), which must not be one of the n files
+ * (NULL entries skipped) the command reads or writes. Returns 0 or
+ * EXIT_USAGE / EXIT_USER. */
+static int pass_options(const char *cmd, const Args *args, int level, const char *const *files,
+                        int n, PassPipeline *pl, PassContext *ctx, FILE **print_file) {
+  char err[1024];
+  const char *list = opt(args, "passes"), *after = opt(args, "print-after");
+  const char *path = opt(args, "print-file");
+  *print_file = NULL;
+  if (list && level >= 0) return usage_error(cmd, "give --passes or -O%d, not both", level);
+  if (list ? !pass_pipeline_parse(list, pl, err, sizeof err)
+           : !pass_pipeline_level(level < 0 ? 0 : level, pl))
+    return usage_error(cmd, "--passes: %s", err);
+  if (!pass_print_after_check(pl, after, err, sizeof err)) return usage_error(cmd, "%s", err);
+  if (path && !after) return usage_error(cmd, "--print-file goes with --print-after");
+  for (int i = 0; path && i < n; i++)
+    if (files[i] && (strcmp(path, files[i]) == 0 || same_file(path, files[i])))
+      return usage_error(cmd, "--print-file %s would overwrite %s", path, files[i]);
+  if (path && !(*print_file = fopen(path, "w"))) {
+    fprintf(stderr, "tfmc: cannot write %s: %s\n", path, strerror(errno));
+    return EXIT_USER;
+  }
+  ctx->print_after = after;
+  ctx->print_out = *print_file;
+  ctx->stats_out = opt(args, "pass-stats") ? stderr : NULL;
+  return 0;
+}
+
 /* ---- tfmc ir ---- */
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -226,18 +292,29 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static int cmd_ir(int argc, char **argv) {
-  Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}, {"level", true, NULL}};
-  Args args = {o, 3, {0}, 0};
-  int r = parse_args("ir", argc, argv, &args);
+  Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}, {"level", true, NULL}, PASS_OPTS};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int olevel;
+  int r = take_opt_level("ir", &args, &argc, argv, &olevel);
+  if (!r) r = parse_args("ir", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir [--format text|dot] [--attention LAYER]\n"
-         "                [--level graph|loop]\n\n"
+         "                [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
+         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
          "output (encoder.N, decoder.N, decoder.N.cross). --level loop prints the\n"
          "loop IR the compiled backends are generated from instead (kernels,\n"
-         "buffers, the planned activation arena).");
+         "buffers, the planned activation arena).\n"
+         "--passes=a,b,c runs those graph passes first (in order; the graph is\n"
+         "verified after each); -O1..-O3 run the optimisation pipelines, -O0\n"
+         "(default) none. --print-after prints the IR after the named pass (or\n"
+         "after every pass) to stderr, or to --print-file; --pass-stats prints each\n"
+         "pass's time, node counts and what it did to stderr. Passes:");
+    int n;
+    const PassInfo *pi = pass_registry(&n);
+    for (int i = 0; i < n; i++) printf("  %-20s %s\n", pi[i].name, pi[i].description);
     return 0;
   }
   if (r) return r;
@@ -250,13 +327,18 @@ static int cmd_ir(int argc, char **argv) {
   const char *fmt = opt(&args, "format") ? opt(&args, "format") : "text";
   if (strcmp(fmt, "text") != 0 && strcmp(fmt, "dot") != 0)
     return usage_error("ir", "--format must be text or dot, not '%s'", fmt);
-  Arena *a = arena_create();
+  PassPipeline pl;
   Diags d;
+  PassContext pctx = {.diags = &d};
+  FILE *print_file;
+  if ((r = pass_options("ir", &args, olevel, args.pos, 1, &pl, &pctx, &print_file))) return r;
+  Arena *a = arena_create();
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   IrGraph *g = NULL;
   if (ends_with(args.pos[0], ".tfir")) {
     if (opt(&args, "attention")) {
+      if (print_file) fclose(print_file);
       arena_destroy(a);
       return usage_error("ir", "--attention applies to specs, not .tfir files");
     }
@@ -274,11 +356,13 @@ static int cmd_ir(int argc, char **argv) {
     if (g && !ir_graph_verify(g, &d)) g = NULL;
   }
   if (!g) goto done;
+  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(g, &pl, &pctx)) goto done;
   if (strcmp(level, "loop") == 0) loop_program_print(pass_lower_loops(a, g), stdout);
   else if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(g, stdout);
   else ir_graph_print(g, stdout);
   rc = 0;
 done:
+  if (print_file && fclose(print_file)) rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
@@ -610,14 +694,17 @@ static int cmd_run(int argc, char **argv) {
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
-             {"profile", false, NULL}};
+             {"profile", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
-  int r = parse_args("run", argc, argv, &args);
+  int olevel;
+  int r = take_opt_level("run", &args, &argc, argv, &olevel);
+  if (!r) r = parse_args("run", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N] [--repeat N] [--profile]\n\n"
+         "                [--threads N] [--repeat N] [--profile] [--passes=LIST | -O0..-O3]\n"
+         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -631,7 +718,9 @@ static int cmd_run(int argc, char **argv) {
          "--repeat N: after one warm-up, run N more times and print the median,\n"
          "min and max run time (and the JIT's compile time) to stderr.\n"
          "--profile: time every compiled kernel and print the time per op kind and\n"
-         "the slowest kernels to stderr.");
+         "the slowest kernels to stderr.\n"
+         "--passes / -O run graph passes before the backend, as 'tfmc ir' does\n"
+         "(see 'tfmc ir --help' for the passes); -O0, the default, runs none.");
     return 0;
   }
   if (r) return r;
@@ -647,6 +736,9 @@ static int cmd_run(int argc, char **argv) {
     return usage_error("run", "give exactly one of --inputs, --tokens and --text");
   if (text && !vocab_path) return usage_error("run", "--text needs --vocab");
   if (!backend) backend = "jit";
+  bool profile = opt(&args, "profile") != NULL;
+  if (profile && strcmp(backend, "jit") != 0)
+    return usage_error("run", "--profile needs --backend jit");
   if (strcmp(backend, "interp") != 0 && strcmp(backend, "jit") != 0)
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
   int threads = 0;
@@ -680,9 +772,14 @@ static int cmd_run(int argc, char **argv) {
         return EXIT_USER;
       }
   }
+  PassPipeline pl;
+  Diags d;
+  PassContext pctx = {.diags = &d};
+  FILE *print_file;
+  const char *files[] = {args.pos[0], weights, inputs, vocab_path, outputs};
+  if ((r = pass_options("run", &args, olevel, files, 5, &pl, &pctx, &print_file))) return r;
 
   Arena *a = arena_create();
-  Diags d;
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtSafetensors *wst = NULL;
@@ -701,11 +798,11 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   Tensor *out;
   int n_out;
-  bool profile = opt(&args, "profile") != NULL;
-  if (profile && strcmp(backend, "jit") != 0)
-    return usage_error("run", "--profile needs --backend jit");
   ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
+  /* after the weights and inputs were checked against the spec's graph:
+   * passes keep the inputs, and weights are bound by name */
+  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(g, &pl, &pctx)) goto done;
   if (backend_run(backend, g, w, in.t, in.n, &eo, a, &out, &n_out, &tm, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
@@ -736,6 +833,7 @@ static int cmd_run(int argc, char **argv) {
   }
   rc = 0;
 done:
+  if (print_file && fclose(print_file)) rc = EXIT_USER;
   if (wst) rt_st_close(wst);
   arena_destroy(a);
   return rc;

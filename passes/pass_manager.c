@@ -1,0 +1,291 @@
+/* passes/pass_manager.c — the pass registry, the -O pipelines, the driver
+ * that runs a pipeline (verify, print-after, timing, statistics) and the
+ * rebuild helper passes share.
+ *
+ * Invariants kept here:
+ *  - every pass is one row of pass_table; every -O level is one straight
+ *    list in level_pipelines, written in terms of those names;
+ *  - the graph handed to the first pass verifies, and so does the graph after
+ *    every pass that changed it; whether a pass changed the graph is decided
+ *    here, by a fingerprint of its nodes, outputs and symbols, not by the
+ *    pass's own say-so;
+ *  - a failing pass leaves an error in ctx->diags naming it, whether or not
+ *    the pass reported one itself;
+ *  - pass_rewrite builds a fresh graph in the old graph's arena; the old
+ *    node array is never written, so a rewrite callback may read it freely.
+ */
+#include "passes/passes.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- the registry: adding a pass is one file and one row here ---- */
+
+static const PassInfo pass_table[] = {
+    {"dce", "remove nodes no output depends on (inputs stay, unused params go)", pass_dce_run},
+    {"decompose-attention",
+     "attention -> attn.mix(attn.probs(q, k, mask), v); materialises the score matrix",
+     pass_decompose_attention_run},
+};
+
+enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
+
+/* ---- the optimisation levels, each a straight list of passes ----
+ * decompose-attention is not here: it is a lowering that costs memory. */
+
+static const char *const level_pipelines[4] = {
+    [0] = "",    /* -O0: the graph as the frontend built it */
+    [1] = "dce", /* -O1 */
+    [2] = "dce", /* -O2 */
+    [3] = "dce", /* -O3 */
+};
+
+const PassInfo *pass_registry(int *n) {
+  *n = PASS_TABLE_N;
+  return pass_table;
+}
+
+const PassInfo *pass_find(const char *name, size_t len) {
+  for (int i = 0; i < PASS_TABLE_N; i++)
+    if (strlen(pass_table[i].name) == len && memcmp(pass_table[i].name, name, len) == 0)
+      return &pass_table[i];
+  return NULL;
+}
+
+void pass_names_list(char *buf, size_t n) {
+  size_t k = 0;
+  if (n)
+    buf[0] = 0;
+  for (int i = 0; i < PASS_TABLE_N && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", pass_table[i].name);
+}
+
+bool pass_pipeline_add(PassPipeline *p, const PassInfo *pass) {
+  if (p->n >= PASS_PIPELINE_MAX)
+    return false;
+  p->passes[p->n++] = pass;
+  return true;
+}
+
+static bool is_space(char c) {
+  return c == ' ' || c == '\t';
+}
+
+bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t errlen) {
+  char names[512];
+  pass_names_list(names, sizeof names);
+  memset(out, 0, sizeof *out);
+  const char *p = list;
+  while (is_space(*p))
+    p++;
+  if (!*p) {
+    snprintf(err, errlen, "empty pass list (available passes: %s)", names);
+    return false;
+  }
+  for (;;) {
+    const char *s = p, *e = strchr(p, ',');
+    if (!e)
+      e = p + strlen(p);
+    while (s < e && is_space(*s))
+      s++;
+    const char *t = e;
+    while (t > s && is_space(t[-1]))
+      t--;
+    if (t == s) {
+      snprintf(err, errlen, "empty pass name in '%s' (available passes: %s)", list, names);
+      return false;
+    }
+    const PassInfo *pi = pass_find(s, (size_t)(t - s));
+    if (!pi) {
+      snprintf(err, errlen, "unknown pass '%.*s' (available passes: %s)", (int)(t - s), s, names);
+      return false;
+    }
+    if (!pass_pipeline_add(out, pi)) {
+      snprintf(err, errlen, "more than %d passes in one pipeline", PASS_PIPELINE_MAX);
+      return false;
+    }
+    if (!*e)
+      return true;
+    p = e + 1;
+  }
+}
+
+bool pass_pipeline_level(int level, PassPipeline *out) {
+  memset(out, 0, sizeof *out);
+  if (level < 0 || level > 3)
+    return false;
+  if (!*level_pipelines[level])
+    return true;
+  char err[256];
+  bool ok = pass_pipeline_parse(level_pipelines[level], out, err, sizeof err);
+  TFMC_ASSERT(ok); /* the level table names registered passes */
+  return true;
+}
+
+bool pass_print_after_check(const PassPipeline *p, const char *print_after, char *err,
+                            size_t errlen) {
+  if (!print_after || strcmp(print_after, "all") == 0)
+    return true;
+  for (int i = 0; i < p->n; i++)
+    if (strcmp(p->passes[i]->name, print_after) == 0)
+      return true;
+  char names[512];
+  pass_names_list(names, sizeof names);
+  if (!pass_find(print_after, strlen(print_after)))
+    snprintf(err, errlen, "--print-after: unknown pass '%s' (available passes: %s, or 'all')",
+             print_after, names);
+  else
+    snprintf(err, errlen, "--print-after: pass '%s' is not in the pipeline", print_after);
+  return false;
+}
+
+void pass_note(PassContext *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->note, sizeof ctx->note, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the driver ---- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+/* Changes whenever a pass touches the graph's nodes, outputs or symbols
+ * (rebuilt graphs get fresh arena strings, so a rebuild always counts). */
+static uint64_t fingerprint(const IrGraph *g) {
+  uint64_t h = 14695981039346656037ULL;
+  h = fnv(h, &g->nodes, sizeof g->nodes);
+  h = fnv(h, &g->n_nodes, sizeof g->n_nodes);
+  if (g->n_nodes > 0)
+    h = fnv(h, g->nodes, (size_t)g->n_nodes * sizeof *g->nodes);
+  h = fnv(h, &g->n_outputs, sizeof g->n_outputs);
+  if (g->n_outputs > 0)
+    h = fnv(h, g->outputs, (size_t)g->n_outputs * sizeof *g->outputs);
+  h = fnv(h, &g->n_syms, sizeof g->n_syms);
+  return fnv(h, g->syms, sizeof g->syms);
+}
+
+static const IrLoc NO_LOC = {NULL, 0, 0};
+
+bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx) {
+  TFMC_ASSERT(g && p && ctx && ctx->diags);
+  Diags *d = ctx->diags;
+  FILE *pout = ctx->print_out ? ctx->print_out : stderr;
+  FILE *sout = ctx->stats_out;
+  if (!ir_graph_verify(g, d)) {
+    diag_error(d, NO_LOC, "the graph given to the pass pipeline does not verify; no pass ran");
+    return false;
+  }
+  int first_nodes = g->n_nodes;
+  double total_ms = 0;
+  if (sout)
+    fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", "pass", "ms", "nodes", "verify ms", "what it did");
+  for (int i = 0; i < p->n; i++) {
+    const PassInfo *pass = p->passes[i];
+    int before = g->n_nodes, errors_before = d->n_errors;
+    uint64_t h = fingerprint(g);
+    ctx->note[0] = 0;
+    double t0 = now_ms();
+    bool ok = pass->run(g, ctx);
+    double pass_ms = now_ms() - t0;
+    if (!ok) {
+      if (d->n_errors == errors_before)
+        diag_error(d, NO_LOC, "pass '%s' failed without saying why", pass->name);
+      else
+        diag_error(d, NO_LOC, "pass '%s' failed", pass->name);
+      return false;
+    }
+    bool changed = fingerprint(g) != h;
+    if (ctx->print_after &&
+        (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
+      fprintf(pout, "# IR after pass '%s'%s\n", pass->name, changed ? "" : " (unchanged)");
+      ir_graph_print(g, pout);
+    }
+    double verify_ms = 0;
+    if (changed) {
+      double t1 = now_ms();
+      bool good = ir_graph_verify(g, d);
+      verify_ms = now_ms() - t1;
+      if (!good) {
+        diag_error(d, NO_LOC, "pass '%s' left a graph that does not verify (errors above)",
+                   pass->name);
+        return false;
+      }
+    }
+    total_ms += pass_ms + verify_ms;
+    if (sout) {
+      char nodes[64];
+      snprintf(nodes, sizeof nodes, "%d -> %d", before, g->n_nodes);
+      fprintf(sout, "%-22s %9.3f  %-14s %9.3f  %s\n", pass->name, pass_ms, nodes, verify_ms,
+              ctx->note[0] ? ctx->note
+              : changed    ? "changed the graph"
+                           : "no change");
+    }
+  }
+  if (sout) {
+    char nodes[64];
+    snprintf(nodes, sizeof nodes, "%d -> %d", first_nodes, g->n_nodes);
+    fprintf(sout, "%-22s %9.3f  %-14s (%d pass%s)\n", "total", total_ms, nodes, p->n,
+            p->n == 1 ? "" : "es");
+  }
+  return true;
+}
+
+/* ---- rebuilding ---- */
+
+int pass_rewrite_operand(const PassRewrite *rw, int id, int k) {
+  const IrNode *n = &rw->old->nodes[id];
+  TFMC_ASSERT(k >= 0 && k < n->n_operands);
+  int v = rw->map[n->operands[k]];
+  TFMC_ASSERT(v >= 0); /* a kept node's operand was dropped */
+  return v;
+}
+
+int pass_rewrite_copy(PassRewrite *rw, int id) {
+  const IrNode *n = &rw->old->nodes[id];
+  int ops[IR_MAX_OPERANDS];
+  for (int k = 0; k < n->n_operands; k++)
+    ops[k] = pass_rewrite_operand(rw, id, k);
+  return ir_build_typed(rw->g, n->op, ops, n->n_operands, &n->attrs, n->type, n->loc);
+}
+
+void pass_rewrite(IrGraph *g, const bool *keep, PassRewriteFn fn, void *user) {
+  Arena *a = g->arena;
+  IrGraph *old = arena_alloc(a, sizeof *old);
+  *old = *g;
+  IrGraph *ng = ir_graph_create(a, old->name);
+  /* same symbols at the same indices, so types copy as they are */
+  memcpy(ng->syms, old->syms, sizeof ng->syms);
+  ng->n_syms = old->n_syms;
+  PassRewrite rw = {old, ng, arena_alloc(a, (size_t)(old->n_nodes + 1) * sizeof(int))};
+  for (int id = 0; id < old->n_nodes; id++) {
+    int r = -1;
+    if (!keep || keep[id]) {
+      r = fn ? fn(&rw, id, user) : PASS_COPY;
+      if (r == PASS_COPY)
+        r = pass_rewrite_copy(&rw, id);
+      else if (r == PASS_DROP)
+        r = -1;
+      TFMC_ASSERT(r >= -1 && r < ng->n_nodes);
+    }
+    rw.map[id] = r;
+  }
+  for (int i = 0; i < old->n_outputs; i++) {
+    int v = rw.map[old->outputs[i].value];
+    TFMC_ASSERT(v >= 0); /* a pass dropped an output */
+    ir_graph_add_output(ng, old->outputs[i].name, v);
+  }
+  *g = *ng;
+}

@@ -1,0 +1,277 @@
+/* tests/passes/test_cli.c — the pass options of the command line, end to
+ * end through the built tfmc binary: `tfmc ir FILE.tfir --passes=...` prints
+ * the golden outputs, -O levels, --print-after (to stderr or a file that
+ * reads back), --pass-stats, usage errors (exit 2) that list the available
+ * passes, and `tfmc run --passes` giving the same outputs as without. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define GOLDEN TFMC_SOURCE_DIR "/tests/passes"
+
+static char dir[256];
+static char out_text[200000], err_text[200000];
+
+static void make_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/tfmc_passes_cli_XXXXXX");
+  cr_assert(mkdtemp(dir));
+}
+
+static void remove_dir(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(cli, .init = make_dir, .fini = remove_dir);
+
+static void slurp(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "r");
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  buf[k] = 0;
+  if (f)
+    fclose(f);
+}
+
+/* Runs `tfmc ARGS` in dir; returns the exit status (or 128+signal). */
+static int tfmc(const char *args) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s/tfmc %s >stdout.txt 2>stderr.txt", dir, TFMC_BINARY_DIR,
+           args);
+  int st = system(cmd);
+  char p[512];
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  slurp(p, out_text, sizeof out_text);
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  slurp(p, err_text, sizeof err_text);
+  if (WIFSIGNALED(st))
+    return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+static char *read_all(const char *path) {
+  static char bufs[4][200000];
+  static int k;
+  char *b = bufs[k++ % 4];
+  slurp(path, b, sizeof bufs[0]);
+  return b;
+}
+
+static void write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static const char *spec_text = "model tiny {\n"
+                               "  arch decoder\n"
+                               "  vocab 20\n"
+                               "  d_model 8\n"
+                               "  heads 2\n"
+                               "  layers 2\n"
+                               "  ffn 16 relu\n"
+                               "  position learned max 6\n"
+                               "  head logits tied\n"
+                               "  max_batch 2\n"
+                               "}\n";
+
+Test(cli, ir_passes_print_the_golden_outputs) {
+  const char *cases[][2] = {{"dce", "dce"},
+                            {"dce.nothing_dead", "dce"},
+                            {"decompose-attention", "decompose-attention"},
+                            {"pipeline.dce_then_decompose", "dce,decompose-attention"}};
+  for (int i = 0; i < 4; i++) {
+    char args[1024], exp[1024];
+    snprintf(args, sizeof args, "ir %s/%s.tfir --passes=%s", GOLDEN, cases[i][0], cases[i][1]);
+    snprintf(exp, sizeof exp, "%s/%s.expected.tfir", GOLDEN, cases[i][0]);
+    cr_assert_eq(tfmc(args), 0, "%s: %s", args, err_text);
+    cr_expect_str_eq(out_text, read_all(exp), "%s", args);
+    cr_expect_str_eq(err_text, "", "%s printed to stderr: %s", args, err_text);
+  }
+}
+
+Test(cli, unknown_pass_is_a_usage_error_listing_the_passes) {
+  cr_assert_eq(tfmc("ir " GOLDEN "/dce.tfir --passes=dce,fold-everything"), 2);
+  cr_expect(strstr(err_text, "unknown pass 'fold-everything'"), "%s", err_text);
+  cr_expect(strstr(err_text, "available passes: dce, decompose-attention"), "%s", err_text);
+  cr_expect_str_eq(out_text, "");
+}
+
+Test(cli, option_mistakes_are_usage_errors) {
+  const char *bad[][2] = {
+      {"ir " GOLDEN "/dce.tfir -O4", "unknown level '-O4'"},
+      {"ir " GOLDEN "/dce.tfir -O", "unknown level '-O'"},
+      {"ir " GOLDEN "/dce.tfir -O1 -O2", "give one optimisation level"},
+      {"ir " GOLDEN "/dce.tfir -O1 --passes=dce", "give --passes or -O1, not both"},
+      {"ir " GOLDEN "/dce.tfir --passes=", "empty pass list"},
+      {"ir " GOLDEN "/dce.tfir --passes=dce --print-after=decompose-attention",
+       "not in the pipeline"},
+      {"ir " GOLDEN "/dce.tfir --passes=dce --print-after=dse", "unknown pass 'dse'"},
+      {"ir " GOLDEN "/dce.tfir --passes=dce --print-file x.tfir", "--print-file goes with"},
+      {"ir in.tfir --passes=dce --print-after=dce --print-file in.tfir", "would overwrite in.tfir"},
+      {"ir in.tfir --passes=dce --print-after=dce --print-file ./in.tfir",
+       "would overwrite in.tfir"},
+      /* an option's value is not taken for a level */
+      {"ir --format -O1 " GOLDEN "/dce.tfir", "--format must be text or dot, not '-O1'"},
+      {"run spec.tfm --init random --tokens '1 2' --passes=nope", "unknown pass 'nope'"},
+      {"run spec.tfm --init random --tokens '1 2' -O9", "unknown level '-O9'"},
+      {"run spec.tfm --init random --tokens '1 2' -O1 --print-after=dce --print-file spec.tfm",
+       "would overwrite spec.tfm"},
+  };
+  write_file("spec.tfm", spec_text);
+  const char *in_text = read_all(GOLDEN "/dce.tfir");
+  write_file("in.tfir", in_text);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_expect_eq(tfmc(bad[i][0]), 2, "%s: %s", bad[i][0], err_text);
+    cr_expect(strstr(err_text, bad[i][1]), "%s: expected '%s' in: %s", bad[i][0], bad[i][1],
+              err_text);
+  }
+  /* the inputs were not overwritten */
+  char p[512];
+  snprintf(p, sizeof p, "%s/in.tfir", dir);
+  cr_expect_str_eq(read_all(p), in_text);
+  snprintf(p, sizeof p, "%s/spec.tfm", dir);
+  cr_expect_str_eq(read_all(p), spec_text);
+}
+
+Test(cli, print_after_and_stats_go_to_stderr) {
+  cr_assert_eq(tfmc("ir " GOLDEN
+                    "/pipeline.dce_then_decompose.tfir --passes=dce,decompose-attention "
+                    "--print-after=all --pass-stats"),
+               0, "%s", err_text);
+  cr_expect_str_eq(out_text, read_all(GOLDEN "/pipeline.dce_then_decompose.expected.tfir"));
+  const char *want[] = {"# IR after pass 'dce'\ngraph \"pipeline\" {",
+                        "# IR after pass 'decompose-attention'\ngraph \"pipeline\" {",
+                        "removed 3 nodes (1 param)",
+                        "decomposed 1 attention op",
+                        "8 -> 6",
+                        "(2 passes)"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_expect(strstr(err_text, want[i]), "'%s' missing from: %s", want[i], err_text);
+}
+
+Test(cli, print_file_holds_ir_that_reads_back) {
+  cr_assert_eq(
+      tfmc("ir " GOLDEN "/dce.tfir --passes=dce --print-after=dce --print-file after.tfir"), 0,
+      "%s", err_text);
+  cr_expect_str_eq(err_text, "");
+  char p[512];
+  snprintf(p, sizeof p, "%s/after.tfir", dir);
+  const char *printed = read_all(p);
+  const char *head = "# IR after pass 'dce'\n";
+  cr_assert(strncmp(printed, head, strlen(head)) == 0, "%s", printed);
+  const char *expected = read_all(GOLDEN "/dce.expected.tfir");
+  cr_expect_str_eq(printed + strlen(head), expected);
+  cr_assert_eq(tfmc("ir after.tfir"), 0, "%s", err_text);
+  cr_expect_str_eq(out_text, expected);
+}
+
+Test(cli, levels_on_a_spec) {
+  write_file("spec.tfm", spec_text);
+  cr_assert_eq(tfmc("ir spec.tfm"), 0, "%s", err_text);
+  char plain[200000];
+  strcpy(plain, out_text);
+  cr_assert_eq(tfmc("ir spec.tfm -O0"), 0, "%s", err_text);
+  cr_expect_str_eq(out_text, plain, "-O0 changed the IR");
+  cr_expect_str_eq(err_text, "");
+  for (int level = 1; level <= 3; level++) {
+    char args[64];
+    snprintf(args, sizeof args, "ir spec.tfm -O%d --pass-stats", level);
+    cr_assert_eq(tfmc(args), 0, "%s", err_text);
+    cr_expect(strstr(err_text, "dce"), "%s", err_text);
+    cr_expect_null(strstr(err_text, "decompose-attention"), "-O%d decomposes attention", level);
+  }
+  cr_assert_eq(tfmc("ir spec.tfm --passes=decompose-attention --level loop"), 0, "%s", err_text);
+  cr_expect(strstr(out_text, "attn_probs"), "the loop IR lacks the decomposed kernels:\n%.2000s",
+            out_text);
+}
+
+Test(cli, run_with_passes_gives_the_same_outputs) {
+  write_file("spec.tfm", spec_text);
+  const char *base = "run spec.tfm --init random --seed 3 --tokens '4 1 7 2 9'";
+  char args[1024];
+  snprintf(args, sizeof args, "%s --backend interp --outputs ref.st", base);
+  cr_assert_eq(tfmc(args), 0, "%s", err_text);
+  snprintf(args, sizeof args,
+           "%s --backend interp --passes=dce,decompose-attention --pass-stats --outputs got.st",
+           base);
+  cr_assert_eq(tfmc(args), 0, "%s", err_text);
+  cr_expect(strstr(err_text, "decomposed 2 attention ops"), "%s", err_text);
+  cr_assert_eq(tfmc("compare got.st ref.st --atol 0 --rtol 0"), 0, "%s%s", out_text, err_text);
+  /* the JIT runs the rewritten graph too */
+  snprintf(args, sizeof args, "%s --backend jit --passes=decompose-attention -O0 --outputs jit.st",
+           base);
+  cr_expect_eq(tfmc(args), 2, "--passes with -O0 should be refused");
+  snprintf(args, sizeof args, "%s --backend jit --passes=decompose-attention --outputs jit.st",
+           base);
+  cr_assert_eq(tfmc(args), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare jit.st ref.st --atol 1e-5 --rtol 1e-5"), 0, "%s%s", out_text,
+               err_text);
+  snprintf(args, sizeof args, "%s -O2 --outputs o2.st", base);
+  cr_assert_eq(tfmc(args), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare o2.st ref.st --atol 1e-5 --rtol 1e-5"), 0, "%s%s", out_text, err_text);
+}
+
+Test(cli, help_lists_the_passes) {
+  cr_assert_eq(tfmc("ir --help"), 0);
+  cr_expect(strstr(out_text, "--passes=LIST | -O0..-O3"), "%s", out_text);
+  cr_expect(strstr(out_text, "  dce "), "%s", out_text);
+  cr_expect(strstr(out_text, "  decompose-attention "), "%s", out_text);
+  cr_assert_eq(tfmc("run --help"), 0);
+  cr_expect(strstr(out_text, "--pass-stats"), "%s", out_text);
+}
+
+Test(cli, a_broken_tfir_is_a_user_error) {
+  write_file("bad.tfir",
+             "graph \"b\" {\n  %0 = input \"x\" : f32[3]\n  %1 = relu %7 : f32[3]\n}\n");
+  cr_expect_eq(tfmc("ir bad.tfir --passes=dce"), 1);
+  cr_expect(strstr(err_text, "bad.tfir:3:"), "%s", err_text);
+}
+
+/* Every PyTorch parity golden still matches PyTorch after the passes: the
+ * interpreter with dce and decompose-attention, the JIT with the
+ * decomposed attention (its own kernels) and the -O3 pipeline. */
+Test(cli, pytorch_goldens_hold_after_passes, .timeout = 600) {
+  const char *root = TFMC_SOURCE_DIR "/tests/golden";
+  const char *runs[][2] = {{"interp", "--passes=dce,decompose-attention"},
+                           {"jit", "--passes=decompose-attention"},
+                           {"jit", "-O3"}};
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "ls -d %s/*/ > %s/goldens.txt", root, dir);
+  cr_assert_eq(system(cmd), 0);
+  char list_path[512];
+  snprintf(list_path, sizeof list_path, "%s/goldens.txt", dir);
+  char list[8192];
+  slurp(list_path, list, sizeof list);
+  int n = 0;
+  for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
+    char g[1024], extra[256] = "", args[4096];
+    snprintf(g, sizeof g, "%s", line);
+    snprintf(args, sizeof args, "%sargs", g);
+    FILE *f = fopen(args, "r");
+    if (f) {
+      if (!fgets(extra, sizeof extra, f))
+        extra[0] = 0;
+      extra[strcspn(extra, "\n")] = 0;
+      fclose(f);
+    }
+    n++;
+    for (int r = 0; r < 3; r++) {
+      snprintf(args, sizeof args,
+               "run %smodel.tfm --weights %sweights.safetensors --inputs %sinputs.safetensors "
+               "--outputs out.st --backend %s %s %s",
+               g, g, g, runs[r][0], runs[r][1], extra);
+      cr_assert_eq(tfmc(args), 0, "%s: %s", args, err_text);
+      snprintf(args, sizeof args, "compare out.st %sexpected.safetensors --atol 1e-4 --rtol 1e-4",
+               g);
+      cr_expect_eq(tfmc(args), 0, "%s with %s %s:\n%s", g, runs[r][0], runs[r][1], out_text);
+    }
+  }
+  cr_expect_geq(n, 10, "golden directories missing under %s", root);
+}
