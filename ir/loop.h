@@ -113,11 +113,55 @@ typedef enum LStmtKind {
   LS_KIND_COUNT
 } LStmtKind;
 
-/* Runtime functions generated code may call (prototypes in runtime/). */
+/* Runtime functions generated code may call: one row each in
+ * ir/callees.def (prototypes in runtime/). */
 typedef enum LCallee {
-  LC_LINEAR, /* rt_linear(pool, m, n, k, x, ldx, w, bias|NULL, y, ldy) — runtime/rt_gemm.h */
+#define LOOP_CALLEE(e, fn, doc, ...) LC_##e,
+#include "ir/callees.def"
+#undef LOOP_CALLEE
   LC_CALLEE_COUNT
 } LCallee;
+
+/* What a call argument may be, and the C type of the parameter:
+ * X(KIND, C type, what the argument must be).  Pointer kinds take LX_ADDR
+ * (or LX_NULL when the kind says so); *_OUT kinds are written by the callee
+ * (never into the weights), the others only read; POOL takes LX_POOL or
+ * LX_NULL (run on the calling thread). */
+#define LOOP_ARG_KINDS(X)                                                          \
+  X(POOL, RtPool *, "the pool or null")                                            \
+  X(I64, int64_t, "an i64 value")                                                  \
+  X(F32, float, "an f32 value")                                                    \
+  X(F32_PTR, const float *, "the address of an f32 buffer")                        \
+  X(F32_PTR_OR_NULL, const float *, "the address of an f32 buffer or null")        \
+  X(F32_OUT, float *, "the address of an f32 buffer")                              \
+  X(F32_OUT_OR_NULL, float *, "the address of an f32 buffer or null")              \
+  X(U8_PTR_OR_NULL, const uint8_t *, "the address of a u8 buffer or null")
+
+typedef enum LArgKind {
+#define LOOP_ARG_KIND_ENUM(k, ctype, what) LA_##k,
+  LOOP_ARG_KINDS(LOOP_ARG_KIND_ENUM)
+#undef LOOP_ARG_KIND_ENUM
+  LA_KIND_COUNT
+} LArgKind;
+
+#define LOOP_CALLEE_MAX_ARGS 16
+
+typedef struct LCalleeArg {
+  LArgKind kind;
+  const char *name; /* "bias" */
+} LCalleeArg;
+
+typedef struct LCalleeInfo {
+  const char *name; /* the C function: "rt_linear" */
+  const char *doc;  /* one line */
+  int n_args;
+  LCalleeArg args[LOOP_CALLEE_MAX_ARGS];
+} LCalleeInfo;
+
+/* The rows of ir/callees.def, indexed by LCallee. */
+extern const LCalleeInfo loop_callee_info[LC_CALLEE_COUNT];
+/* "const float *" for LA_F32_PTR, ... */
+const char *loop_arg_ctype(LArgKind k);
 
 typedef struct LStmt LStmt;
 struct LStmt {
@@ -189,6 +233,15 @@ LStmt *ls_let(LoopProgram *p, int var, LType t, LExpr *value);
 LStmt *ls_set(LoopProgram *p, int var, LExpr *value);
 LStmt *ls_store(LoopProgram *p, int buf, LExpr *index, LExpr *value);
 LStmt *ls_call(LoopProgram *p, LCallee callee, LExpr **args, int n);
+
+/* Checks an LS_CALL against its callee's row: a known callee, the argument
+ * count, each argument of its kind (pointer kinds: LX_ADDR into an existing
+ * buffer of the right element type, outputs not in the weights; LX_NULL
+ * only where the kind allows it; value kinds: typed I64 / F32 expressions,
+ * never a pointer). Index and value expressions themselves are left to the
+ * backend's own expression checks. Returns false with a message such as
+ * "rt_linear argument 8 (y) points into b3, which is not f32" in err. */
+bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen);
 
 /* Human-readable listing (tfmc ir --level loop). */
 void loop_program_print(const LoopProgram *p, FILE *out);

@@ -10,7 +10,8 @@
  *
  * Each node becomes one kernel whose outer loop runs over rows (all dims but
  * the last), so the inner loop over the last dim is contiguous and the
- * vectoriser can work on it; matmuls call the runtime's rt_linear. The
+ * vectoriser can work on it; matmuls call the runtime's rt_linear and
+ * attention its rt_attention (runtime functions: ir/callees.def). The
  * formula each kernel implements is quoted above its lowering function. */
 #include "ir/loop.h"
 #include "passes/passes.h"
@@ -368,9 +369,8 @@ static void attn_score(Lw *L, LStmt *into, const IrNode *n, AttnIdx *a, int s, i
                                           lx_bin(p, LB_MUL, load(L, n->operands[0], add(L, qbase, V(L, j))),
                                                  load(L, n->operands[1], add(L, kbase, V(L, j)))))));
   emit(L, into, ls_set(p, sc, lx_bin(p, LB_MUL, V(L, sc), f32(L, n->attrs.scale))));
-  int mi = n->op == IR_OP_ATTENTION ? 3 : 2;
-  if (n->n_operands > mi) {
-    int mask = n->operands[mi];
+  if (n->n_operands > 2) { /* attn.probs(q, k, mask) */
+    int mask = n->operands[2];
     const IrType *tm = &L->g->nodes[mask].type;
     LExpr *mb = (tm->dims[0].sym < 0 && tm->dims[0].value == 1) ? I(L, 0) : V(L, *vb);
     LExpr *mt = (tm->dims[1].sym < 0 && tm->dims[1].value == 1) ? I(L, 0) : V(L, *vt);
@@ -381,50 +381,37 @@ static void attn_score(Lw *L, LStmt *into, const IrNode *n, AttnIdx *a, int s, i
   }
 }
 
-/* attention(q,k,v,mask) per row (b,h,t), online softmax so no Tq x Tk
- * matrix is stored:  m' = max(m, s); c = exp(m - m'); e = exp(s - m');
- * l = l c + e;  out = out c + e v[s];  finally out /= l */
+/* attention(q,k,v,mask) = softmax(q_h k_h^T * scale, masked -1e9) v_h per
+ * head h: the runtime's rt_attention (two GEMMs per block of query rows,
+ * parallel over batch x heads x blocks inside), called once from a serial
+ * kernel. The mask bool[B|1, Tq|1, Tk] goes with its first two dims, 1 or
+ * the run-time B / Tq, which rt_attention broadcasts. */
 static void lower_attention(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   LoopProgram *p = L->p;
   const IrType *tq = &L->g->nodes[n->operands[0]].type, *tk = &L->g->nodes[n->operands[1]].type;
   const IrType *tv = &L->g->nodes[n->operands[2]].type;
   int H = n->attrs.heads;
-  int64_t Dv = tv->dims[2].value, dv = Dv / H;
-  LKernel *k = kernel(L, node, mul(L, mul(L, dimx(L, tq->dims[0]), I(L, H)), dimx(L, tq->dims[1])), true);
-  (void)k;
-  AttnIdx a = attn_idx(L, tq, tk, H);
-  int vb = var(L, LT_I64), vt = var(L, LT_I64), vh = var(L, LT_I64), obase = var(L, LT_I64);
-  emit(L, NULL, ls_let(p, vb, LT_I64, a.b));
-  emit(L, NULL, ls_let(p, vt, LT_I64, a.t));
-  emit(L, NULL, ls_let(p, vh, LT_I64, a.h));
-  a.h = V(L, vh);
-  emit(L, NULL, ls_let(p, obase, LT_I64,
-                       add(L, mul(L, add(L, mul(L, V(L, vb), a.Tq), V(L, vt)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)))));
-  int m = var(L, LT_F32), l = var(L, LT_F32), j0 = var(L, LT_I64);
-  emit(L, NULL, ls_let(p, m, LT_F32, f32(L, -INFINITY)));
-  emit(L, NULL, ls_let(p, l, LT_F32, f32(L, 0)));
-  LStmt *z = for_(L, NULL, j0, I(L, dv));
-  emit(L, z, ls_store(p, L->buf[node], add(L, V(L, obase), V(L, j0)), f32(L, 0)));
-  int s = var(L, LT_I64), sc = var(L, LT_F32), mn = var(L, LT_F32), c = var(L, LT_F32),
-      e = var(L, LT_F32), j = var(L, LT_I64);
-  LStmt *fs = for_(L, NULL, s, a.Tk);
-  attn_score(L, fs, n, &a, s, sc, &vb, &vt);
-  emit(L, fs, ls_let(p, mn, LT_F32, lx_bin(p, LB_MAX, V(L, m), V(L, sc))));
-  emit(L, fs, ls_let(p, c, LT_F32, lx_un(p, LU_EXP, lx_bin(p, LB_SUB, V(L, m), V(L, mn)))));
-  emit(L, fs, ls_let(p, e, LT_F32, lx_un(p, LU_EXP, lx_bin(p, LB_SUB, V(L, sc), V(L, mn)))));
-  emit(L, fs, ls_set(p, l, lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, V(L, l), V(L, c)), V(L, e))));
-  LExpr *vbase = add(L, mul(L, add(L, mul(L, V(L, vb), a.Tk), V(L, s)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)));
-  LStmt *fj = for_(L, fs, j, I(L, dv));
-  LExpr *oi = add(L, V(L, obase), V(L, j));
-  emit(L, fj, ls_store(p, L->buf[node], oi,
-                       lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, load(L, node, oi), V(L, c)),
-                              lx_bin(p, LB_MUL, V(L, e), load(L, n->operands[2], add(L, vbase, V(L, j)))))));
-  emit(L, fs, ls_set(p, m, V(L, mn)));
-  int j2 = var(L, LT_I64);
-  LStmt *fd = for_(L, NULL, j2, I(L, dv));
-  LExpr *oi2 = add(L, V(L, obase), V(L, j2));
-  emit(L, fd, ls_store(p, L->buf[node], oi2, lx_bin(p, LB_DIV, load(L, node, oi2), V(L, l))));
+  kernel(L, node, I(L, 1), false);
+  bool masked = n->n_operands == 4;
+  const IrType *tm = masked ? &L->g->nodes[n->operands[3]].type : NULL;
+  LExpr *args[16] = {lx_pool(p),
+                     dimx(L, tq->dims[0]),
+                     I(L, H),
+                     dimx(L, tq->dims[1]),
+                     dimx(L, tk->dims[1]),
+                     I(L, tq->dims[2].value / H),
+                     I(L, tv->dims[2].value / H),
+                     f32(L, n->attrs.scale),
+                     lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
+                     lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
+                     lx_addr(p, L->buf[n->operands[2]], I(L, 0)),
+                     masked ? lx_addr(p, L->buf[n->operands[3]], I(L, 0)) : lx_null(p),
+                     masked ? dimx(L, tm->dims[0]) : I(L, 1),
+                     masked ? dimx(L, tm->dims[1]) : I(L, 1),
+                     lx_addr(p, L->buf[node], I(L, 0)),
+                     lx_null(p)};
+  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 16));
 }
 
 /* p[b,h,t,:] = softmax(scores(b,h,t,:)) */

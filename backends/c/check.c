@@ -147,31 +147,13 @@ static bool writable(Chk *C, int buf, const char *how) {
   return true;
 }
 
-/* rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy) */
-static bool check_linear(Chk *C, const LStmt *s) {
-  enum { I64, PTR, POOL };
-  static const int slot[10] = {POOL, I64, I64, I64, PTR, I64, PTR, PTR, PTR, I64};
-  if (s->n_args != 10 || !s->args) return bad(C, "rt_linear takes 10 arguments, given %d", s->n_args);
-  for (int i = 0; i < 10; i++) {
-    const LExpr *a = s->args[i];
-    if (!a) return bad(C, "rt_linear argument %d is missing", i);
-    if (slot[i] == I64) {
-      if (a->t != LT_I64 || a->kind == LX_ADDR || a->kind == LX_POOL || a->kind == LX_NULL)
-        return bad(C, "rt_linear argument %d must be an i64 value", i);
-      if (!check_expr(C, a, false)) return false;
-    } else if (slot[i] == POOL) {
-      if (a->kind != LX_POOL && a->kind != LX_NULL)
-        return bad(C, "rt_linear argument 0 must be the pool or null");
-    } else if (a->kind == LX_NULL) {
-      if (i != 7) return bad(C, "rt_linear argument %d may not be null", i);
-    } else {
-      if (a->kind != LX_ADDR) return bad(C, "rt_linear argument %d must be a buffer address", i);
-      if (!check_expr(C, a, true)) return false;
-      if (C->p->bufs[a->buf].elem != LE_F32)
-        return bad(C, "rt_linear argument %d points into b%d, which is not f32", i, a->buf);
-      if (i == 8 && !writable(C, a->buf, "rt_linear writes")) return false;
-    }
-  }
+/* A runtime call: the rules of its ir/callees.def row (loop_call_check),
+ * then every expression it passes (indices of addresses included). */
+static bool check_call(Chk *C, const LStmt *s) {
+  char msg[256];
+  if (!loop_call_check(C->p, s, msg, sizeof msg)) return bad(C, "%s", msg);
+  for (int i = 0; i < s->n_args; i++)
+    if (!check_expr(C, s->args[i], true)) return false;
   return true;
 }
 
@@ -200,12 +182,7 @@ static bool check_stmt(Chk *C, const LStmt *s, int depth) {
       return bad(C, "store to b%d needs a %s value", s->buf, type_str(want));
     return check_expr(C, s->value, false);
   }
-  case LS_CALL:
-    switch (s->callee) {
-    case LC_LINEAR: return check_linear(C, s);
-    case LC_CALLEE_COUNT: break;
-    }
-    return bad(C, "unknown runtime function %d", (int)s->callee);
+  case LS_CALL: return check_call(C, s);
   case LS_BLOCK: break;
   case LS_KIND_COUNT: return bad(C, "unknown statement kind %d", (int)s->kind);
   }

@@ -47,6 +47,7 @@ typedef struct Em {
   FILE *out;
   bool use_imin, use_imax; /* helpers needed by some kernel */
   bool use_widen;
+  bool use_callee[LC_CALLEE_COUNT]; /* runtime functions some kernel calls */
   /* per kernel */
   const LKernel *k;
   bool *buf_used, *buf_written; /* [n_bufs] */
@@ -207,11 +208,18 @@ static void an_stmt(Em *E, const LStmt *s, int depth) {
     an_expr(E, s->value);
     E->buf_used[s->buf] = E->buf_written[s->buf] = true;
     return;
-  case LS_CALL:
-    for (int i = 0; i < s->n_args; i++) an_expr(E, s->args[i]);
-    if (s->callee == LC_LINEAR && s->n_args == 10 && s->args[8]->kind == LX_ADDR)
-      E->buf_written[s->args[8]->buf] = true;
+  case LS_CALL: {
+    /* c_program_check accepted the call: its arguments match its row */
+    const LCalleeInfo *ci = &loop_callee_info[s->callee];
+    E->use_callee[s->callee] = true;
+    for (int i = 0; i < s->n_args; i++) {
+      an_expr(E, s->args[i]);
+      LArgKind kind = ci->args[i].kind;
+      if ((kind == LA_F32_OUT || kind == LA_F32_OUT_OR_NULL) && s->args[i]->kind == LX_ADDR)
+        E->buf_written[s->args[i]->buf] = true;
+    }
     return;
+  }
   case LS_BLOCK:
     an_stmts(E, s->stmts, s->n_stmts, depth + 1);
     close_scope(E, depth + 1);
@@ -536,9 +544,9 @@ static void put_for(Em *E, const LStmt *s, int depth) {
   }
 }
 
-static void put_linear(Em *E, const LStmt *s, int depth) {
+static void put_call(Em *E, const LStmt *s, int depth) {
   indent(E, depth);
-  fputs("rt_linear(", E->out);
+  fprintf(E->out, "%s(", loop_callee_info[s->callee].name);
   for (int i = 0; i < s->n_args; i++) {
     if (i) fputs(", ", E->out);
     put_expr(E, s->args[i], true);
@@ -584,12 +592,7 @@ static void put_stmt(Em *E, LStmt *const *stmts, int i, int n, int depth) {
     fprintf(o, ";\n");
     return;
   }
-  case LS_CALL:
-    switch (s->callee) {
-    case LC_LINEAR: put_linear(E, s, depth); return;
-    case LC_CALLEE_COUNT: break;
-    }
-    return;
+  case LS_CALL: put_call(E, s, depth); return;
   case LS_BLOCK:
     indent(E, depth);
     fprintf(o, "{\n");
@@ -811,6 +814,30 @@ static void put_run(Em *E) {
 
 /* ---- the file ---- */
 
+/* A runtime function's prototype from its ir/callees.def row, after its
+ * one-line description, wrapped before 90 columns under the '('. */
+static void put_prototype(FILE *o, const LCalleeInfo *ci) {
+  fputs("/* ", o);
+  c_put_comment(o, ci->doc);
+  fputs(" */\n", o);
+  int col = fprintf(o, "void %s(", ci->name), open = col;
+  for (int i = 0; i < ci->n_args; i++) {
+    const char *ct = loop_arg_ctype(ci->args[i].kind);
+    bool ptr = ct[strlen(ct) - 1] == '*';
+    int len = (int)(strlen(ct) + !ptr + strlen(ci->args[i].name)) + (i + 1 < ci->n_args ? 1 : 2);
+    if (i) {
+      if (col + 1 + len > 90) {
+        col = fprintf(o, ",\n%*s", open, "") - 2;
+      } else {
+        fputs(", ", o);
+        col += 2;
+      }
+    }
+    col += fprintf(o, "%s%s%s", ct, ptr ? "" : " ", ci->args[i].name);
+  }
+  fputs(");\n", o);
+}
+
 static void put_prologue(Em *E) {
   const LoopProgram *p = E->p;
   FILE *o = E->out;
@@ -836,14 +863,15 @@ static void put_prologue(Em *E) {
         "#pragma STDC FP_CONTRACT OFF\n"
         "#endif\n"
         "\n"
-        "/* Runtime entry points (runtime/rt_pool.h, runtime/rt_gemm.h), declared here\n"
-        " * because those headers and rt_model.h each typedef RtPool, which C99 allows\n"
-        " * only once per translation unit. */\n"
+        "/* Runtime entry points (runtime/rt_pool.h and the headers named below),\n"
+        " * declared here because those headers and rt_model.h each typedef RtPool,\n"
+        " * which C99 allows only once per translation unit. */\n"
         "void rt_pool_parallel_for(RtPool *p, int64_t n, int64_t grain,\n"
-        "                          void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx);\n"
-        "void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,\n"
-        "               int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy);\n"
-        "void tfmc_model_run(const RtRunArgs *args);\n"
+        "                          void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx);\n",
+        o);
+  for (int c = 0; c < LC_CALLEE_COUNT; c++)
+    if (E->use_callee[c]) put_prototype(o, &loop_callee_info[c]);
+  fputs("void tfmc_model_run(const RtRunArgs *args);\n"
         "\n",
         o);
   if (E->use_imin)

@@ -67,7 +67,8 @@ typedef enum MathFn { MF_TANHF, MF_ERFF, MF_TANH, MF_ERF, MF_COUNT } MathFn;
 static const char *math_name[MF_COUNT] = {"tanhf", "erff", "tanh", "erf"};
 
 /* Names a kernel may not take: ours, and libm/libc functions LLVM may emit
- * calls to while lowering intrinsics. */
+ * calls to while lowering intrinsics (and the runtime functions of
+ * ir/callees.def, checked in define_kernel). */
 static const char *reserved_names[] = {"expf",          "exp",
                                        "logf",          "log",
                                        "sinf",          "sin",
@@ -78,8 +79,7 @@ static const char *reserved_names[] = {"expf",          "exp",
                                        "erff",          "erf",
                                        "memcpy",        "memset",
                                        "memmove",       "main",
-                                       "rt_linear",     "rt_pool_parallel_for",
-                                       "tfmc_model_run"};
+                                       "rt_pool_parallel_for", "tfmc_model_run"};
 
 typedef struct Emit {
   const LoopProgram *p;
@@ -93,8 +93,9 @@ typedef struct Emit {
 
   LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f32, t_f64;
   LLVMTypeRef t_i8p, t_f32p;
-  LLVMTypeRef t_kernel, t_entry, t_linear, t_parfor;
-  LLVMValueRef fn_linear, fn_parfor;
+  LLVMTypeRef t_kernel, t_entry, t_parfor;
+  LLVMValueRef fn_parfor;
+  LLVMValueRef fn_callee[LC_CALLEE_COUNT]; /* declarations from ir/callees.def */
   LLVMValueRef fn_math[MF_COUNT];
   LLVMValueRef fn_reassoc[RA_COUNT][2]; /* [op][0: f32, 1: f64] */
   unsigned md_scope, md_noalias;
@@ -231,6 +232,22 @@ static char *prelude_text(void) {
   return s;
 }
 
+/* The LLVM type of a runtime-call parameter of kind k. */
+static LLVMTypeRef arg_type(Emit *E, LArgKind k) {
+  switch (k) {
+  case LA_POOL: return E->t_i8p;
+  case LA_I64: return E->t_i64;
+  case LA_F32: return E->t_f32;
+  case LA_F32_PTR:
+  case LA_F32_PTR_OR_NULL:
+  case LA_F32_OUT:
+  case LA_F32_OUT_OR_NULL: return E->t_f32p;
+  case LA_U8_PTR_OR_NULL: return E->t_i8p;
+  case LA_KIND_COUNT: break;
+  }
+  return E->t_i8p;
+}
+
 static bool module_create(Emit *E, const char *name) {
   char *text = prelude_text();
   if (!text)
@@ -261,14 +278,18 @@ static bool module_create(Emit *E, const char *name) {
   LLVMTypeRef kp[3] = {E->t_i8p, E->t_i64, E->t_i64};
   E->t_kernel = LLVMFunctionType(E->t_void, kp, 3, 0);
   E->t_entry = LLVMFunctionType(E->t_void, &E->t_i8p, 1, 0);
-  LLVMTypeRef lp[10] = {E->t_i8p, E->t_i64,  E->t_i64,  E->t_i64,  E->t_f32p,
-                        E->t_i64, E->t_f32p, E->t_f32p, E->t_f32p, E->t_i64};
-  E->t_linear = LLVMFunctionType(E->t_void, lp, 10, 0);
   LLVMTypeRef pp[5] = {E->t_i8p, E->t_i64, E->t_i64, LLVMPointerType(E->t_kernel, 0), E->t_i8p};
   E->t_parfor = LLVMFunctionType(E->t_void, pp, 5, 0);
 
-  E->fn_linear = LLVMAddFunction(E->mod, "rt_linear", E->t_linear);
-  add_fn_attr(E, E->fn_linear, "nounwind");
+  for (int c = 0; c < LC_CALLEE_COUNT; c++) {
+    const LCalleeInfo *ci = &loop_callee_info[c];
+    LLVMTypeRef params[LOOP_CALLEE_MAX_ARGS];
+    for (int i = 0; i < ci->n_args; i++)
+      params[i] = arg_type(E, ci->args[i].kind);
+    E->fn_callee[c] = LLVMAddFunction(E->mod, ci->name,
+                                      LLVMFunctionType(E->t_void, params, (unsigned)ci->n_args, 0));
+    add_fn_attr(E, E->fn_callee[c], "nounwind");
+  }
   E->fn_parfor = LLVMAddFunction(E->mod, "rt_pool_parallel_for", E->t_parfor);
   add_fn_attr(E, E->fn_parfor, "nounwind");
   for (int i = 0; i < MF_COUNT; i++) {
@@ -858,42 +879,36 @@ static bool check_var(Emit *E, int var, LType t, const char *what) {
   return true;
 }
 
-/* rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy) */
-static bool emit_linear(Emit *E, const LStmt *s) {
-  enum { I64, PTR, POOL };
-  static const int slot[10] = {POOL, I64, I64, I64, PTR, I64, PTR, PTR, PTR, I64};
-  if (s->n_args != 10 || !s->args)
-    return fail(E, "rt_linear takes 10 arguments, given %d", s->n_args);
-  LLVMValueRef v[10];
-  for (int i = 0; i < 10; i++) {
+/* A call of a runtime function of ir/callees.def, its arguments checked
+ * against the table's row first (loop_call_check). */
+static bool emit_call(Emit *E, const LStmt *s) {
+  char msg[256];
+  if (!loop_call_check(E->p, s, msg, sizeof msg))
+    return fail(E, "%s", msg);
+  const LCalleeInfo *ci = &loop_callee_info[s->callee];
+  LLVMValueRef v[LOOP_CALLEE_MAX_ARGS];
+  for (int i = 0; i < ci->n_args; i++) {
     const LExpr *a = s->args[i];
-    if (!a)
-      return fail(E, "rt_linear argument %d is missing", i);
-    if (slot[i] == I64) {
-      if (a->t != LT_I64)
-        return fail(E, "rt_linear argument %d must be i64", i);
-      v[i] = emit_expr(E, a);
-      if (!v[i])
-        return false;
-    } else if (a->kind == LX_NULL) {
-      v[i] = LLVMConstNull(slot[i] == POOL ? E->t_i8p : E->t_f32p);
-    } else if (slot[i] == POOL) {
-      if (a->kind != LX_POOL)
-        return fail(E, "rt_linear argument 0 must be the pool or null");
-      v[i] = E->pool;
-    } else {
-      if (a->kind != LX_ADDR)
-        return fail(E, "rt_linear argument %d must be a buffer address or null", i);
-      if (a->buf < 0 || a->buf >= E->p->n_bufs)
-        return fail(E, "buffer index b%d out of range", a->buf);
-      if (E->p->bufs[a->buf].elem != LE_F32)
-        return fail(E, "rt_linear argument %d points into b%d, which is not f32", i, a->buf);
-      v[i] = elem_ptr(E, a->buf, a->a);
-      if (!v[i])
-        return false;
+    switch (ci->args[i].kind) {
+    case LA_POOL:
+      v[i] = a->kind == LX_NULL ? LLVMConstNull(E->t_i8p) : E->pool;
+      break;
+    case LA_I64:
+    case LA_F32: v[i] = emit_expr(E, a); break;
+    case LA_F32_PTR:
+    case LA_F32_PTR_OR_NULL:
+    case LA_F32_OUT:
+    case LA_F32_OUT_OR_NULL:
+    case LA_U8_PTR_OR_NULL:
+      v[i] = a->kind == LX_NULL ? LLVMConstNull(arg_type(E, ci->args[i].kind))
+                                : elem_ptr(E, a->buf, a->a);
+      break;
+    case LA_KIND_COUNT: return fail(E, "%s argument %d has an unknown kind", ci->name, i);
     }
+    if (!v[i])
+      return false;
   }
-  call(E, E->fn_linear, v, 10, "");
+  call(E, E->fn_callee[s->callee], v, (unsigned)ci->n_args, "");
   return true;
 }
 
@@ -948,12 +963,7 @@ static bool emit_stmt(Emit *E, const LStmt *s) {
     tag_access(E, st, s->buf);
     return true;
   }
-  case LS_CALL:
-    switch (s->callee) {
-    case LC_LINEAR: return emit_linear(E, s);
-    case LC_CALLEE_COUNT: break;
-    }
-    return fail(E, "unknown runtime function %d", (int)s->callee);
+  case LS_CALL: return emit_call(E, s);
   case LS_BLOCK: return emit_stmts(E, s->stmts, s->n_stmts);
   case LS_KIND_COUNT: break;
   }
@@ -1051,6 +1061,11 @@ static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
   for (size_t i = 0; i < sizeof reserved_names / sizeof *reserved_names; i++)
     if (!strcmp(k->name, reserved_names[i])) {
       fail(E, "kernel name is reserved");
+      return NULL;
+    }
+  for (int c = 0; c < LC_CALLEE_COUNT; c++)
+    if (!strcmp(k->name, loop_callee_info[c].name)) {
+      fail(E, "kernel name is reserved (a runtime function)");
       return NULL;
     }
   if (LLVMGetNamedFunction(E->mod, k->name) || LLVMGetNamedGlobal(E->mod, k->name)) {

@@ -6,14 +6,16 @@
  *      with our CPU and features (so JIT code generation matches the
  *      "target-cpu"/"target-features" attributes the module carries);
  *   2. runtime and libm entry points defined as absolute symbols taken from
- *      this process (&rt_linear, &expf, ...), plus a process-symbol
- *      generator for anything else LLVM's lowering may call;
+ *      this process (every function of ir/callees.def, rt_pool_parallel_for,
+ *      &expf, ...), plus a process-symbol generator for anything else LLVM's
+ *      lowering may call;
  *   3. the module built in the context of a ThreadSafeContext (one context
  *      per compile), optimised, added as a ThreadSafeModule;
  *   4. a lookup of tfmc_model_run, which compiles the whole module.
  *
  * Invariant: a returned RtModelRunFn stays valid until llvm_jit_destroy. */
 #include "backends/llvm/llvm_internal.h"
+#include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
 
@@ -46,12 +48,36 @@ static void report_session_error(void *ctx, LLVMErrorRef e) {
   LLVMDisposeErrorMessage(msg);
 }
 
+/* The C type of a runtime-call parameter of each kind (ir/loop.h). */
+#define LOOP_ARG_KIND_CTYPE(kind, ctype, what) typedef ctype jit_arg_##kind;
+LOOP_ARG_KINDS(LOOP_ARG_KIND_CTYPE)
+#undef LOOP_ARG_KIND_CTYPE
+
+/* The address of a runtime function of ir/callees.def. It is first assigned
+ * to a pointer typed from the row's argument kinds, so a row that does not
+ * match the runtime's prototype (a missing, extra or mistyped parameter)
+ * fails to compile here instead of crashing generated code. */
+static void (*callee_address(LCallee c))(void) {
+  switch (c) {
+#define LOOP_ARG(kind, name) jit_arg_##kind
+#define LOOP_CALLEE(e, fn, doc, ...)                                                            \
+  case LC_##e: {                                                                                \
+    void (*typed)(__VA_ARGS__) = fn;                                                            \
+    return (void (*)(void))typed;                                                               \
+  }
+#include "ir/callees.def"
+#undef LOOP_CALLEE
+#undef LOOP_ARG
+  case LC_CALLEE_COUNT: break;
+  }
+  return NULL;
+}
+
 static int define_runtime_symbols(LLVMOrcLLJITRef j, char *err, size_t errlen) {
   static const struct {
     const char *name;
     void (*addr)(void);
-  } syms[] = {
-      {"rt_linear", (void (*)(void))rt_linear},
+  } libs[] = {
       {"rt_pool_parallel_for", (void (*)(void))rt_pool_parallel_for},
       {"tanhf", (void (*)(void))tanhf},
       {"tanh", (void (*)(void))tanh},
@@ -73,11 +99,13 @@ static int define_runtime_symbols(LLVMOrcLLJITRef j, char *err, size_t errlen) {
       {"memcpy", (void (*)(void))memcpy},
       {"memmove", (void (*)(void))memmove},
   };
-  enum { N = sizeof syms / sizeof *syms };
+  enum { N_LIBS = sizeof libs / sizeof *libs, N = N_LIBS + LC_CALLEE_COUNT };
   LLVMJITCSymbolMapPair pairs[N];
   for (int i = 0; i < N; i++) {
-    pairs[i].Name = LLVMOrcLLJITMangleAndIntern(j, syms[i].name); /* handed to the MU */
-    pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)syms[i].addr;
+    const char *name = i < N_LIBS ? libs[i].name : loop_callee_info[i - N_LIBS].name;
+    void (*addr)(void) = i < N_LIBS ? libs[i].addr : callee_address((LCallee)(i - N_LIBS));
+    pairs[i].Name = LLVMOrcLLJITMangleAndIntern(j, name); /* handed to the MU */
+    pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)addr;
     pairs[i].Sym.Flags.GenericFlags =
         LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
     pairs[i].Sym.Flags.TargetFlags = 0;

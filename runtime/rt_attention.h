@@ -1,0 +1,59 @@
+/* runtime/rt_attention.h — multi-head scaled dot-product attention through
+ * the GEMM entry: what the graph op `attention` (ir/ops.def) compiles to.
+ *
+ * For every batch element b, head h and query row t:
+ *   s[j]   = scale * q[b,t,h*dh : (h+1)*dh] . k[b,j,h*dh : (h+1)*dh]
+ *   s[j]   = -1e9 where mask[b|0, t|0, j] == 0   (replaced, not added: a row
+ *            whose keys are all masked attends uniformly)
+ *   p      = softmax(s)                          (max-subtracted)
+ *   out[b,t,h*dv : (h+1)*dv] = sum_j p[j] v[b,j,h*dv : (h+1)*dv]
+ *
+ * Example (BERT-base self-attention over 2 sequences of 128 tokens with a
+ * key padding mask of shape [2,1,128]):
+ *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, k, v,
+ *                  mask, 2, 1, out, NULL);
+ *
+ * Work splits over the pool as (b, h, block of 64 query rows) tasks; each
+ * computes its block of scores with one single-threaded rt_sgemm straight
+ * from q and k (leading dimension h*dh: no transposed copies), masks them,
+ * takes the row softmax in place and multiplies by v with a second rt_sgemm
+ * that writes into out (leading dimension h*dv). The scores of a task are
+ * block x tk floats in a per-thread scratch buffer that grows on demand and
+ * is kept for the thread's life (freed at thread exit), so a long sequence
+ * never needs a tq x tk matrix and nothing is allocated once the buffers
+ * have reached their size. With probs the scores are computed in probs
+ * itself and no scratch is used. Should a scratch buffer ever be refused
+ * (out of memory), that task falls back to rt_attention_streaming's loops:
+ * slower, never wrong.
+ */
+#ifndef TFMC_RT_ATTENTION_H
+#define TFMC_RT_ATTENTION_H
+
+#include "runtime/rt_pool.h"
+
+#include <stdint.h>
+
+/* Row-major, all contiguous:
+ *   q     [b, tq, h*dh]           k [b, tk, h*dh]      v [b, tk, h*dv]
+ *   mask  NULL, or uint8 [mask_b, mask_q, tk] with mask_b 1 (broadcast over
+ *         the batch) or b, mask_q 1 (broadcast over queries) or tq; 0 masks
+ *   out   [b, tq, h*dv]           written
+ *   probs NULL, or [b, h, tq, tk]: also written with the probabilities
+ * out and probs must not overlap each other or the inputs. Sizes may be 0
+ * (nothing to do; with tk == 0 out is all zeros). A NULL pool runs on the
+ * calling thread. */
+void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
+                  int64_t dv, float scale, const float *q, const float *k, const float *v,
+                  const uint8_t *mask, int64_t mask_b, int64_t mask_q, float *out,
+                  float *probs);
+
+/* The same result without the GEMM and without scratch memory: one query
+ * row at a time, online softmax over the keys (running max and sum, the
+ * output rescaled as the max grows). What rt_attention falls back to when a
+ * scratch buffer cannot be allocated; exposed for tests. Single-threaded. */
+void rt_attention_streaming(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
+                            int64_t dv, float scale, const float *q, const float *k,
+                            const float *v, const uint8_t *mask, int64_t mask_b,
+                            int64_t mask_q, float *out);
+
+#endif

@@ -1,0 +1,365 @@
+/* tests/runtime/test_attention.c — rt_attention and rt_attention_streaming
+ * against a naive double-precision reference of the `attention` op
+ * (ir/ops.def): with and without a mask, every broadcast shape of the mask
+ * ([1|B, 1|Tq, Tk]), the probabilities output, heads 1..12, odd sizes
+ * (Tq and Tk of 1, sizes crossing the 64-row query blocks, dh != dv, dh 1),
+ * fully masked rows (uniform attention), no keys at all, pools of 1-3
+ * threads (results bit-identical across thread counts), the OpenBLAS and
+ * portable GEMMs, and scratch buffers growing between calls. Nothing may be
+ * written outside out and probs. */
+#include "runtime/rt_attention.h"
+#include "runtime/rt_gemm.h"
+#include "runtime/rt_pool.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next(void) {
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return rng * 0x2545F4914F6CDD1Dull;
+}
+
+static float frand(void) { /* uniform in [-1, 1) */
+  return (float)((double)(next() >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static float *rand_buf(int64_t n, float amp) {
+  float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  cr_assert_not_null(p);
+  for (int64_t i = 0; i < n; i++)
+    p[i] = amp * frand();
+  return p;
+}
+
+enum { GUARD = 37 };           /* floats after out / probs that must stay as they were */
+static const float POISON = -12345.5f;
+
+static float *guarded(int64_t n) {
+  float *p = malloc(sizeof(float) * (size_t)(n + GUARD));
+  cr_assert_not_null(p);
+  for (int64_t i = 0; i < n + GUARD; i++)
+    p[i] = POISON;
+  return p;
+}
+
+static void check_guard(const float *p, int64_t n, const char *what) {
+  for (int64_t i = n; i < n + GUARD; i++)
+    cr_assert_eq(p[i], POISON, "%s: wrote past its end (element %lld)", what, (long long)i);
+}
+
+typedef struct Shape {
+  int64_t b, h, tq, tk, dh, dv;
+  int64_t mask_b, mask_q; /* 0: no mask */
+} Shape;
+
+typedef struct Data {
+  Shape s;
+  float scale;
+  float *q, *k, *v;
+  uint8_t *mask;
+  double *ref_out, *ref_probs;
+} Data;
+
+/* The reference: per (b, h, t) scores in double, masked scores replaced by
+ * -1e9, softmax, weighted sum of v rows. */
+static void reference(Data *d) {
+  const Shape *s = &d->s;
+  int64_t D = s->h * s->dh, Dv = s->h * s->dv;
+  double *sc = malloc(sizeof(double) * (size_t)(s->tk > 0 ? s->tk : 1));
+  d->ref_out = calloc((size_t)(s->b * s->tq * Dv + 1), sizeof(double));
+  d->ref_probs = calloc((size_t)(s->b * s->h * s->tq * s->tk + 1), sizeof(double));
+  cr_assert(sc && d->ref_out && d->ref_probs);
+  for (int64_t b = 0; b < s->b; b++)
+    for (int64_t h = 0; h < s->h; h++)
+      for (int64_t t = 0; t < s->tq; t++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < s->tk; j++) {
+          double dot = 0;
+          for (int64_t e = 0; e < s->dh; e++)
+            dot += (double)d->q[(b * s->tq + t) * D + h * s->dh + e] *
+                   (double)d->k[(b * s->tk + j) * D + h * s->dh + e];
+          sc[j] = dot * (double)d->scale;
+          if (d->mask) {
+            int64_t mb = s->mask_b == 1 ? 0 : b, mq = s->mask_q == 1 ? 0 : t;
+            if (!d->mask[(mb * s->mask_q + mq) * s->tk + j])
+              sc[j] = -1e9;
+          }
+          if (sc[j] > mx)
+            mx = sc[j];
+        }
+        for (int64_t j = 0; j < s->tk; j++) {
+          sc[j] = exp(sc[j] - mx);
+          sum += sc[j];
+        }
+        double *pr = d->ref_probs + ((b * s->h + h) * s->tq + t) * s->tk;
+        for (int64_t j = 0; j < s->tk; j++)
+          pr[j] = sc[j] / sum;
+        double *o = d->ref_out + (b * s->tq + t) * Dv + h * s->dv;
+        for (int64_t j = 0; j < s->tk; j++)
+          for (int64_t e = 0; e < s->dv; e++)
+            o[e] += pr[j] * (double)d->v[(b * s->tk + j) * Dv + h * s->dv + e];
+      }
+  free(sc);
+}
+
+/* Random q, k, v (amplitude 2, so some softmaxes are peaked) and a mask
+ * where about one key in four is masked and row 0 of every mask is fully
+ * masked when full_row is set. */
+static Data make(Shape s, bool full_row) {
+  Data d = {.s = s};
+  d.scale = s.dh > 0 ? (float)(1.0 / sqrt((double)s.dh)) : 1.0f;
+  d.q = rand_buf(s.b * s.tq * s.h * s.dh, 2);
+  d.k = rand_buf(s.b * s.tk * s.h * s.dh, 2);
+  d.v = rand_buf(s.b * s.tk * s.h * s.dv, 1);
+  if (s.mask_b) {
+    int64_t n = s.mask_b * s.mask_q * s.tk;
+    d.mask = malloc((size_t)(n > 0 ? n : 1));
+    cr_assert_not_null(d.mask);
+    for (int64_t i = 0; i < n; i++)
+      d.mask[i] = (next() >> 60) % 4 != 0;
+    if (full_row)
+      for (int64_t m = 0; m < s.mask_b; m++)
+        memset(d.mask + m * s.mask_q * s.tk, 0, (size_t)s.tk);
+  }
+  reference(&d);
+  return d;
+}
+
+static void release(Data *d) {
+  free(d->q);
+  free(d->k);
+  free(d->v);
+  free(d->mask);
+  free(d->ref_out);
+  free(d->ref_probs);
+}
+
+static void check_close(const float *got, const double *ref, int64_t n, const char *what,
+                        const Shape *s) {
+  for (int64_t i = 0; i < n; i++)
+    cr_assert(fabs((double)got[i] - ref[i]) <= 2e-5 + 1e-4 * fabs(ref[i]),
+              "%s b=%lld h=%lld tq=%lld tk=%lld dh=%lld dv=%lld mask=[%lld,%lld]: [%lld] = %.9g, "
+              "reference %.9g",
+              what, (long long)s->b, (long long)s->h, (long long)s->tq, (long long)s->tk,
+              (long long)s->dh, (long long)s->dv, (long long)s->mask_b, (long long)s->mask_q,
+              (long long)i, got[i], ref[i]);
+}
+
+/* Runs rt_attention (with and without probs) and rt_attention_streaming on
+ * d and checks all of them; returns rt_attention's out (caller frees). */
+static float *run_all(Data *d, RtPool *pool) {
+  const Shape *s = &d->s;
+  int64_t n_out = s->b * s->tq * s->h * s->dv, n_p = s->b * s->h * s->tq * s->tk;
+  float *out = guarded(n_out), *out2 = guarded(n_out), *out3 = guarded(n_out);
+  float *probs = guarded(n_p);
+  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
+               s->mask_b, s->mask_q, out, NULL);
+  check_close(out, d->ref_out, n_out, "rt_attention out", s);
+  check_guard(out, n_out, "rt_attention out");
+
+  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
+               s->mask_b, s->mask_q, out2, probs);
+  check_close(out2, d->ref_out, n_out, "rt_attention out (with probs)", s);
+  check_close(probs, d->ref_probs, n_p, "rt_attention probs", s);
+  check_guard(out2, n_out, "rt_attention out (with probs)");
+  check_guard(probs, n_p, "rt_attention probs");
+
+  rt_attention_streaming(s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v,
+                         d->mask, s->mask_b, s->mask_q, out3);
+  check_close(out3, d->ref_out, n_out, "rt_attention_streaming out", s);
+  check_guard(out3, n_out, "rt_attention_streaming out");
+  free(out2);
+  free(out3);
+  free(probs);
+  return out;
+}
+
+/* Every mask shape for one size: none, [1,1,Tk], [B,1,Tk], [1,Tq,Tk], [B,Tq,Tk]. */
+static void check_shape(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh, int64_t dv,
+                        RtPool *pool) {
+  static const int masks[5][2] = {{0, 0}, {1, 1}, {2, 1}, {1, 2}, {2, 2}};
+  for (int m = 0; m < 5; m++) {
+    Shape s = {b, h, tq, tk, dh, dv, 0, 0};
+    if (masks[m][0]) {
+      s.mask_b = masks[m][0] == 1 ? 1 : b;
+      s.mask_q = masks[m][1] == 1 ? 1 : tq;
+    }
+    Data d = make(s, false);
+    free(run_all(&d, pool));
+    release(&d);
+  }
+}
+
+/* ---- tests ---- */
+
+Test(attention, small_and_odd_sizes_single_thread) {
+  check_shape(1, 1, 1, 1, 1, 1, NULL);
+  check_shape(2, 1, 3, 1, 4, 4, NULL);   /* one key */
+  check_shape(1, 2, 1, 9, 8, 3, NULL);   /* one query, dv != dh */
+  check_shape(3, 3, 5, 7, 5, 2, NULL);   /* odd everything */
+  check_shape(2, 4, 7, 5, 1, 6, NULL);   /* dh 1 */
+  check_shape(1, 5, 13, 17, 3, 7, NULL);
+}
+
+Test(attention, heads_1_to_12) {
+  RtPool *pool = rt_pool_create(2);
+  for (int64_t h = 1; h <= 12; h++)
+    check_shape(2, h, 9, 11, 8, 8, pool);
+  rt_pool_destroy(pool);
+}
+
+Test(attention, query_blocks_and_long_keys) {
+  RtPool *pool = rt_pool_create(3);
+  check_shape(1, 2, 64, 64, 16, 16, pool);   /* exactly one block */
+  check_shape(2, 3, 65, 33, 16, 8, pool);    /* one row into the second block */
+  check_shape(1, 2, 130, 257, 32, 24, pool); /* three blocks, long keys */
+  check_shape(2, 1, 129, 3, 64, 64, pool);   /* cross attention: few keys */
+  rt_pool_destroy(pool);
+}
+
+Test(attention, bert_base_shape) {
+  RtPool *pool = rt_pool_create(2);
+  Shape s = {2, 12, 128, 128, 64, 64, 2, 1}; /* key padding mask [B,1,S] */
+  Data d = make(s, false);
+  free(run_all(&d, pool));
+  release(&d);
+  rt_pool_destroy(pool);
+}
+
+/* A query row whose keys are all masked attends uniformly: out is the mean
+ * of the v rows, the probabilities all 1/Tk. */
+Test(attention, fully_masked_row_is_uniform) {
+  Shape s = {2, 3, 4, 6, 4, 5, 2, 4};
+  Data d = make(s, true); /* row 0 of each batch element's mask is all zeros */
+  float *out = run_all(&d, NULL);
+  int64_t Dv = s.h * s.dv;
+  for (int64_t b = 0; b < s.b; b++)
+    for (int64_t e = 0; e < Dv; e++) {
+      double mean = 0;
+      for (int64_t j = 0; j < s.tk; j++)
+        mean += d.v[(b * s.tk + j) * Dv + e];
+      mean /= (double)s.tk;
+      cr_assert(fabs(out[b * s.tq * Dv + e] - mean) <= 1e-5 + 1e-5 * fabs(mean),
+                "b=%lld column %lld: %.9g, mean of v %.9g", (long long)b, (long long)e,
+                out[b * s.tq * Dv + e], mean);
+    }
+  float *probs = guarded(s.b * s.h * s.tq * s.tk), *o2 = guarded(s.b * s.tq * Dv);
+  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
+               s.mask_q, o2, probs);
+  for (int64_t b = 0; b < s.b; b++)
+    for (int64_t h = 0; h < s.h; h++)
+      for (int64_t t = 0; t < s.tq; t++)
+        for (int64_t j = 0; j < s.tk; j++) {
+          float p = probs[((b * s.h + h) * s.tq + t) * s.tk + j];
+          if (t == 0)
+            cr_assert(fabsf(p - 1.0f / (float)s.tk) <= 1e-6f, "uniform row: p = %.9g", p);
+          else if (!d.mask[(b * s.tq + t) * s.tk + j])
+            cr_assert_eq(p, 0.0f, "a masked key has probability %.9g", p);
+        }
+  free(out);
+  free(o2);
+  free(probs);
+  release(&d);
+}
+
+/* The blocks do not depend on the number of threads: bit-identical results. */
+Test(attention, same_bits_for_any_thread_count) {
+  Shape s = {3, 4, 70, 45, 16, 12, 3, 1};
+  Data d = make(s, false);
+  int64_t n = s.b * s.tq * s.h * s.dv;
+  float *o1 = guarded(n);
+  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
+               s.mask_q, o1, NULL);
+  for (int threads = 1; threads <= 3; threads++) {
+    RtPool *pool = rt_pool_create(threads);
+    float *o = guarded(n);
+    rt_attention(pool, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
+                 s.mask_q, o, NULL);
+    cr_assert(memcmp(o, o1, sizeof(float) * (size_t)n) == 0, "%d threads changed the result",
+              threads);
+    free(o);
+    rt_pool_destroy(pool);
+  }
+  free(o1);
+  release(&d);
+}
+
+/* The per-thread scratch grows when a later call needs more: small, large,
+ * small again on the same pool. */
+Test(attention, scratch_grows_between_calls) {
+  RtPool *pool = rt_pool_create(2);
+  Shape sizes[3] = {{1, 2, 8, 4, 8, 8, 1, 1}, {1, 2, 100, 700, 8, 8, 1, 1}, {1, 2, 9, 5, 8, 8, 0, 0}};
+  for (int i = 0; i < 3; i++) {
+    Data d = make(sizes[i], false);
+    free(run_all(&d, pool));
+    release(&d);
+  }
+  rt_pool_destroy(pool);
+}
+
+/* No keys: every output is an empty sum. Empty batches, heads or queries:
+ * nothing is written. */
+Test(attention, empty_sizes) {
+  float q[8], k[1], v[1];
+  for (int i = 0; i < 8; i++)
+    q[i] = 1;
+  float *out = guarded(2 * 2 * 3);
+  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  for (int i = 0; i < 12; i++)
+    cr_assert_eq(out[i], 0.0f);
+  check_guard(out, 12, "tk = 0");
+  for (int i = 0; i < 12; i++)
+    out[i] = POISON;
+  rt_attention_streaming(1, 2, 2, 0, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out);
+  for (int i = 0; i < 12; i++)
+    cr_assert_eq(out[i], 0.0f);
+  for (int i = 0; i < 12; i++)
+    out[i] = POISON;
+  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  check_guard(out, 0, "empty sizes");
+  free(out);
+}
+
+/* The same checks through the portable GEMM (its own test process). */
+Test(attention, portable_gemm) {
+  setenv("TFMC_GEMM", "portable", 1);
+  cr_assert(strncmp(rt_gemm_backend(), "portable", 8) == 0, "%s", rt_gemm_backend());
+  RtPool *pool = rt_pool_create(2);
+  check_shape(2, 3, 67, 19, 8, 5, pool);
+  check_shape(1, 1, 1, 1, 1, 1, pool);
+  rt_pool_destroy(pool);
+}
+
+/* A NaN in a key makes every score row that sees it NaN, as in the
+ * reference (no fast exp turns it into a number); other heads stay finite. */
+Test(attention, nan_propagates) {
+  Shape s = {1, 2, 3, 5, 4, 4, 0, 0};
+  Data d = make(s, false);
+  d.k[(2 * s.h) * s.dh + 1] = NAN; /* key 2, head 0 */
+  int64_t Dv = s.h * s.dv;
+  float *out = guarded(s.tq * Dv), *probs = guarded(s.h * s.tq * s.tk);
+  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, NULL, 0, 0, out,
+               probs);
+  for (int64_t t = 0; t < s.tq; t++)
+    for (int64_t e = 0; e < Dv; e++) {
+      float x = out[t * Dv + e];
+      cr_assert(e < s.dv ? isnan(x) : isfinite(x), "out[%lld,%lld] = %g", (long long)t,
+                (long long)e, x);
+    }
+  for (int64_t j = 0; j < s.tq * s.tk; j++)
+    cr_assert(isnan(probs[j]) && isfinite(probs[s.tq * s.tk + j]), "probs[%lld]", (long long)j);
+  free(out);
+  free(probs);
+  release(&d);
+}
