@@ -179,6 +179,16 @@ static LExpr *unary_expr(Lw *L, const IrNode *n, LExpr *x) {
 static void lower_unary(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   const IrType *t = &n->type;
+  if (n->op == IR_OP_GELU || n->op == IR_OP_GELU_TANH) {
+    /* gelu's erf / tanh are libm calls the vectoriser cannot widen: the
+     * runtime's branch-free rt_gelu is ~5x faster */
+    LoopProgram *p = L->p;
+    kernel(L, node, I(L, 1), false);
+    LExpr *args[5] = {lx_pool(p), prodx(L, t, 0, t->rank), lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
+                      lx_addr(p, L->buf[node], I(L, 0)), I(L, n->op == IR_OP_GELU_TANH)};
+    emit(L, NULL, ls_call(p, LC_GELU, args, 5));
+    return;
+  }
   LKernel *k = kernel(L, node, rowsx(L, t), true);
   int j = var(L, LT_I64);
   LExpr *D = dimx(L, t->dims[t->rank - 1]);

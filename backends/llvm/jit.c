@@ -15,6 +15,7 @@
  *
  * Invariant: a returned RtModelRunFn stays valid until llvm_jit_destroy. */
 #include "backends/llvm/llvm_internal.h"
+#include "runtime/rt_act.h"
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"

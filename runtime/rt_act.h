@@ -1,0 +1,17 @@
+/* runtime/rt_act.h — activation functions whose libm form does not
+ * vectorise (erff, tanhf are calls), written branch-free so the compiler
+ * vectorises them; compiled code calls these for gelu and gelu_tanh. */
+#ifndef TFMC_RT_ACT_H
+#define TFMC_RT_ACT_H
+
+#include "runtime/rt_pool.h"
+
+#include <stdint.h>
+
+/* y[i] = gelu(x[i]) for i < n, split over the pool for large n:
+ *   tanh_approx = 0: x/2 (1 + erf(x / sqrt 2))                      (|error| < 2e-7 |x|)
+ *   tanh_approx = 1: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (|error| < 2e-7 |x|)
+ * x and y must not overlap. */
+void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx);
+
+#endif
