@@ -20,12 +20,15 @@ Phases, in order (each process-level phase is preceded by an idle check):
                 match PyTorch's reference (max |diff| <= 1e-3 * max |ref|)
                 before anything is timed
   4. ceilings   peak fp32 FMA throughput and DRAM read bandwidth (1, 2 threads)
-  5. sweep      PyTorch environments on bert-base batch 1; the fastest
-                becomes the "tuned" environment
+  5. sweep      PyTorch environment candidates on bert-base batch 1 and
+                seq 2048: the evidence for the fixed tuned environment
   6. timing     per workload and framework: one warm-up run, then N timed
                 runs inside the process (tfmc --repeat; the same loop in
                 torch_bench.py and ort_bench.js); peak RSS from
-                /usr/bin/time; the outputs are cross-checked again
+                /usr/bin/time; the CPU other processes used meanwhile;
+                the outputs are cross-checked again
+  7. ceilings   measured again (the best of the two is used)
+  8. profile    where the tfmc executable spends its time (perf, if present)
 Raw results go to WORK/results.json after every phase; the report is
 written at the end.
 
@@ -38,13 +41,13 @@ is recorded with its message and the run goes on.
 """
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,6 +62,7 @@ ROOT = wl.ROOT
 PY = "/usr/bin/python3"
 REL_TOL = 1e-3
 CHILD_TIMEOUT = 900
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FRAMEWORKS = ["tfmc-jit", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
 FRAMEWORK_LABEL = {
@@ -75,22 +79,43 @@ SCRUB_PREFIXES = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "TFMC_"
                   "ORT_", "DNNL_", "ONEDNN_", "TORCH_", "PYTORCH_", "ATEN_")
 SCRUB_NAMES = ("LD_PRELOAD", "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES")
 
-# PyTorch environments tried on bert-base batch 1; the fastest median is
-# the tuned one. See bench/README.md for why each is a candidate.
+# The tuned PyTorch environment: what an expert sets for eager CPU inference
+# on this machine (bench/README.md says why): OpenMP workers that sleep
+# instead of spinning against OpenBLAS's own threads, and a malloc that keeps
+# freed activation memory instead of unmapping it and faulting it back in
+# every forward (what jemalloc/tcmalloc preloading buys; neither is installed).
 MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=1073741824:"
                    "glibc.malloc.trim_threshold=4294967296")
+TUNED_LABEL = "PASSIVE + malloc tunables"
+TUNED_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GLIBC_TUNABLES": MALLOC_TUNABLES}
+
+# The evidence for that choice, measured in every run: candidates on
+# bert-base batch 1 (interleaved rounds), and the malloc question again at
+# seq 2048, where activations are hundreds of MB.
 SWEEP = [
     ("out of the box", {}),
     ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"}),
+    # Zen is what OpenBLAS 0.3.21 picks on this CPU by itself: a control row
     ("PASSIVE + OPENBLAS_CORETYPE=Zen", {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_CORETYPE": "Zen"}),
     ("PASSIVE + OPENBLAS_CORETYPE=Haswell", {"OMP_WAIT_POLICY": "PASSIVE",
                                             "OPENBLAS_CORETYPE": "Haswell"}),
-    ("PASSIVE + malloc tunables", {"OMP_WAIT_POLICY": "PASSIVE", "GLIBC_TUNABLES": MALLOC_TUNABLES}),
+    (TUNED_LABEL, TUNED_ENV),
     ("GOMP_SPINCOUNT=10000", {"GOMP_SPINCOUNT": "10000"}),
     ("PASSIVE + OMP_PROC_BIND=close", {"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close",
                                        "OMP_PLACES": "cores"}),
 ]
-SWEEP_WORKLOAD = "bert_b1"
+SWEEP_PLAN = [("bert_b1", [label for label, _ in SWEEP], 2, 5),
+              ("bert_long", ["OMP_WAIT_POLICY=PASSIVE", TUNED_LABEL], 1, 3)]
+
+# timed runs per workload (after one warm-up); --quick halves them. Sized so
+# the whole suite stays well within 25 minutes on 2 cores.
+RUNS = {"bert_b1": 10, "bert_b8": 5, "gpt2_prefill": 10, "seq2seq": 30, "anatomy_tiny": 50,
+        "bert_long": 5}
+# Rounds: the small workloads (milliseconds per forward, so a process costs
+# seconds) run every framework several times, interleaved, and report the
+# median of the round medians, so one slow stretch of the machine cannot
+# decide a ratio. --quick runs one round.
+ROUNDS = {"seq2seq": 3, "anatomy_tiny": 3}
 
 TIMING_RE = re.compile(r"timing: backend (\S+), compile ([\d.]+) ms, run median ([\d.]+) ms "
                        r"\(min ([\d.]+), max ([\d.]+)\) over (\d+) runs")
@@ -113,7 +138,8 @@ class Harness:
         self.idle_spent = 0.0
         self.base_env, self.scrubbed = clean_env()
         self.R = {"phases": [], "info": {}, "flops": {}, "builds": {}, "check": {},
-                  "ceilings": {}, "sweep": [], "tuned_env": {}, "timing": {}, "notes": []}
+                  "ceilings": {}, "sweep": [], "tuned_env": dict(TUNED_ENV),
+                  "tuned_label": TUNED_LABEL, "timing": {}, "notes": []}
         self.workloads = [w for w in wl.WORKLOADS if not args.only or w.name in args.only]
         self.frameworks = [f for f in FRAMEWORKS if f not in (args.skip or [])]
         self.models = []
@@ -156,29 +182,39 @@ class Harness:
         return rec
 
     def run(self, cmd, name, env=None, timeout=CHILD_TIMEOUT, cwd=None):
-        """Runs cmd under /usr/bin/time; returns dict(rc, stdout, stderr,
-        rss_kb, wall_s, error). stdout/stderr are also kept in WORK/logs."""
+        """Runs cmd under /usr/bin/time in its own process group (killed as a
+        group on timeout); returns dict(rc, stdout, stderr, rss_kb, wall_s,
+        cpu_s, others_cores, error). others_cores is the CPU the rest of
+        the machine used while cmd ran (all busy CPU time from /proc/stat,
+        steal included, minus cmd's own user+sys time, per second of wall
+        time): the disturbance a timing suffered. stdout/stderr are kept in
+        WORK/logs."""
         tfile = os.path.join(self.logs, name + ".time")
         full = ["/usr/bin/time", "-f", "%M %e %U %S", "-o", tfile] + cmd
+        i0, t0j = cpu_times()
         t0 = time.time()
+        p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env or self.base_env, cwd=cwd, start_new_session=True)
         try:
-            p = subprocess.run(full, capture_output=True, text=True, env=env or self.base_env,
-                               timeout=timeout, cwd=cwd)
-            rc, so, se = p.returncode, p.stdout, p.stderr
-        except subprocess.TimeoutExpired as e:
-            rc, so, se = -1, e.stdout or "", (e.stderr or "") + "\n[timed out after %d s]" % timeout
-            if isinstance(so, bytes):
-                so = so.decode(errors="replace")
-            if isinstance(se, bytes):
-                se = se.decode(errors="replace")
+            so, se = p.communicate(timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            so, se = p.communicate()
+            rc, se = -1, (se or "") + "\n[timed out after %d s]" % timeout
         wall = time.time() - t0
+        i1, t1j = cpu_times()
         with open(os.path.join(self.logs, name + ".log"), "w") as f:
             f.write("$ %s\n--- stdout\n%s\n--- stderr\n%s\n" % (" ".join(cmd), so, se))
-        res = {"rc": rc, "stdout": so, "stderr": se, "wall_s": wall, "rss_kb": None}
+        res = {"rc": rc, "stdout": so, "stderr": se, "wall_s": wall, "rss_kb": None,
+               "cpu_s": None, "others_cores": None}
         try:
             with open(tfile) as f:
                 last = f.read().strip().splitlines()[-1].split()
             res["rss_kb"] = int(last[0])
+            res["cpu_s"] = float(last[2]) + float(last[3])
+            busy_s = ((t1j - t0j) - (i1 - i0)) / CLK_TCK
+            res["others_cores"] = max(0.0, busy_s - res["cpu_s"]) / wall if wall > 0 else None
         except (OSError, IndexError, ValueError):
             pass
         if rc != 0:
@@ -296,7 +332,7 @@ class Harness:
         else:
             raise AssertionError(fw)
         r = self.run(cmd, "%s_%s_%s" % (tag, w.name, fw), env=env, cwd=HERE)
-        res = {"rss_kb": r["rss_kb"], "wall_s": r["wall_s"]}
+        res = {"rss_kb": r["rss_kb"], "wall_s": r["wall_s"], "others_cores": r["others_cores"]}
         if r.get("error"):
             res["error"] = r["error"]
             return res
@@ -332,27 +368,39 @@ class Harness:
                 if fw == "torch":
                     continue  # the same code as torch-tuned; checked once (and again when timed)
                 self.log("check: %s on %s" % (fw, w.name))
-                res = self.run_framework(fw, w, 1, "check",
-                                         env_extra={"OMP_WAIT_POLICY": "PASSIVE"})
+                res = self.run_framework(fw, w, 1, "check")
                 c = res.get("check") or {}
                 state = ("skipped: " + res["skipped"]) if res.get("skipped") else (
                     ("FAILED: " + res["error"]) if res.get("error") else
                     ("ok" if c.get("ok") else "MISMATCH: " + c.get("message", "")))
                 self.R["check"].setdefault(w.name, {})[fw] = {"state": state, "check": c}
-                self.log("  -> %s %s" % (state, c.get("summary", "")))
+                self.log("  -> " + (c.get("summary", "") if state == "ok" else state))
         self.save()
 
     # ---- phase 4: machine ceilings ----
 
-    def ceilings(self):
+    def ceilings(self, when):
+        """Runs both probes (1 and ncpu threads). Called before and after
+        the timing phase: a ceiling is a property of the machine, so the
+        best of the two measurements is the one used (a busy neighbour
+        can only lower it); both are kept."""
         for probe, key in (("peak_fma", "fma"), ("stream_read", "read")):
-            ph = self.wait_idle("ceiling " + probe)
-            self.log("ceiling: %s (busy %.2f cores)" % (probe, ph["busy_cores"]))
-            r = self.run([os.path.join(self.args.bin, probe), "1", str(self.ncpu)], "ceiling_" + probe)
+            ph = self.wait_idle("ceiling %s (%s)" % (probe, when))
+            self.log("ceiling: %s, %s (busy %.2f cores)" % (probe, when, ph["busy_cores"]))
+            r = self.run([os.path.join(self.args.bin, probe), "1", str(self.ncpu)],
+                         "ceiling_%s_%s" % (probe, when))
+            runs = self.R["ceilings"].setdefault(key + "_runs", [])
             if r.get("error"):
-                self.R["ceilings"][key] = {"error": r["error"]}
+                runs.append({"when": when, "error": r["error"]})
                 continue
-            self.R["ceilings"][key] = [json.loads(l) for l in r["stdout"].splitlines() if l.startswith("{")]
+            lines = [json.loads(l) for l in r["stdout"].splitlines() if l.startswith("{")]
+            runs.append({"when": when, "busy_cores": ph["busy_cores"], "results": lines})
+            best = {e["threads"]: e for e in self.R["ceilings"].get(key) or []}
+            field = "gflops" if key == "fma" else "gbytes_per_s"
+            for e in lines:
+                if e["threads"] not in best or e[field] > best[e["threads"]][field]:
+                    best[e["threads"]] = e
+            self.R["ceilings"][key] = [best[t] for t in sorted(best)]
         self.save()
 
     def peak_gflops(self, threads):
@@ -364,51 +412,105 @@ class Harness:
     # ---- phase 5: PyTorch environment sweep ----
 
     def sweep(self):
-        w = wl.WORKLOAD_BY_NAME[SWEEP_WORKLOAD]
-        if w not in self.workloads or not ({"torch", "torch-tuned"} & set(self.frameworks)):
-            self.R["tuned_env"] = {"OMP_WAIT_POLICY": "PASSIVE"}
-            self.R["notes"].append("no sweep in this run (bert_b1 not selected): tuned env "
-                                   "defaulted to OMP_WAIT_POLICY=PASSIVE")
-            return
-        runs = 3 if self.args.quick else 5
-        for label, env in SWEEP:
-            ph = self.wait_idle("sweep " + label)
-            self.log("sweep: PyTorch %s" % label)
-            res = self.run_framework("torch", w, runs, "sweep%d" % len(self.R["sweep"]), env_extra=env)
-            res.update(label=label, env=env, phase=ph)
-            self.R["sweep"].append(res)
-            self.log("  -> %s" % fmt_ms(res.get("median_ms")) if not res.get("error") else
-                     "  -> " + res["error"])
-        ok = [s for s in self.R["sweep"] if s.get("median_ms") and (s.get("check") or {}).get("ok")]
-        if not ok:
-            raise SystemExit("bench: every PyTorch sweep run failed; see %s" % self.logs)
-        best = min(ok, key=lambda s: s["median_ms"])
-        self.R["tuned_env"] = dict(best["env"])
-        self.R["tuned_label"] = best["label"]
-        self.log("sweep: tuned PyTorch environment = %s" % best["label"])
+        """Runs the PyTorch environment candidates (SWEEP_PLAN) and records
+        them next to the fixed tuned choice; --quick: one round, 3 runs."""
+        envs = dict(SWEEP)
+        for wname, labels, rounds, runs in SWEEP_PLAN:
+            w = wl.WORKLOAD_BY_NAME[wname]
+            if w not in self.workloads:
+                continue
+            if self.args.quick:
+                rounds, runs = 1, 3
+            # rounds interleave the candidates, so a slow minute of the machine
+            # hits several candidates a little rather than one a lot
+            for rnd in range(rounds):
+                for label in labels:
+                    ph = self.wait_idle("sweep %s %s (round %d)" % (wname, label, rnd + 1))
+                    self.log("sweep %s round %d: PyTorch %s" % (wname, rnd + 1, label))
+                    res = self.run_framework("torch", w, runs, "sweep%d" % len(self.R["sweep"]),
+                                             env_extra=envs[label])
+                    res.update(label=label, env=envs[label], phase=ph, round=rnd + 1, workload=wname)
+                    self.R["sweep"].append(res)
+                    self.log("  -> " + (res["error"] if res.get("error") else
+                                        fmt_ms(res.get("median_ms"))))
         self.save()
 
     # ---- phase 6: timing ----
 
     def timing(self):
         for w in self.workloads:
-            runs = max(2, w.runs // 2) if self.args.quick else w.runs
-            for fw in [f for f in TIMED_ORDER if f in self.frameworks]:
-                ph = self.wait_idle("time %s %s" % (w.name, fw))
-                self.log("time: %s on %s, %d runs (busy %.2f cores, loadavg %s)" % (
-                    fw, w.name, runs, ph["busy_cores"], ph["loadavg"]))
-                res = self.run_framework(fw, w, runs, "time")
-                res["phase"] = ph
-                self.R["timing"].setdefault(w.name, {})[fw] = res
-                if res.get("skipped"):
-                    self.log("  -> skipped: " + res["skipped"])
-                elif res.get("error"):
-                    self.log("  -> FAILED: " + res["error"])
-                else:
-                    self.log("  -> median %s (min %s, max %s), peak RSS %.0f MB, %s" % (
-                        fmt_ms(res["median_ms"]), fmt_ms(res.get("min_ms")), fmt_ms(res.get("max_ms")),
-                        (res["rss_kb"] or 0) / 1024, res["check"].get("summary")))
-                self.save()
+            runs = max(2, RUNS[w.name] // 2) if self.args.quick else RUNS[w.name]
+            rounds = 1 if self.args.quick else ROUNDS.get(w.name, 1)
+            order = [f for f in TIMED_ORDER if f in self.frameworks]
+            got = {fw: [] for fw in order}
+            for rnd in range(rounds):
+                for fw in order:
+                    ph = self.wait_idle("time %s %s%s" % (w.name, fw, " (round %d)" % (rnd + 1)
+                                                          if rounds > 1 else ""))
+                    self.log("time: %s on %s, %d runs%s (busy %.2f cores, loadavg %s)" % (
+                        fw, w.name, runs, ", round %d/%d" % (rnd + 1, rounds) if rounds > 1 else "",
+                        ph["busy_cores"], ph["loadavg"]))
+                    res = self.run_framework(fw, w, runs, "time")
+                    res["phase"] = ph
+                    got[fw].append(res)
+                    if res.get("skipped"):
+                        self.log("  -> skipped: " + res["skipped"])
+                    elif res.get("error"):
+                        self.log("  -> FAILED: " + res["error"])
+                    else:
+                        self.log("  -> median %s (min %s, max %s), peak RSS %.0f MB, others used "
+                                 "%.2f cores meanwhile; %s" % (
+                                     fmt_ms(res["median_ms"]), fmt_ms(res.get("min_ms")),
+                                     fmt_ms(res.get("max_ms")), (res["rss_kb"] or 0) / 1024,
+                                     res.get("others_cores") or 0, res["check"].get("summary")))
+                    self.R["timing"].setdefault(w.name, {})[fw] = combine_rounds(got[fw])
+                    self.save()
+
+    # ---- phase 7: where tfmc's time goes ----
+
+    def profile(self):
+        """perf (cpu-clock sampling) over the tfmc executable of each
+        workload: the share of samples per function, generated kernels
+        grouped by op (k12_attention, k40_attention -> generated attention).
+        Skipped with a note when perf is missing or not permitted."""
+        perf = shutil.which("perf")
+        if not perf or "tfmc-exe" not in self.frameworks:
+            self.R["notes"].append("no profile: perf not installed" if not perf else
+                                   "no profile: tfmc-exe skipped")
+            return
+        for w in self.workloads:
+            ent = (self.R["builds"].get(w.model.name) or {}).get("exe") or {}
+            if ent.get("error") or not ent.get("path"):
+                continue
+            runs = max(3, RUNS[w.name] // 2)
+            data = os.path.join(self.logs, "perf_%s.data" % w.name)
+            wdir = os.path.join(self.work, "workloads", w.name)
+            self.wait_idle("profile " + w.name)
+            self.log("profile: tfmc executable on %s (perf, %d runs)" % (w.name, runs))
+            r = self.run([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "-o", data, ent["path"],
+                          "--inputs", os.path.join(wdir, "inputs.safetensors"), "--outputs",
+                          os.path.join(self.out, "profile.safetensors"), "--threads",
+                          str(self.args.threads), "--repeat", str(runs)], "profile_" + w.name)
+            if r.get("error"):
+                self.R["notes"].append("profile of %s failed: %s" % (w.name, r["error"]))
+                continue
+            p = subprocess.run([perf, "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
+                                "-g", "none"], capture_output=True, text=True, env=self.base_env)
+            groups = {}
+            for line in p.stdout.splitlines():
+                mo = re.match(r"^\s*([\d.]+)%\s+\[(.)\]\s+(\S+)", line)
+                if not mo:
+                    continue
+                sym = mo.group(3)
+                k = re.match(r"^k\d+_(\w+)$", sym)
+                key = "generated %s kernels" % k.group(1) if k else (
+                    "kernel (OS)" if mo.group(2) == "k" else sym)
+                groups[key] = groups.get(key, 0.0) + float(mo.group(1))
+            top = sorted(groups.items(), key=lambda kv: -kv[1])[:8]
+            self.R.setdefault("profile", {})[w.name] = {"runs": runs, "top": top}
+            if os.path.exists(data):
+                os.remove(data)
+        self.save()
 
     # ---- machine and tool info ----
 
@@ -428,7 +530,7 @@ class Harness:
         i["tfmc_dirty_files"] = len(dirty.splitlines()) if dirty else 0
         i["torch"] = child_out([PY, "-c", "import torch; print(torch.__version__)"], self.base_env)
         i["numpy"] = np.__version__
-        i["openblas"] = openblas_info()
+        i["openblas"] = openblas_info(self.base_env)
         i["node"] = child_out(["node", "--version"], self.base_env)
         try:
             with open(os.path.join(HERE, "node_modules", "onnxruntime-node", "package.json")) as f:
@@ -440,12 +542,38 @@ class Harness:
         i["scrubbed_env"] = self.scrubbed
         i["threads"] = self.args.threads
         i["c_flags"] = self.args.c_flags
+        i["idle"] = {"threshold_per_core": self.args.idle_threshold, "wait_s": self.args.idle_wait,
+                     "budget_s": self.args.idle_budget}
         self.save()
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
+
+
+def combine_rounds(results):
+    """One result from a framework's rounds on a workload: the median of the
+    round medians, the extreme min and max, all runs, the largest RSS and
+    disturbance, the worst cross-check; the first failure wins."""
+    for r in results:
+        if r.get("skipped") or r.get("error") or not (r.get("check") or {}).get("ok"):
+            return r
+    if len(results) == 1:
+        return results[0]
+    out = dict(results[0])
+    out["median_ms"] = statistics.median(r["median_ms"] for r in results)
+    mins = [r["min_ms"] for r in results if r.get("min_ms") is not None]
+    maxs = [r["max_ms"] for r in results if r.get("max_ms") is not None]
+    out["min_ms"] = min(mins) if mins else None
+    out["max_ms"] = max(maxs) if maxs else None
+    out["runs"] = sum(r["runs"] for r in results)
+    out["rss_kb"] = max(r.get("rss_kb") or 0 for r in results) or None
+    out["others_cores"] = max(r.get("others_cores") or 0 for r in results)
+    out["check"] = max((r["check"] for r in results), key=lambda c: c.get("rel", 0))
+    out["round_medians_ms"] = [r["median_ms"] for r in results]
+    out["phase"] = max((r["phase"] for r in results), key=lambda p: p["busy_cores"])
+    return out
 
 
 def clean_env():
@@ -557,14 +685,15 @@ def mem_total_gb():
     return None
 
 
-def openblas_info():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        lib.openblas_get_config.restype = ctypes.c_char_p
-        return "%s, core %s" % (lib.openblas_get_config().decode(), lib.openblas_get_corename().decode())
-    except (OSError, AttributeError):
-        return None
+def openblas_info(env):
+    """OpenBLAS's configuration and the core type it picks on this CPU,
+    asked in a child with the scrubbed environment (no OPENBLAS_CORETYPE)."""
+    code = ("import ctypes; lib = ctypes.CDLL('libopenblas.so.0'); "
+            "lib.openblas_get_corename.restype = ctypes.c_char_p; "
+            "lib.openblas_get_config.restype = ctypes.c_char_p; "
+            "print('%s; kernels for core %s' % (lib.openblas_get_config().decode(), "
+            "lib.openblas_get_corename().decode()))")
+    return child_out([PY, "-c", code], env)
 
 
 def fmt_ms(x):
@@ -589,6 +718,8 @@ def main():
     ap.add_argument("--idle-wait", type=float, default=15, help="max seconds to wait per phase")
     ap.add_argument("--idle-budget", type=float, default=180, help="max seconds of waiting in total")
     ap.add_argument("--keep-outputs", action="store_true")
+    ap.add_argument("--no-profile", action="store_true", help="skip the perf profile of tfmc")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the PyTorch environment sweep")
     args = ap.parse_args()
     if not os.access(args.tfmc, os.X_OK):
         ap.error("--tfmc %s is not an executable" % args.tfmc)
@@ -597,10 +728,13 @@ def main():
     h.prepare()
     h.build()
     h.check()
-    h.ceilings()
-    if {"torch", "torch-tuned"} & set(h.frameworks):
+    h.ceilings("before")
+    if {"torch", "torch-tuned"} & set(h.frameworks) and not args.no_sweep:
         h.sweep()
     h.timing()
+    h.ceilings("after")
+    if not args.no_profile:
+        h.profile()
     h.save()
     import report
     report.write(h.R, args.results, h.workloads)

@@ -6,7 +6,6 @@ For each model of bench/workloads.py, under WORK/models/NAME/:
     weights.safetensors  module.state_dict(), F32, the original names
     model.onnx           torch.onnx.export of the same module (opset 17,
                          dynamic batch axis, sequence lengths fixed)
-    flops.txt            `tfmc check`'s FLOP count (filled by bench.py)
 and for each workload, under WORK/workloads/NAME/:
     inputs.safetensors   the token ids (int64)
     expected.safetensors PyTorch's fp32 outputs (the reference every
