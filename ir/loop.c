@@ -491,6 +491,7 @@ void loop_program_print(const LoopProgram *p, FILE *out) {
     print_escaped(k->comment, out);
     fprintf(out, "\" %s extent ", k->parallel ? "parallel" : "serial");
     print_expr(p, k->extent, out);
+    if (k->parallel) fprintf(out, " grain %lld", (long long)k->grain);
     fprintf(out, " (outer v%d):\n", k->outer_var);
     for (int j = 0; j < k->body->n_stmts; j++) print_stmt(p, k->body->stmts[j], 1, out);
   }
