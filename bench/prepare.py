@@ -2,7 +2,8 @@
 """bench/prepare.py — writes every benchmark model and workload to disk.
 
 For each model of bench/workloads.py, under WORK/models/NAME/:
-    model.tfm            the tfmc spec (model block + weights preset)
+    model.tfm            the tfmc spec (model block + weights preset), also
+                         written to bench/specs/NAME.tfm (committed)
     weights.safetensors  module.state_dict(), F32, the original names
     model.onnx           torch.onnx.export of the same module (opset 17,
                          dynamic batch axis, sequence lengths fixed)
@@ -84,6 +85,10 @@ def prepare_model(model, work_loads, work, st, fresh):
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     with open(os.path.join(tmp, "model.tfm"), "w") as f:
+        f.write(model.spec_text())
+    # the committed copy, for readers of the repository (same bytes)
+    os.makedirs(os.path.join(HERE, "specs"), exist_ok=True)
+    with open(os.path.join(HERE, "specs", model.name + ".tfm"), "w") as f:
         f.write(model.spec_text())
     wl.stio.write(os.path.join(tmp, "weights.safetensors"),
                   wl.gg.weights_tensors(inner, "F32"),

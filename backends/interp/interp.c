@@ -523,7 +523,7 @@ static int kernel_binary(Interp *in, int id, BinKind kind) {
   const Tensor *x = operand(in, id, 0), *z = operand(in, id, 1);
   Tensor *o;
   if (out_alloc(in, id, &o)) return 1;
-  int64_t od[IR_MAX_RANK], sx[IR_MAX_RANK], sz[IR_MAX_RANK];
+  int64_t od[IR_MAX_RANK] = {0}, sx[IR_MAX_RANK] = {0}, sz[IR_MAX_RANK] = {0};
   for (int i = 0; i < IR_MAX_RANK; i++) {
     int oi = o->rank - (IR_MAX_RANK - i);
     od[i] = oi >= 0 ? o->dims[oi] : 1;
