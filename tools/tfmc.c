@@ -422,20 +422,6 @@ static Tensor *input_add(InputSet *in, Arena *a, const char *name, IrDtype dt,
   return t;
 }
 
-/* The ids input a mask input belongs to, and the tensor names it may come from. */
-static void mask_names(const char *mask_input, const char **ids, const char **lengths) {
-  if (strcmp(mask_input, "src_mask") == 0) {
-    *ids = "src";
-    *lengths = "src_lengths";
-  } else if (strcmp(mask_input, "tgt_mask") == 0) {
-    *ids = "tgt";
-    *lengths = "tgt_lengths";
-  } else {
-    *ids = "tokens";
-    *lengths = "lengths";
-  }
-}
-
 static int64_t ids_vocab(const ModelSpec *m, const char *name) {
   if (strcmp(name, "token_types") == 0) return m->token_types;
   if (strcmp(name, "tgt") == 0) return m->vocab_tgt;
@@ -466,7 +452,7 @@ static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
     if (nd->op != IR_OP_INPUT) continue;
     if (nd->type.dtype == IR_BOOL) {
       const char *ids, *lengths;
-      mask_names(nd->attrs.name, &ids, &lengths);
+      pass_mask_names(nd->attrs.name, &ids, &lengths);
       accepted[n_acc++] = nd->attrs.name;
       accepted[n_acc++] = lengths;
     } else {
@@ -507,7 +493,7 @@ static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
         free(ids);
       } else {
         const char *ids_name, *lengths;
-        mask_names(nd->attrs.name, &ids_name, &lengths);
+        pass_mask_names(nd->attrs.name, &ids_name, &lengths);
         const Tensor *ids = NULL;
         for (int k = 0; k < in->n; k++)
           if (strcmp(in->t[k].name, ids_name) == 0) ids = &in->t[k];
