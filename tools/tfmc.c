@@ -141,6 +141,28 @@ static WeightSet *load_weights(Arena *a, Diags *d, const IrGraph *g, const Spec 
   return w;
 }
 
+/* --weights W | --init random [--seed N]: the weights every command that
+ * runs or compiles a model takes. Returns 0, or EXIT_USAGE after a message;
+ * *weights stays NULL for random weights. */
+static int weights_source(const char *cmd, const Args *args, const char **weights,
+                          uint64_t *seed) {
+  const char *init = opt(args, "init"), *s = opt(args, "seed");
+  *weights = opt(args, "weights");
+  *seed = 0;
+  if (!!*weights + !!init != 1)
+    return usage_error(cmd, "give exactly one of --weights and --init random");
+  if (init && strcmp(init, "random") != 0) return usage_error(cmd, "--init takes 'random'");
+  if (s && !init) return usage_error(cmd, "--seed goes with --init random");
+  if (s) {
+    char *e;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 10);
+    if (*e || errno || !*s || *s == '-') return usage_error(cmd, "--seed takes a non-negative integer");
+    *seed = v;
+  }
+  return 0;
+}
+
 /* ---- tfmc check ---- */
 
 static const char *arch_name(Arch a) {
@@ -711,13 +733,12 @@ static int cmd_run(int argc, char **argv) {
   }
   if (r) return r;
   if (args.n_pos != 1) return usage_error("run", "expected one spec file");
-  const char *weights = opt(&args, "weights"), *init = opt(&args, "init");
+  const char *weights;
+  uint64_t seed;
+  if ((r = weights_source("run", &args, &weights, &seed))) return r;
   const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
   const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
-  if (!!weights + !!init != 1) return usage_error("run", "give exactly one of --weights and --init random");
-  if (init && strcmp(init, "random") != 0) return usage_error("run", "--init takes 'random'");
-  if (opt(&args, "seed") && !init) return usage_error("run", "--seed goes with --init random");
   if (!!inputs + !!tokens + !!text != 1)
     return usage_error("run", "give exactly one of --inputs, --tokens and --text");
   if (text && !vocab_path) return usage_error("run", "--text needs --vocab");
@@ -740,14 +761,6 @@ static int cmd_run(int argc, char **argv) {
     long t = strtol(opt(&args, "repeat"), &e, 10);
     if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
     repeat = (int)t;
-  }
-  uint64_t seed = 0;
-  if (opt(&args, "seed")) {
-    char *e;
-    errno = 0;
-    unsigned long long s = strtoull(opt(&args, "seed"), &e, 10);
-    if (*e || errno || !*opt(&args, "seed")) return usage_error("run", "--seed takes a non-negative integer");
-    seed = s;
   }
   if (outputs) {
     const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
@@ -995,11 +1008,10 @@ static int cmd_build(int argc, char **argv) {
   }
   if (r) return r;
   if (args.n_pos != 1) return usage_error("build", "expected one spec file");
-  const char *weights = opt(&args, "weights"), *init = opt(&args, "init"), *exe = opt(&args, "o");
-  if (!!weights + !!init != 1) return usage_error("build", "give exactly one of --weights and --init random");
-  if (init && strcmp(init, "random") != 0) return usage_error("build", "--init takes 'random'");
+  const char *weights, *exe = opt(&args, "o");
+  uint64_t seed;
+  if ((r = weights_source("build", &args, &weights, &seed))) return r;
   if (!exe || !*exe) return usage_error("build", "give the executable's path with -o EXE");
-  uint64_t seed = opt(&args, "seed") ? strtoull(opt(&args, "seed"), NULL, 10) : 0;
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
   if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
     return usage_error("build", "-o %s would overwrite an input file", exe);
@@ -1116,11 +1128,10 @@ static int cmd_emit_c(int argc, char **argv) {
   }
   if (r) return r;
   if (args.n_pos != 1) return usage_error("emit-c", "expected one spec file");
-  const char *weights = opt(&args, "weights"), *init = opt(&args, "init"), *dir = opt(&args, "o");
-  if (!!weights + !!init != 1) return usage_error("emit-c", "give exactly one of --weights and --init random");
-  if (init && strcmp(init, "random") != 0) return usage_error("emit-c", "--init takes 'random'");
+  const char *weights, *dir = opt(&args, "o");
+  uint64_t seed;
+  if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
   if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
-  uint64_t seed = opt(&args, "seed") ? strtoull(opt(&args, "seed"), NULL, 10) : 0;
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
