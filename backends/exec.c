@@ -214,15 +214,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
     snprintf(err, errlen, "out of memory packing %lld weights", (long long)prog->weights_floats);
     goto done;
   }
-  for (int b = 0; b < prog->n_bufs; b++) {
-    const LBuffer *lb = &prog->bufs[b];
-    if (lb->kind != LB_WEIGHT) continue;
-    const Weight *wt = weights_find(w, lb->name);
-    TFMC_ASSERT(wt);
-    int64_t n = 1;
-    for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;
-    memcpy(packed + lb->offset, wt->data, (size_t)n * 4);
-  }
+  backend_pack_weights(prog, w, packed);
   arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
   Tensor *outs = arena_alloc(a, (size_t)(g->n_outputs + 1) * sizeof *outs);
   float *out_ptrs[RT_MAX_IO] = {0};
@@ -279,6 +271,18 @@ done:
   free(packed);
   free(arena);
   return rc;
+}
+
+void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) {
+  for (int b = 0; b < p->n_bufs; b++) {
+    const LBuffer *lb = &p->bufs[b];
+    if (lb->kind != LB_WEIGHT) continue;
+    const Weight *wt = weights_find(w, lb->name);
+    TFMC_ASSERT(wt); /* the program's params are the graph's, all loaded */
+    int64_t n = 1;
+    for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;
+    memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
+  }
 }
 
 int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,

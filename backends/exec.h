@@ -30,4 +30,10 @@ int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const
                 int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
                 ExecTiming *timing, char *err, size_t errlen);
 
+/* Copies every param of w into dst at the loop program's weight offsets:
+ * the packed layout compiled code addresses (LoopProgram.weights_floats
+ * floats; the same layout RtModelInfo.weights describes). */
+struct LoopProgram;
+void backend_pack_weights(const struct LoopProgram *p, const WeightSet *w, float *dst);
+
 #endif

@@ -953,14 +953,7 @@ static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *
     if (c->g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(c->spec->model, c->g->nodes[i].attrs.name);
   c->info = pass_model_info(a, c->g, c->prog, vocab, c->spec->model->pad_id);
   c->packed = arena_alloc(a, (size_t)c->info->weights_floats * 4 + 64);
-  for (int i = 0; i < c->info->n_weights; i++) {
-    const RtWeightInfo *wi = &c->info->weights[i];
-    const Weight *wt = weights_find(w, wi->name);
-    TFMC_ASSERT(wt);
-    int64_t n = 1;
-    for (int r = 0; r < wi->rank; r++) n *= wi->shape[r];
-    memcpy(c->packed + wi->offset, wt->data, (size_t)n * 4);
-  }
+  backend_pack_weights(c->prog, w, c->packed);
   rc = 0;
 done:
   if (wst) rt_st_close(wst);
