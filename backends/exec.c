@@ -39,46 +39,6 @@ static void summarise(double *ms, int n, ExecTiming *t) {
   t->run_ms_median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
 }
 
-/* Evaluates a kernel extent: constants, symbols and integer arithmetic. */
-static int64_t eval_extent(const LExpr *e, const int64_t *syms) {
-  switch (e->kind) {
-  case LX_CONST_I: return e->ival;
-  case LX_SYM: return syms[e->sym];
-  case LX_BIN: {
-    int64_t a = eval_extent(e->a, syms), b = eval_extent(e->b, syms);
-    switch ((LBinOp)e->op) {
-    case LB_ADD: return a + b;
-    case LB_SUB: return a - b;
-    case LB_MUL: return a * b;
-    case LB_DIV: return b ? a / b : 0;
-    case LB_REM: return b ? a % b : 0;
-    case LB_MIN: return a < b ? a : b;
-    case LB_MAX: return a > b ? a : b;
-    case LB_LT: return a < b;
-    case LB_LE: return a <= b;
-    case LB_EQ: return a == b;
-    case LB_NE: return a != b;
-    case LB_AND: return a && b;
-    case LB_BINOP_COUNT: break;
-    }
-    break;
-  }
-  case LX_CONST_F:
-  case LX_VAR:
-  case LX_LOAD:
-  case LX_ADDR:
-  case LX_POOL:
-  case LX_NULL:
-  case LX_UN:
-  case LX_SELECT:
-  case LX_CAST:
-  case LX_KIND_COUNT:
-    break;
-  }
-  TFMC_ASSERT(!"kernel extent is not an integer expression of symbols");
-  return 0;
-}
-
 typedef void (*KernelFn)(void *, int64_t, int64_t);
 
 /* Runs the kernels one by one (as tfmc_model_run does) timing each, over
@@ -108,7 +68,9 @@ static int profile_kernels(const IrGraph *g, const LoopProgram *prog, LlvmJit *j
   for (int r = 0; r < runs; r++)
     for (int k = 0; k < nk; k++) {
       const LKernel *kn = &prog->kernels[k];
-      int64_t n = eval_extent(kn->extent, args->syms);
+      int64_t n = 0;
+      bool ok = loop_expr_eval_i64(kn->extent, args->syms, &n);
+      TFMC_ASSERT(ok); /* extents are integer expressions of symbols */
       double t0 = now_ms();
       if (n > 0) {
         if (kn->parallel) rt_pool_parallel_for(args->pool, n, kn->grain, fn[k], args);

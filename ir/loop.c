@@ -354,6 +354,47 @@ bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t err
   return true;
 }
 
+/* ---- evaluation of integer expressions (kernel extents) ---- */
+
+bool loop_expr_eval_i64(const LExpr *e, const int64_t *syms, int64_t *out) {
+  int64_t a, b;
+  switch (e->kind) {
+  case LX_CONST_I: *out = e->ival; return true;
+  case LX_SYM: *out = syms[e->sym]; return true;
+  case LX_BIN:
+    if (e->t != LT_I64 || !loop_expr_eval_i64(e->a, syms, &a) || !loop_expr_eval_i64(e->b, syms, &b))
+      return false;
+    switch ((LBinOp)e->op) {
+    case LB_ADD: *out = a + b; return true;
+    case LB_SUB: *out = a - b; return true;
+    case LB_MUL: *out = a * b; return true;
+    case LB_DIV: *out = b ? a / b : 0; return true;
+    case LB_REM: *out = b ? a % b : 0; return true;
+    case LB_MIN: *out = a < b ? a : b; return true;
+    case LB_MAX: *out = a > b ? a : b; return true;
+    case LB_LT: *out = a < b; return true;
+    case LB_LE: *out = a <= b; return true;
+    case LB_EQ: *out = a == b; return true;
+    case LB_NE: *out = a != b; return true;
+    case LB_AND: *out = a && b; return true;
+    case LB_BINOP_COUNT: break;
+    }
+    return false;
+  case LX_CONST_F:
+  case LX_VAR:
+  case LX_LOAD:
+  case LX_ADDR:
+  case LX_POOL:
+  case LX_NULL:
+  case LX_UN:
+  case LX_SELECT:
+  case LX_CAST:
+  case LX_KIND_COUNT:
+    break;
+  }
+  return false;
+}
+
 /* ---- printer ---- */
 
 static const char *bin_name[LB_BINOP_COUNT] = {"+", "-", "*", "/", "%", "min", "max",

@@ -243,6 +243,10 @@ LStmt *ls_call(LoopProgram *p, LCallee callee, LExpr **args, int n);
  * "rt_linear argument 8 (y) points into b3, which is not f32" in err. */
 bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen);
 
+/* Evaluates an integer expression of constants and symbols (what kernel
+ * extents are) with symbol values syms[i]; false if e holds anything else. */
+bool loop_expr_eval_i64(const LExpr *e, const int64_t *syms, int64_t *out);
+
 /* Human-readable listing (tfmc ir --level loop). */
 void loop_program_print(const LoopProgram *p, FILE *out);
 

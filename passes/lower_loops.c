@@ -68,21 +68,6 @@ static LStmt *for_(Lw *L, LStmt *into, int var, LExpr *hi) {
 
 static int var(Lw *L, LType t) { return loop_var_new(L->p, L->k, t); }
 
-/* An extent's value at the maximum dims (constants, symbols, + - * / %). */
-static int64_t eval_max(const IrGraph *g, const LExpr *e) {
-  if (e->kind == LX_CONST_I) return e->ival;
-  if (e->kind == LX_SYM) return g->syms[e->sym].max;
-  if (e->kind == LX_BIN) {
-    int64_t a = eval_max(g, e->a), b = eval_max(g, e->b);
-    if (e->op == LB_ADD) return a + b;
-    if (e->op == LB_SUB) return a - b;
-    if (e->op == LB_MUL) return a * b;
-    if (e->op == LB_DIV) return b ? a / b : 0;
-    if (e->op == LB_REM) return b ? a % b : 0;
-  }
-  return 1;
-}
-
 static int64_t type_numel_max(const IrGraph *g, const IrType *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i].sym >= 0 ? g->syms[t->dims[i].sym].max : t->dims[i].value;
@@ -106,7 +91,9 @@ static LKernel *kernel(Lw *L, int node, LExpr *extent, bool parallel) {
     /* Hand at least ~32k elements of output to each task: below that a
      * pool hand-off (a few microseconds) costs more than it saves, and a
      * kernel whose whole extent fits in one grain runs on the caller. */
-    int64_t iters = eval_max(L->g, extent);
+    int64_t max[IR_MAX_SYMS] = {0}, iters = 1;
+    for (int i = 0; i < L->g->n_syms; i++) max[i] = L->g->syms[i].max;
+    if (!loop_expr_eval_i64(extent, max, &iters)) iters = 1;
     int64_t elems = type_numel_max(L->g, &n->type);
     int64_t per_iter = iters > 0 ? (elems + iters - 1) / iters : 1;
     if (per_iter < 1) per_iter = 1;
