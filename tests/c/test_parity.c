@@ -8,227 +8,13 @@
  * machine has it) and with NO_BLAS (the portable GEMM), the generated
  * sources at -std=c99 -pedantic -Werror; then aarch64 and s390x
  * (big-endian) cross builds run under qemu-user, whose outputs must also
- * match the host's. The case table is generated from ops.def: an op
- * without a case function does not compile. Linked with tfmc_interp. */
-#include "backends/interp/interp.h"
+ * match the host's. The cases are tests/common/op_cases.h (one per op of
+ * ops.def: an op without a case does not compile). */
+#include "backends/exec.h"
 #include "c_test_util.h"
+#include "tests/common/op_cases.h"
 #include "ir/loop.h"
 #include "passes/passes.h"
-
-enum { B = 2, S = 3, MAX_B = 3, MAX_S = 4 };
-
-typedef struct Case {
-  Arena *a;
-  IrGraph *g;
-  int sym_b, sym_s;
-  Tensor in[6];
-  int64_t vocab[6];
-  int n_in;
-  Weight w[8];
-  int n_w;
-  uint64_t rng;
-} Case;
-
-static const IrLoc LOC = {"parity.tfm", 2, 5};
-
-static float frand(Case *c) {
-  c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (float)((c->rng >> 40) & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
-}
-
-static IrType t_bsd(Case *c, IrDtype dt, int64_t d) {
-  return ir_type(dt, 3, (IrDim[]){IR_SYM(c->sym_b), IR_SYM(c->sym_s), IR_CONST(d)});
-}
-
-/* an input with concrete dims (B, S) and random data; ids < id_bound */
-static int input(Case *c, const char *name, IrType t, int64_t id_bound) {
-  Tensor *x = &c->in[c->n_in];
-  c->vocab[c->n_in++] = id_bound;
-  x->name = name;
-  x->dtype = t.dtype;
-  x->rank = t.rank;
-  int64_t n = 1;
-  for (int i = 0; i < t.rank; i++) {
-    IrDim d = t.dims[i];
-    x->dims[i] = d.sym < 0 ? d.value : d.sym == c->sym_b ? B : S;
-    n *= x->dims[i];
-  }
-  x->data = arena_alloc(c->a, (size_t)n * 4 + 4);
-  for (int64_t i = 0; i < n; i++) {
-    if (t.dtype == IR_F32) ((float *)x->data)[i] = frand(c) * 2;
-    else if (t.dtype == IR_I32) ((int32_t *)x->data)[i] = (int32_t)((frand(c) + 1) * 0.5f * (float)id_bound) % (int32_t)id_bound;
-    else ((uint8_t *)x->data)[i] = (uint8_t)(i % 3 != 1); /* every row keeps a real token */
-  }
-  return ir_build_input(c->g, name, t, LOC);
-}
-
-static int param(Case *c, const char *name, IrType t, float offset) {
-  Weight *w = &c->w[c->n_w++];
-  w->name = name;
-  w->type = t;
-  int64_t n = 1;
-  for (int i = 0; i < t.rank; i++) n *= t.dims[i].value;
-  w->data = arena_alloc(c->a, (size_t)n * 4);
-  for (int64_t i = 0; i < n; i++) w->data[i] = offset + frand(c);
-  return ir_build_param(c->g, name, t, LOC);
-}
-
-static IrAttrs attrs(void) {
-  IrAttrs a;
-  memset(&a, 0, sizeof a);
-  return a;
-}
-
-static int x_in(Case *c, int64_t d) { return input(c, "x", t_bsd(c, IR_F32, d), 0); }
-static void out(Case *c, const char *name, int v) { ir_graph_add_output(c->g, name, v); }
-
-static int unary(Case *c, IrOp op) {
-  IrAttrs at = attrs();
-  at.factor = -1.3;
-  return ir_build(c->g, op, (int[]){x_in(c, 6)}, 1, &at, LOC);
-}
-
-static int binary(Case *c, IrOp op) {
-  int x = x_in(c, 5);
-  int y = param(c, "y", ir_type(IR_F32, 2, (IrDim[]){IR_CONST(1), IR_CONST(5)}), op == IR_OP_DIV ? 3.0f : 0.0f);
-  return ir_build(c->g, op, (int[]){x, y}, 2, NULL, LOC);
-}
-
-static int key_mask(Case *c) {
-  int m = input(c, "mask", ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(c->sym_b), IR_SYM(c->sym_s)}), 0);
-  return ir_build_typed(c->g, IR_OP_RESHAPE, (int[]){m}, 1, NULL,
-                        ir_type(IR_BOOL, 3, (IrDim[]){IR_SYM(c->sym_b), IR_CONST(1), IR_SYM(c->sym_s)}), LOC);
-}
-
-static int causal(Case *c) {
-  return ir_build_typed(c->g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
-                        ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(c->sym_s), IR_SYM(c->sym_s)}), LOC);
-}
-
-static int arange(Case *c) {
-  return ir_build_typed(c->g, IR_OP_ARANGE, NULL, 0, NULL, ir_type(IR_I32, 1, (IrDim[]){IR_SYM(c->sym_s)}), LOC);
-}
-
-static int qkv(Case *c, int *k, int *v) {
-  int q = input(c, "q", t_bsd(c, IR_F32, 8), 0);
-  *k = input(c, "k", t_bsd(c, IR_F32, 8), 0);
-  *v = input(c, "v", t_bsd(c, IR_F32, 8), 0);
-  return q;
-}
-
-/* ---- one case per op ---- */
-
-static void case_INPUT(Case *c) { out(c, "y", x_in(c, 3)); }
-static void case_PARAM(Case *c) { out(c, "y", param(c, "w", ir_type2(IR_F32, 3, 4), 0)); }
-static void case_CONST(Case *c) {
-  IrAttrs at = attrs();
-  at.value = -0.1;
-  int k = ir_build(c->g, IR_OP_CONST, NULL, 0, &at, LOC);
-  out(c, "y", ir_build(c->g, IR_OP_ADD, (int[]){x_in(c, 3), k}, 2, NULL, LOC));
-}
-static void case_ARANGE(Case *c) {
-  x_in(c, 1); /* binds S */
-  out(c, "y", arange(c));
-}
-static void case_SINUSOID(Case *c) {
-  x_in(c, 1);
-  out(c, "y", ir_build_typed(c->g, IR_OP_SINUSOID, (int[]){arange(c)}, 1, NULL,
-                             ir_type(IR_F32, 2, (IrDim[]){IR_SYM(c->sym_s), IR_CONST(10)}), LOC));
-}
-static void case_EMBED(Case *c) {
-  int table = param(c, "table", ir_type2(IR_F32, 11, 4), 0);
-  int ids = input(c, "ids", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(c->sym_b), IR_SYM(c->sym_s)}), 11);
-  out(c, "y", ir_build(c->g, IR_OP_EMBED, (int[]){table, ids}, 2, NULL, LOC));
-  out(c, "pos", ir_build(c->g, IR_OP_EMBED, (int[]){table, arange(c)}, 2, NULL, LOC));
-}
-static void case_ADD(Case *c) { out(c, "y", binary(c, IR_OP_ADD)); }
-static void case_SUB(Case *c) { out(c, "y", binary(c, IR_OP_SUB)); }
-static void case_MUL(Case *c) { out(c, "y", binary(c, IR_OP_MUL)); }
-static void case_DIV(Case *c) { out(c, "y", binary(c, IR_OP_DIV)); }
-static void case_AND(Case *c) {
-  out(c, "y", ir_build(c->g, IR_OP_AND, (int[]){causal(c), key_mask(c)}, 2, NULL, LOC));
-}
-static void case_SCALE(Case *c) { out(c, "y", unary(c, IR_OP_SCALE)); }
-static void case_RELU(Case *c) { out(c, "y", unary(c, IR_OP_RELU)); }
-static void case_GELU(Case *c) { out(c, "y", unary(c, IR_OP_GELU)); }
-static void case_GELU_TANH(Case *c) { out(c, "y", unary(c, IR_OP_GELU_TANH)); }
-static void case_TANH(Case *c) { out(c, "y", unary(c, IR_OP_TANH)); }
-static void case_LAYERNORM(Case *c) {
-  int x = x_in(c, 7);
-  int g = param(c, "g", ir_type1(IR_F32, 7), 1), b = param(c, "b", ir_type1(IR_F32, 7), 0);
-  IrAttrs at = attrs();
-  at.eps = 1e-5;
-  out(c, "y", ir_build(c->g, IR_OP_LAYERNORM, (int[]){x, g, b}, 3, &at, LOC));
-  at.eps = 1e-6;
-  at.unbiased = true;
-  out(c, "z", ir_build(c->g, IR_OP_LAYERNORM, (int[]){x, g, b}, 3, &at, LOC));
-}
-static void case_LINEAR(Case *c) {
-  int x = x_in(c, 9);
-  int w = param(c, "w", ir_type2(IR_F32, 13, 9), 0), b = param(c, "b", ir_type1(IR_F32, 13), 0);
-  out(c, "y", ir_build(c->g, IR_OP_LINEAR, (int[]){x, w, b}, 3, NULL, LOC));
-  out(c, "z", ir_build(c->g, IR_OP_LINEAR, (int[]){x, w}, 2, NULL, LOC));
-}
-static void case_SOFTMAX(Case *c) {
-  out(c, "y", ir_build(c->g, IR_OP_SOFTMAX, (int[]){x_in(c, 9)}, 1, NULL, LOC));
-}
-static void case_LOG_SOFTMAX(Case *c) {
-  out(c, "y", ir_build(c->g, IR_OP_LOG_SOFTMAX, (int[]){x_in(c, 9)}, 1, NULL, LOC));
-}
-static void case_MASK_CAUSAL(Case *c) {
-  x_in(c, 1);
-  out(c, "y", causal(c));
-}
-static void case_RESHAPE(Case *c) {
-  out(c, "y", key_mask(c)); /* a reshape that is an output: copied */
-  int x = x_in(c, 4);
-  int r = ir_build_typed(c->g, IR_OP_RESHAPE, (int[]){x}, 1, NULL,
-                         ir_type(IR_F32, 4, (IrDim[]){IR_SYM(c->sym_b), IR_SYM(c->sym_s), IR_CONST(2), IR_CONST(2)}), LOC);
-  out(c, "z", ir_build(c->g, IR_OP_RELU, (int[]){r}, 1, NULL, LOC)); /* an aliasing reshape */
-}
-static void case_TAKE(Case *c) {
-  int x = x_in(c, 5);
-  IrAttrs at = attrs();
-  at.axis = 1;
-  at.index = 0;
-  out(c, "y", ir_build(c->g, IR_OP_TAKE, (int[]){x}, 1, &at, LOC));
-  at.axis = 2;
-  at.index = 3;
-  out(c, "z", ir_build(c->g, IR_OP_TAKE, (int[]){x}, 1, &at, LOC));
-}
-static void case_ATTENTION(Case *c) {
-  int k, v, q = qkv(c, &k, &v);
-  IrAttrs at = attrs();
-  at.heads = 2;
-  at.scale = 0.5;
-  int km = key_mask(c);
-  out(c, "y", ir_build(c->g, IR_OP_ATTENTION, (int[]){q, k, v, km}, 4, &at, LOC));
-  int both = ir_build(c->g, IR_OP_AND, (int[]){causal(c), km}, 2, NULL, LOC);
-  out(c, "z", ir_build(c->g, IR_OP_ATTENTION, (int[]){q, k, v, both}, 4, &at, LOC));
-  out(c, "u", ir_build(c->g, IR_OP_ATTENTION, (int[]){q, k, v}, 3, &at, LOC));
-}
-static void case_ATTN_PROBS(Case *c) {
-  int k, v, q = qkv(c, &k, &v);
-  (void)v;
-  IrAttrs at = attrs();
-  at.heads = 4;
-  at.scale = 0.7;
-  out(c, "y", ir_build(c->g, IR_OP_ATTN_PROBS, (int[]){q, k, causal(c)}, 3, &at, LOC));
-}
-static void case_ATTN_MIX(Case *c) {
-  int k, v, q = qkv(c, &k, &v);
-  IrAttrs at = attrs();
-  at.heads = 2;
-  at.scale = 0.3;
-  int p = ir_build(c->g, IR_OP_ATTN_PROBS, (int[]){q, k, key_mask(c)}, 3, &at, LOC);
-  out(c, "y", ir_build(c->g, IR_OP_ATTN_MIX, (int[]){p, v}, 2, &at, LOC));
-}
-
-static void (*const cases[IR_OP_COUNT])(Case *) = {
-#define IR_OP(e, name, mn, mx, at, kind) [IR_OP_##e] = case_##e,
-#include "ir/ops.def"
-#undef IR_OP
-};
 
 /* ---- running one op ---- */
 
@@ -243,19 +29,7 @@ typedef struct Built {
 
 static void build_op(int op, Built *b) {
   Case *c = &b->c;
-  memset(c, 0, sizeof *c);
-  c->a = arena_create();
-  c->rng = 777 + (uint64_t)op;
-  c->g = ir_graph_create(c->a, ir_op_info[op].name);
-  c->sym_b = ir_graph_add_symbol(c->g, "B", MAX_B);
-  c->sym_s = ir_graph_add_symbol(c->g, "S", MAX_S);
-  cases[op](c);
-  bool used = false;
-  for (int i = 0; i < c->g->n_nodes; i++) used |= (int)c->g->nodes[i].op == op;
-  cr_assert(used, "the case for %s does not use it", ir_op_info[op].name);
-  Diags d;
-  diags_init(&d, c->a, NULL);
-  cr_assert(ir_graph_verify(c->g, &d), "%s", d.captured);
+  op_case_build(c, op, 777);
   WeightSet ws = {c->w, c->n_w};
   char err[1024];
   cr_assert_eq(interp_run(c->g, &ws, c->in, c->n_in, c->a, &b->ref, &b->n_ref, err, sizeof err), 0,
@@ -263,14 +37,7 @@ static void build_op(int op, Built *b) {
   b->p = pass_lower_loops(c->a, c->g);
   b->info = pass_model_info(c->a, c->g, b->p, c->vocab, -1);
   b->packed = arena_alloc(c->a, (size_t)b->info->weights_floats * 4 + 4);
-  for (int i = 0; i < b->info->n_weights; i++) {
-    const RtWeightInfo *wi = &b->info->weights[i];
-    const Weight *w = weights_find(&ws, wi->name);
-    cr_assert(w);
-    int64_t n = 1;
-    for (int r = 0; r < wi->rank; r++) n *= wi->shape[r];
-    memcpy(b->packed + wi->offset, w->data, (size_t)n * 4);
-  }
+  backend_pack_weights(b->p, &ws, b->packed);
 }
 
 /* Emits op's project into dir/NAME, writes its inputs to dir/NAME/in.safetensors. */
