@@ -86,10 +86,10 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   m->n_outputs = g->n_outputs;
   m->outputs = out;
   int n_w = 0;
-  for (int b = 0; b < p->n_bufs; b++) n_w += p->bufs[b].kind == LB_WEIGHT;
+  for (int b = 0; p && b < p->n_bufs; b++) n_w += p->bufs[b].kind == LB_WEIGHT;
   RtWeightInfo *w = arena_alloc(a, (size_t)(n_w + 1) * sizeof *w);
   int j = 0;
-  for (int b = 0; b < p->n_bufs; b++) {
+  for (int b = 0; p && b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
     if (lb->kind != LB_WEIGHT) continue;
     const IrNode *pn = NULL;
@@ -105,9 +105,9 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   }
   m->n_weights = n_w;
   m->weights = w;
-  m->weights_floats = p->weights_floats;
+  m->weights_floats = p ? p->weights_floats : 0;
   m->layout_hash = rt_model_layout_hash(w, n_w);
-  m->arena_bytes = p->arena_bytes;
+  m->arena_bytes = p ? p->arena_bytes : 0;
   m->pad_id = pad_id;
   return m;
 }

@@ -34,6 +34,7 @@ struct LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g);
  * bound from input_vocab[k] (k = input index; ignored for masks); a mask
  * input "mask" / "src_mask" / "tgt_mask" pads the ids input "tokens" / "src"
  * / "tgt" and may be given as "lengths" / "src_lengths" / "tgt_lengths".
+ * p may be NULL for the I/O part only (no weights, no arena size).
  * Everything is allocated in a. */
 struct RtModelInfo;
 struct RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const struct LoopProgram *p,

@@ -279,8 +279,15 @@ static int check_unexpected(const Binder *bd, const RtSafetensors *st, char *err
       if (t->kind == RT_INPUT_MASK && t->lengths_name && len < sizeof list)
         len += (size_t)snprintf(list + len, sizeof list - len, ", %s", t->lengths_name);
     }
-    return fail(err, errlen, "%s: unexpected input '%s'; model '%s' takes: %s", bd->label, name,
-                info->name ? info->name : "?", info->n_inputs ? list : "nothing");
+    /* a mask or lengths the model has no use for would be silently ignored */
+    int has_mask = 0;
+    for (int i = 0; i < info->n_inputs; i++) has_mask |= info->inputs[i].kind == RT_INPUT_MASK;
+    int padding = strstr(name, "mask") || strstr(name, "lengths");
+    return fail(err, errlen, "%s: unexpected input '%s'; model '%s' takes: %s%s", bd->label, name,
+                info->name ? info->name : "?", info->n_inputs ? list : "nothing",
+                padding && !has_mask ? " (it was compiled without a padding mask: add a "
+                                       "'mask ... padding' line to its spec)"
+                                     : "");
   }
   return 0;
 }

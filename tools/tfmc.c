@@ -455,8 +455,18 @@ static int64_t sym_max(const IrGraph *g, IrDim d) {
   return d.sym >= 0 ? g->syms[d.sym].max : d.value;
 }
 
-/* Reads every graph input from the safetensors file; refuses tensors the
- * model would ignore, so a forgotten spec line cannot pass silently. */
+/* Every ids input's exclusive bound, in input-node order (the I/O contract
+ * of pass_model_info). */
+static void input_vocabs(const IrGraph *g, const ModelSpec *m, int64_t *vocab) {
+  int k = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(m, g->nodes[i].attrs.name);
+}
+
+/* Reads every graph input from the safetensors file through the runtime's
+ * binder (the one built executables use): ids range-checked, masks derived
+ * from mask / lengths / pad ids, dims bound and checked, tensors the model
+ * would ignore refused. */
 static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
                             const char *path, InputSet *in) {
   RtSafetensors *st;
@@ -465,74 +475,26 @@ static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
     fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  int rc = 1;
-  /* which file tensors are accepted */
-  const char *accepted[16];
-  int n_acc = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const IrNode *nd = &g->nodes[i];
-    if (nd->op != IR_OP_INPUT) continue;
-    if (nd->type.dtype == IR_BOOL) {
-      const char *ids, *lengths;
-      pass_mask_names(nd->attrs.name, &ids, &lengths);
-      accepted[n_acc++] = nd->attrs.name;
-      accepted[n_acc++] = lengths;
-    } else {
-      accepted[n_acc++] = nd->attrs.name;
-    }
-  }
-  for (int i = 0; i < rt_st_count(st); i++) {
-    const char *name = rt_st_get(st, i)->name;
-    bool ok = false;
-    for (int k = 0; k < n_acc; k++) ok |= strcmp(accepted[k], name) == 0;
-    if (!ok) {
-      char list[512] = "";
-      for (int k = 0; k < n_acc; k++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", accepted[k]);
-      bool padding = strstr(name, "mask") || strstr(name, "lengths");
-      fprintf(stderr, "tfmc: %s: unexpected input '%s'; model '%s' takes: %s%s\n", path, name,
-              m->name, list,
-              padding ? " (to use padding, add a 'mask ... padding' line to the spec)" : "");
-      goto done;
-    }
-  }
-  /* ids first, then masks that may derive from them */
-  for (int pass = 0; pass < 2; pass++) {
-    for (int i = 0; i < g->n_nodes; i++) {
-      const IrNode *nd = &g->nodes[i];
-      if (nd->op != IR_OP_INPUT || (pass == 0) != (nd->type.dtype == IR_I32)) continue;
-      int64_t max_b = sym_max(g, nd->type.dims[0]), max_len = sym_max(g, nd->type.dims[1]);
-      if (pass == 0) {
-        int32_t *ids;
-        int64_t b, len;
-        if (rt_io_read_ids(st, path, nd->attrs.name, ids_vocab(m, nd->attrs.name), max_b,
-                           max_len, &ids, &b, &len, err, sizeof err)) {
-          fprintf(stderr, "tfmc: %s\n", err);
-          goto done;
-        }
-        Tensor *t = input_add(in, a, nd->attrs.name, IR_I32, b, len);
-        memcpy(t->data, ids, (size_t)(b * len) * 4);
-        free(ids);
-      } else {
-        const char *ids_name, *lengths;
-        pass_mask_names(nd->attrs.name, &ids_name, &lengths);
-        const Tensor *ids = NULL;
-        for (int k = 0; k < in->n; k++)
-          if (strcmp(in->t[k].name, ids_name) == 0) ids = &in->t[k];
-        TFMC_ASSERT(ids);
-        Tensor *t = input_add(in, a, nd->attrs.name, IR_BOOL, ids->dims[0], ids->dims[1]);
-        if (rt_io_key_mask(st, path, nd->attrs.name, lengths, ids->data, ids->dims[0],
-                           ids->dims[1], m->pad_id, t->data, err, sizeof err)) {
-          fprintf(stderr, "tfmc: %s\n", err);
-          goto done;
-        }
-      }
-    }
-  }
-  rc = 0;
-done:
+  int64_t vocab[RT_MAX_IO] = {0};
+  input_vocabs(g, m, vocab);
+  RtModelInfo *info = pass_model_info(a, g, NULL, vocab, m->pad_id);
+  RtBound b;
+  int rc = rt_model_bind(info, st, path, &b, err, sizeof err);
   rt_st_close(st);
-  return rc;
+  if (rc) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return 1;
+  }
+  for (int i = 0; i < info->n_inputs; i++) {
+    const RtTensorInfo *ti = &info->inputs[i];
+    bool mask = ti->kind == RT_INPUT_MASK;
+    TFMC_ASSERT(ti->rank == 2 && in->n < 8);
+    Tensor *t = input_add(in, a, ti->name, mask ? IR_BOOL : IR_I32, rt_model_dim(&ti->dims[0], b.syms),
+                          rt_model_dim(&ti->dims[1], b.syms));
+    memcpy(t->data, b.inputs[i], (size_t)(t->dims[0] * t->dims[1]) * (mask ? 1 : 4));
+  }
+  rt_model_unbind(info, &b);
+  return 0;
 }
 
 /* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1. */
@@ -948,9 +910,7 @@ static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *
   if (!w) goto done;
   c->prog = pass_lower_loops(a, c->g);
   int64_t vocab[RT_MAX_IO] = {0};
-  int k = 0;
-  for (int i = 0; i < c->g->n_nodes; i++)
-    if (c->g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(c->spec->model, c->g->nodes[i].attrs.name);
+  input_vocabs(c->g, c->spec->model, vocab);
   c->info = pass_model_info(a, c->g, c->prog, vocab, c->spec->model->pad_id);
   c->packed = arena_alloc(a, (size_t)c->info->weights_floats * 4 + 64);
   backend_pack_weights(c->prog, w, c->packed);
