@@ -27,6 +27,9 @@ static const PassInfo pass_table[] = {
     {"decompose-attention",
      "attention -> attn.mix(attn.probs(q, k, mask), v); materialises the score matrix",
      pass_decompose_attention_run},
+    {"prune-rows",
+     "take(f(x)) -> f(take(x)) through row-wise ops: a classifier's last layer runs one row",
+     pass_prune_rows_run},
 };
 
 enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
@@ -37,8 +40,8 @@ enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
 static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
     [1] = "dce", /* -O1 */
-    [2] = "dce", /* -O2 */
-    [3] = "dce", /* -O3 */
+    [2] = "prune-rows,dce", /* -O2 */
+    [3] = "prune-rows,dce", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {

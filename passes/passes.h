@@ -141,5 +141,10 @@ bool pass_dce_run(IrGraph *g, PassContext *ctx);
  * k, mask?), v). Exactly the same values; materialises the score matrix, so
  * it is a lowering for experiments, not an optimisation. */
 bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
+/* prune_rows.c: take(f(x), axis, i) -> f(take(x, axis, i)) through ops that
+ * are row-wise along axis, up to values needed in full anyway: a classifier
+ * reading hidden[:, 0] computes its last layer's queries, attention output
+ * and FFN for that one row. Same values up to summation order. */
+bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
 
 #endif
