@@ -12,44 +12,50 @@
 #include <string.h>
 
 /* exp(x), x <= 0: x = n ln2 + r, e^r by Taylor to r^7, 2^n into the exponent;
- * 0 below -86. */
-static inline float act_exp(float x) {
-  const float shift = 12582912.0f; /* 1.5 * 2^23: rounds to an integer */
-  float t = x * 1.44269504088896341f + shift;
-  float n = t - shift;
-  float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
-  float p = 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  uint32_t tb, pb;
-  memcpy(&tb, &t, sizeof tb);
-  memcpy(&pb, &p, sizeof pb);
-  pb += (tb - 0x4B400000u) << 23; /* * 2^n */
-  /* underflow: 0 (a mask, not a branch, so the loops stay vectorisable) */
-  pb &= -(uint32_t)!(x < -86.0f);
-  float y;
-  memcpy(&y, &pb, sizeof y);
-  return y;
-}
+ * 0 below -86. MADD(a, b, c) = a*b + c (one fused instruction where the
+ * ISA has it: ISO C mode contracts nothing on its own). */
+#define ACT_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                   \
+  ATTR static inline float act_exp_##SUFFIX(float x) {                                     \
+    const float shift = 12582912.0f; /* 1.5 * 2^23: rounds to an integer */                \
+    float t = MADD(x, 1.44269504088896341f, shift);                                          \
+    float n = t - shift;                                                                     \
+    float r = MADD(n, -0.693145751953125f, x);                                               \
+    r = MADD(n, -1.42860682030941723e-6f, r);                                                \
+    float p = 1.0f / 5040;                                                                   \
+    p = MADD(p, r, 1.0f / 720);                                                              \
+    p = MADD(p, r, 1.0f / 120);                                                              \
+    p = MADD(p, r, 1.0f / 24);                                                               \
+    p = MADD(p, r, 1.0f / 6);                                                                \
+    p = MADD(p, r, 0.5f);                                                                    \
+    p = MADD(p, r, 1.0f);                                                                    \
+    p = MADD(p, r, 1.0f);                                                                    \
+    uint32_t tb, pb;                                                                         \
+    memcpy(&tb, &t, sizeof tb);                                                              \
+    memcpy(&pb, &p, sizeof pb);                                                              \
+    pb += (tb - 0x4B400000u) << 23; /* * 2^n */                                              \
+    /* underflow: 0 (a mask, not a branch, so the loops stay vectorisable) */                \
+    pb &= -(uint32_t)!(x < -86.0f);                                                          \
+    float y;                                                                                 \
+    memcpy(&y, &pb, sizeof y);                                                               \
+    return y;                                                                                \
+  }
 
 /* The two loops, instantiated for the baseline ISA and, on x86, for
  * AVX2+FMA (chosen at run time, as rt_gemm.c does). x and y never overlap. */
-#define ACT_DEFINE(SUFFIX, ATTR)                                                              \
+#define ACT_DEFINE(SUFFIX, ATTR, MADD)                                                        \
+  ACT_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                          \
   ATTR static void gelu_erf_##SUFFIX(const float *restrict x, float *restrict y, int64_t lo,   \
                                      int64_t hi) {                                            \
     for (int64_t i = lo; i < hi; i++) {                                                       \
       float v = x[i];                                                                         \
       float a = fabsf(v) * 0.70710678118654752f;                                              \
-      float t = 1.0f / (1.0f + 0.3275911f * a);                                               \
-      float poly = t * (0.254829592f +                                                        \
-                        t * (-0.284496736f +                                                  \
-                             t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));   \
-      float erf_a = 1.0f - poly * act_exp(-a * a);                                            \
+      float t = 1.0f / MADD(0.3275911f, a, 1.0f);                                             \
+      float poly = MADD(t, 1.061405429f, -1.453152027f);                                      \
+      poly = MADD(poly, t, 1.421413741f);                                                     \
+      poly = MADD(poly, t, -0.284496736f);                                                    \
+      poly = MADD(poly, t, 0.254829592f);                                                     \
+      poly *= t;                                                                              \
+      float erf_a = MADD(-poly, act_exp_##SUFFIX(-a * a), 1.0f);                              \
       y[i] = 0.5f * v * (1.0f + copysignf(erf_a, v));                                         \
     }                                                                                         \
   }                                                                                           \
@@ -57,8 +63,8 @@ static inline float act_exp(float x) {
                                       int64_t hi) {                                           \
     for (int64_t i = lo; i < hi; i++) {                                                       \
       float v = x[i];                                                                         \
-      float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);                            \
-      float e = act_exp(-2.0f * fabsf(u));                                                    \
+      float u = 0.7978845608028654f * MADD(0.044715f * v, v * v, v);                          \
+      float e = act_exp_##SUFFIX(-2.0f * fabsf(u));                                           \
       y[i] = 0.5f * v * (1.0f + copysignf((1.0f - e) / (1.0f + e), u));                       \
     }                                                                                         \
   }
@@ -70,11 +76,16 @@ static inline float act_exp(float x) {
 #else
 #define ACT_VEC
 #endif
+#ifdef FP_FAST_FMAF
+#define ACT_MADD_BASE(a, b, c) fmaf(a, b, c)
+#else
+#define ACT_MADD_BASE(a, b, c) ((a) * (b) + (c))
+#endif
 
-ACT_DEFINE(base, ACT_VEC)
+ACT_DEFINE(base, ACT_VEC, ACT_MADD_BASE)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ACT_X86 1
-ACT_DEFINE(avx2, ACT_VEC __attribute__((target("avx2,fma"))))
+ACT_DEFINE(avx2, ACT_VEC __attribute__((target("avx2,fma"))), fmaf)
 #endif
 
 typedef struct GeluJob {
@@ -98,6 +109,7 @@ static void gelu_task(void *ctx, int64_t lo, int64_t hi) {
 
 void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx) {
   GeluJob j = {x, y, tanh_approx};
-  /* below ~64k elements a second thread costs more than it saves */
-  rt_pool_parallel_for(pool, n, 1 << 16, gelu_task, &j);
+  /* ~8k elements (a few microseconds) per task: below that a hand-off to
+   * another thread costs more than it saves */
+  rt_pool_parallel_for(pool, n, 1 << 13, gelu_task, &j);
 }

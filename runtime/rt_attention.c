@@ -111,81 +111,197 @@ static const uint8_t *mask_row(const AttnJob *j, int64_t bi, int64_t t) {
  * is exact enough), e^r by its Taylor series to r^7 (|r| <= ln2/2: error
  * < 6e-9), then 2^n added to the exponent bits. Below -86 the result is 0
  * (e^-86 = 4.5e-38 is nothing next to the row's largest term, 1), as
- * expf's denormals would be; a NaN stays NaN. */
-static inline float attn_exp(float x) {
-  const float shift = 12582912.0f;
-  float t = x * 1.44269504088896341f + shift;
-  float n = t - shift;
-  float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
-  float p = 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  uint32_t tb, pb, xb;
-  memcpy(&tb, &t, sizeof tb);
-  memcpy(&pb, &p, sizeof pb);
-  memcpy(&xb, &x, sizeof xb);
-  pb += (tb - 0x4B400000u) << 23;                              /* * 2^n */
-  pb &= -(uint32_t)!(x < -86.0f);                              /* underflow: 0 */
-  uint32_t nan = -(uint32_t)((xb & 0x7FFFFFFFu) > 0x7F800000u); /* x is NaN: x */
-  pb = (pb & ~nan) | (xb & nan);
-  float y;
-  memcpy(&y, &pb, sizeof y);
-  return y;
-}
+ * expf's denormals would be; a NaN stays NaN. MADD(a, b, c) = a*b + c. */
+#define ATTN_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                        \
+  ATTR static inline float attn_exp_##SUFFIX(float x) {                                            \
+    const float shift = 12582912.0f;                                                               \
+    float t = MADD(x, 1.44269504088896341f, shift);                                                \
+    float n = t - shift;                                                                           \
+    float r = MADD(n, -0.693145751953125f, x);                                                     \
+    r = MADD(n, -1.42860682030941723e-6f, r);                                                      \
+    float p = 1.0f / 5040;                                                                         \
+    p = MADD(p, r, 1.0f / 720);                                                                    \
+    p = MADD(p, r, 1.0f / 120);                                                                    \
+    p = MADD(p, r, 1.0f / 24);                                                                     \
+    p = MADD(p, r, 1.0f / 6);                                                                      \
+    p = MADD(p, r, 0.5f);                                                                          \
+    p = MADD(p, r, 1.0f);                                                                          \
+    p = MADD(p, r, 1.0f);                                                                          \
+    uint32_t tb, pb, xb;                                                                           \
+    memcpy(&tb, &t, sizeof tb);                                                                    \
+    memcpy(&pb, &p, sizeof pb);                                                                    \
+    memcpy(&xb, &x, sizeof xb);                                                                    \
+    pb += (tb - 0x4B400000u) << 23;                              /* * 2^n */                       \
+    pb &= -(uint32_t)!(x < -86.0f);                              /* underflow: 0 */                \
+    uint32_t nan = -(uint32_t)((xb & 0x7FFFFFFFu) > 0x7F800000u); /* x is NaN: x */                \
+    pb = (pb & ~nan) | (xb & nan);                                                                 \
+    float y;                                                                                       \
+    memcpy(&y, &pb, sizeof y);                                                                     \
+    return y;                                                                                      \
+  }
 
 /* Loops over rows run in blocks of ATTN_LANES with a scalar tail: a fixed
- * trip count the compiler vectorises at -O2. */
+ * trip count the compiler vectorises. */
 #define ATTN_LANES 16
 
 /* row[0..tk) = softmax(row masked by m, when m is not NULL), tk >= 1. */
-static void softmax_row(float *restrict row, int64_t tk, const uint8_t *restrict m) {
-  int64_t full = tk - tk % ATTN_LANES, x;
-  if (m) {
-    for (x = 0; x < full; x += ATTN_LANES)
-      for (int l = 0; l < ATTN_LANES; l++) {
-        float v = row[x + l]; /* loaded either way: no conditional load */
-        row[x + l] = m[x + l] ? v : ATTN_MASKED_SCORE;
-      }
-    for (x = full; x < tk; x++)
-      row[x] = m[x] ? row[x] : ATTN_MASKED_SCORE;
+#define ATTN_DEFINE_SOFTMAX(SUFFIX, ATTR)                                                          \
+  ATTR static void softmax_row_##SUFFIX(float *restrict row, int64_t tk,                           \
+                                        const uint8_t *restrict m) {                               \
+    int64_t full = tk - tk % ATTN_LANES, x;                                                        \
+    if (m) {                                                                                       \
+      for (x = 0; x < full; x += ATTN_LANES)                                                       \
+        for (int l = 0; l < ATTN_LANES; l++) {                                                     \
+          float v = row[x + l]; /* loaded either way: no conditional load */                       \
+          row[x + l] = m[x + l] ? v : ATTN_MASKED_SCORE;                                           \
+        }                                                                                          \
+      for (x = full; x < tk; x++)                                                                  \
+        row[x] = m[x] ? row[x] : ATTN_MASKED_SCORE;                                                \
+    }                                                                                              \
+    float lane[ATTN_LANES];                                                                        \
+    for (int l = 0; l < ATTN_LANES; l++)                                                           \
+      lane[l] = row[0];                                                                            \
+    for (x = 0; x < full; x += ATTN_LANES)                                                         \
+      for (int l = 0; l < ATTN_LANES; l++)                                                         \
+        lane[l] = row[x + l] > lane[l] ? row[x + l] : lane[l];                                     \
+    float mx = row[0];                                                                             \
+    for (int l = 0; l < ATTN_LANES; l++)                                                           \
+      mx = lane[l] > mx ? lane[l] : mx;                                                            \
+    for (x = full; x < tk; x++)                                                                    \
+      mx = row[x] > mx ? row[x] : mx;                                                              \
+    for (int l = 0; l < ATTN_LANES; l++)                                                           \
+      lane[l] = 0;                                                                                 \
+    for (x = 0; x < full; x += ATTN_LANES)                                                         \
+      for (int l = 0; l < ATTN_LANES; l++) {                                                       \
+        float e = attn_exp_##SUFFIX(row[x + l] - mx);                                              \
+        row[x + l] = e;                                                                            \
+        lane[l] += e;                                                                              \
+      }                                                                                            \
+    double sum = 0;                                                                                \
+    for (int l = 0; l < ATTN_LANES; l++)                                                           \
+      sum += lane[l];                                                                              \
+    for (x = full; x < tk; x++) {                                                                  \
+      row[x] = attn_exp_##SUFFIX(row[x] - mx);                                                     \
+      sum += row[x];                                                                               \
+    }                                                                                              \
+    float inv = (float)(1.0 / sum);                                                                \
+    for (x = 0; x < full; x += ATTN_LANES)                                                         \
+      for (int l = 0; l < ATTN_LANES; l++)                                                         \
+        row[x + l] *= inv;                                                                         \
+    for (x = full; x < tk; x++)                                                                    \
+      row[x] *= inv;                                                                               \
   }
-  float lane[ATTN_LANES];
-  for (int l = 0; l < ATTN_LANES; l++)
-    lane[l] = row[0];
-  for (x = 0; x < full; x += ATTN_LANES)
-    for (int l = 0; l < ATTN_LANES; l++)
-      lane[l] = row[x + l] > lane[l] ? row[x + l] : lane[l];
+
+/* gcc's -O2 cost model ("very cheap") declines these loops; ask for the
+ * "cheap" one (clang vectorises them at -O2 as they are). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ATTN_VEC __attribute__((optimize("tree-vectorize", "vect-cost-model=cheap")))
+#else
+#define ATTN_VEC
+#endif
+/* fmaf only where it is one instruction (ISO C mode contracts nothing) */
+#ifdef FP_FAST_FMAF
+#define ATTN_MADD_BASE(a, b, c) fmaf(a, b, c)
+#else
+#define ATTN_MADD_BASE(a, b, c) ((a) * (b) + (c))
+#endif
+
+ATTN_DEFINE_EXP(base, ATTN_VEC, ATTN_MADD_BASE)
+ATTN_DEFINE_SOFTMAX(base, ATTN_VEC)
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ATTN_X86 1
+#include <immintrin.h>
+
+#define ATTN_AVX2 __attribute__((target("avx2,fma")))
+ATTN_DEFINE_EXP(avx2, ATTN_AVX2, fmaf)
+
+/* attn_exp_avx2 on 8 lanes: the same steps with the same constants. */
+ATTN_AVX2 static inline __m256 attn_exp8(__m256 x) {
+  const __m256 shift = _mm256_set1_ps(12582912.0f);
+  __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift);
+  __m256 n = _mm256_sub_ps(t, shift);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(
+      _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)), 23);
+  __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e)); /* * 2^n */
+  y = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), y); /* 0 */
+  return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));            /* NaN */
+}
+
+ATTN_AVX2 static float attn_hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+/* softmax_row_base's steps on 8 lanes at a time (the scalar tail with the
+ * same exp); the masking loop is the same scalar loop, which vectorises. */
+ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
+                                                const uint8_t *restrict m) {
+  int64_t full = tk - tk % 8, x;
+  if (m)
+    for (x = 0; x < tk; x++) {
+      float v = row[x];
+      row[x] = m[x] ? v : ATTN_MASKED_SCORE;
+    }
   float mx = row[0];
-  for (int l = 0; l < ATTN_LANES; l++)
-    mx = lane[l] > mx ? lane[l] : mx;
+  if (full) {
+    __m256 vm = _mm256_loadu_ps(row);
+    for (x = 8; x < full; x += 8)
+      vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + x));
+    mx = attn_hmax8(vm);
+  }
   for (x = full; x < tk; x++)
     mx = row[x] > mx ? row[x] : mx;
-  for (int l = 0; l < ATTN_LANES; l++)
-    lane[l] = 0;
-  for (x = 0; x < full; x += ATTN_LANES)
-    for (int l = 0; l < ATTN_LANES; l++) {
-      float e = attn_exp(row[x + l] - mx);
-      row[x + l] = e;
-      lane[l] += e;
-    }
-  double sum = 0;
-  for (int l = 0; l < ATTN_LANES; l++)
-    sum += lane[l];
+  __m256 vmx = _mm256_set1_ps(mx), vs0 = _mm256_setzero_ps(), vs1 = _mm256_setzero_ps();
+  for (x = 0; x + 16 <= full; x += 16) { /* two sums: the adds do not wait on each other */
+    __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
+    __m256 e1 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x + 8), vmx));
+    _mm256_storeu_ps(row + x, e0);
+    _mm256_storeu_ps(row + x + 8, e1);
+    vs0 = _mm256_add_ps(vs0, e0);
+    vs1 = _mm256_add_ps(vs1, e1);
+  }
+  for (; x < full; x += 8) {
+    __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
+    _mm256_storeu_ps(row + x, e0);
+    vs0 = _mm256_add_ps(vs0, e0);
+  }
+  __m256 vs = _mm256_add_ps(vs0, vs1);
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
   for (x = full; x < tk; x++) {
-    row[x] = attn_exp(row[x] - mx);
+    row[x] = attn_exp_avx2(row[x] - mx);
     sum += row[x];
   }
-  float inv = (float)(1.0 / sum);
-  for (x = 0; x < full; x += ATTN_LANES)
-    for (int l = 0; l < ATTN_LANES; l++)
-      row[x + l] *= inv;
+  float inv = 1.0f / sum; /* sum >= 1: the largest term is e^0 */
+  __m256 vinv = _mm256_set1_ps(inv);
+  for (x = 0; x < full; x += 8)
+    _mm256_storeu_ps(row + x, _mm256_mul_ps(_mm256_loadu_ps(row + x), vinv));
   for (x = full; x < tk; x++)
     row[x] *= inv;
+}
+#endif
+
+static void softmax_row(float *row, int64_t tk, const uint8_t *m) {
+#ifdef ATTN_X86
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    softmax_row_avx2(row, tk, m);
+    return;
+  }
+#endif
+  softmax_row_base(row, tk, m);
 }
 
 /* s[r, :] (rows of tk floats, contiguous) = softmax(masked s[r, :]) for the
