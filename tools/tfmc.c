@@ -240,8 +240,12 @@ done:
   return rc;
 }
 
-/* ---- pass options (ir, run): --passes=LIST | -O0..-O3, --print-after,
- * --print-file, --pass-stats; -O0 (the default) runs nothing ---- */
+/* ---- pass options (ir, run, build, emit-c): --passes=LIST | -O0..-O3,
+ * --print-after, --print-file, --pass-stats. `tfmc ir` shows the graph as
+ * built unless asked (-O0); the commands that compile default to -O2, as a
+ * user of an optimising compiler expects ---- */
+
+#define COMPILE_DEFAULT_LEVEL 2
 
 #define PASS_OPTS                                                                      \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},     \
@@ -277,19 +281,20 @@ static int take_opt_level(const char *cmd, const Args *args, int *argc, char **a
   return 0;
 }
 
-/* The pipeline and context from the options; *print_file is opened for
- * --print-file (the caller closes it), which must not be one of the n files
- * (NULL entries skipped) the command reads or writes. Returns 0 or
- * EXIT_USAGE / EXIT_USER. */
-static int pass_options(const char *cmd, const Args *args, int level, const char *const *files,
-                        int n, PassPipeline *pl, PassContext *ctx, FILE **print_file) {
+/* The pipeline and context from the options (default_level without
+ * --passes or -O); *print_file is opened for --print-file (the caller
+ * closes it), which must not be one of the n files (NULL entries skipped)
+ * the command reads or writes. Returns 0 or EXIT_USAGE / EXIT_USER. */
+static int pass_options(const char *cmd, const Args *args, int level, int default_level,
+                        const char *const *files, int n, PassPipeline *pl, PassContext *ctx,
+                        FILE **print_file) {
   char err[1024];
   const char *list = opt(args, "passes"), *after = opt(args, "print-after");
   const char *path = opt(args, "print-file");
   *print_file = NULL;
   if (list && level >= 0) return usage_error(cmd, "give --passes or -O%d, not both", level);
   if (list ? !pass_pipeline_parse(list, pl, err, sizeof err)
-           : !pass_pipeline_level(level < 0 ? 0 : level, pl))
+           : !pass_pipeline_level(level < 0 ? default_level : level, pl))
     return usage_error(cmd, "--passes: %s", err);
   if (!pass_print_after_check(pl, after, err, sizeof err)) return usage_error(cmd, "%s", err);
   if (path && !after) return usage_error(cmd, "--print-file goes with --print-after");
@@ -353,7 +358,7 @@ static int cmd_ir(int argc, char **argv) {
   Diags d;
   PassContext pctx = {.diags = &d};
   FILE *print_file;
-  if ((r = pass_options("ir", &args, olevel, args.pos, 1, &pl, &pctx, &print_file))) return r;
+  if ((r = pass_options("ir", &args, olevel, 0, args.pos, 1, &pl, &pctx, &print_file))) return r;
   Arena *a = arena_create();
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
@@ -690,7 +695,7 @@ static int cmd_run(int argc, char **argv) {
          "--profile: time every compiled kernel and print the time per op kind and\n"
          "the slowest kernels to stderr.\n"
          "--passes / -O run graph passes before the backend, as 'tfmc ir' does\n"
-         "(see 'tfmc ir --help' for the passes); -O0, the default, runs none.");
+         "(see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs none.");
     return 0;
   }
   if (r) return r;
@@ -738,7 +743,9 @@ static int cmd_run(int argc, char **argv) {
   PassContext pctx = {.diags = &d};
   FILE *print_file;
   const char *files[] = {args.pos[0], weights, inputs, vocab_path, outputs};
-  if ((r = pass_options("run", &args, olevel, files, 5, &pl, &pctx, &print_file))) return r;
+  if ((r = pass_options("run", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
+                        &print_file)))
+    return r;
 
   Arena *a = arena_create();
   diags_init(&d, a, stderr);
@@ -898,8 +905,15 @@ typedef struct Compiled {
   float *packed; /* arena-owned */
 } Compiled;
 
+/* The graph passes of build and emit-c: the pipeline and its context. */
+typedef struct CompilePasses {
+  PassPipeline pl;
+  PassContext ctx;
+  FILE *print_file;
+} CompilePasses;
+
 static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *weights,
-                         uint64_t seed, const char *attention, Compiled *c) {
+                         uint64_t seed, const char *attention, CompilePasses *cp, Compiled *c) {
   RtSafetensors *wst = NULL;
   int rc = EXIT_USER;
   c->spec = load_spec(a, d, spec_path);
@@ -908,6 +922,10 @@ static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *
   if (!c->g || !ir_graph_verify(c->g, d)) goto done;
   WeightSet *w = load_weights(a, d, c->g, c->spec, weights, seed, &wst);
   if (!w) goto done;
+  /* after the weights were checked against the graph as built (passes keep
+   * the inputs; weights are packed by name) */
+  cp->ctx.diags = d;
+  if ((cp->pl.n || cp->ctx.stats_out) && !pass_pipeline_run(c->g, &cp->pl, &cp->ctx)) goto done;
   c->prog = pass_lower_loops(a, c->g);
   int64_t vocab[RT_MAX_IO] = {0};
   input_vocabs(c->g, c->spec->model, vocab);
@@ -943,12 +961,16 @@ static int write_text(const char *path, const char *text) {
 static int cmd_build(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
-             {"attention", true, NULL}};
+             {"attention", true, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
-  int r = parse_args("build", argc, argv, &args);
+  int olevel;
+  int r = take_opt_level("build", &args, &argc, argv, &olevel);
+  if (!r) r = parse_args("build", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER]\n\n"
+         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER]\n"
+         "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
+         "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
          "file from LLVM (optimised for this CPU) linked with tfmc's runtime by the\n"
          "system C compiler ($CC, default cc). The weights are packed into EXE.weights\n"
@@ -956,7 +978,8 @@ static int cmd_build(int argc, char **argv) {
          "refused), or into the executable itself with --embed-weights. The\n"
          "executable needs no LLVM and no tfmc:\n"
          "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--threads N]\n"
-         "--keep leaves the intermediate files in EXE.build/.");
+         "--keep leaves the intermediate files in EXE.build/.\n"
+         "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r) return r;
@@ -968,6 +991,11 @@ static int cmd_build(int argc, char **argv) {
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
   if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
     return usage_error("build", "-o %s would overwrite an input file", exe);
+  CompilePasses cp = {0};
+  const char *files[] = {args.pos[0], weights, exe};
+  if ((r = pass_options("build", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 3, &cp.pl, &cp.ctx,
+                        &cp.print_file)))
+    return r;
 
   Arena *a = arena_create();
   Diags d;
@@ -975,7 +1003,7 @@ static int cmd_build(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
-  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &c)) goto done;
+  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &cp, &c)) goto done;
   const char *dir = arena_printf(a, "%s.build", exe);
   if (mkdir(dir, 0755) && errno != EEXIST) {
     fprintf(stderr, "tfmc: cannot create %s: %s\n", dir, strerror(errno));
@@ -1060,23 +1088,30 @@ done:
     for (int i = 0; i < 5; i++) remove(arena_printf(a, "%s.build/%s", exe, files[i]));
     rmdir(arena_printf(a, "%s.build", exe));
   }
+  if (cp.print_file && fclose(cp.print_file)) rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
 
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
-             {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL}};
+             {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
-  int r = parse_args("emit-c", argc, argv, &args);
+  int olevel;
+  int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
+  if (!r) r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--embed-weights] [--attention LAYER]\n\n"
+         "                   -o DIR [--embed-weights] [--attention LAYER]\n"
+         "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
+         "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
          "function per kernel), the runtime sources, the packed weights (or, with\n"
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
          "building a standalone executable and a static library with a C API\n"
-         "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.");
+         "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.\n"
+         "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r) return r;
@@ -1085,13 +1120,18 @@ static int cmd_emit_c(int argc, char **argv) {
   uint64_t seed;
   if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
   if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
+  CompilePasses cp = {0};
+  const char *files[] = {args.pos[0], weights};
+  if ((r = pass_options("emit-c", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 2, &cp.pl, &cp.ctx,
+                        &cp.print_file)))
+    return r;
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
-  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &c)) goto done;
+  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &cp, &c)) goto done;
   CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime"};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
@@ -1099,6 +1139,7 @@ static int cmd_emit_c(int argc, char **argv) {
   }
   rc = 0;
 done:
+  if (cp.print_file && fclose(cp.print_file)) rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
