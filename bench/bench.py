@@ -64,16 +64,17 @@ REL_TOL = 1e-3
 CHILD_TIMEOUT = 900
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-FRAMEWORKS = ["tfmc-jit", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
+FRAMEWORKS = ["tfmc-jit", "tfmc-jit-O0", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
 FRAMEWORK_LABEL = {
-    "tfmc-jit": "tfmc JIT (`tfmc run`)",
+    "tfmc-jit": "tfmc JIT (`tfmc run`, default -O2)",
+    "tfmc-jit-O0": "tfmc JIT without graph passes (`tfmc run -O0`)",
     "tfmc-exe": "tfmc executable (`tfmc build`)",
     "tfmc-c": "tfmc emitted C (`emit-c` + make)",
     "torch": "PyTorch eager, out of the box",
     "torch-tuned": "PyTorch eager, tuned env",
     "ort": "ONNX Runtime CPU",
 }
-TIMED_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe", "tfmc-c"]
+TIMED_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe", "tfmc-c", "tfmc-jit-O0"]
 
 SCRUB_PREFIXES = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "TFMC_", "MALLOC_",
                   "ORT_", "DNNL_", "ONEDNN_", "TORCH_", "PYTORCH_", "ATEN_")
@@ -312,9 +313,11 @@ class Harness:
         env = dict(self.base_env)
         threads = str(self.args.threads)
         b = self.R["builds"].get(m.name, {})
-        if fw == "tfmc-jit":
+        if fw in ("tfmc-jit", "tfmc-jit-O0"):
             cmd = [self.tfmc(), "run", spec, "--weights", weights, "--inputs", inputs,
                    "--outputs", outp, "--threads", threads, "--repeat", str(runs)]
+            if fw == "tfmc-jit-O0":  # graph passes off: what they buy, side by side
+                cmd.append("-O0")
         elif fw in ("tfmc-exe", "tfmc-c"):
             ent = b.get("exe" if fw == "tfmc-exe" else "c") or {}
             if ent.get("error") or not ent.get("path"):

@@ -14,8 +14,9 @@ import sys
 
 import workloads as wl
 
-FW_ORDER = ["tfmc-jit", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
-FW_SHORT = {"tfmc-jit": "tfmc JIT", "tfmc-exe": "tfmc exe", "tfmc-c": "tfmc C",
+FW_ORDER = ["tfmc-jit", "tfmc-jit-O0", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
+FW_SHORT = {"tfmc-jit": "tfmc JIT", "tfmc-jit-O0": "tfmc JIT -O0", "tfmc-exe": "tfmc exe",
+            "tfmc-c": "tfmc C",
             "torch": "PyTorch", "torch-tuned": "PyTorch tuned", "ort": "ORT"}
 
 # (workload, what, framework, baseline, bound): time ratio fw/baseline <= bound,
@@ -155,7 +156,7 @@ def write(R, path, workloads=None):
     add("")
     cols = [("tfmc-jit", "torch"), ("tfmc-jit", "torch-tuned"), ("tfmc-jit", "ort"),
             ("tfmc-exe", "torch-tuned"), ("tfmc-c", "torch-tuned"), ("tfmc-exe", "tfmc-jit"),
-            ("tfmc-c", "tfmc-jit")]
+            ("tfmc-c", "tfmc-jit"), ("tfmc-jit", "tfmc-jit-O0")]
     add("| workload | " + " | ".join("%s / %s" % (FW_SHORT[a], FW_SHORT[b]) for a, b in cols) + " |")
     add("|---|" + "---:|" * len(cols))
     for w in workloads:
