@@ -13,6 +13,7 @@
 #include "passes/passes.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
+#include "runtime/rt_profile.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -39,79 +40,24 @@ static void summarise(double *ms, int n, ExecTiming *t) {
   t->run_ms_median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
 }
 
-typedef void (*KernelFn)(void *, int64_t, int64_t);
-
-/* Runs the kernels one by one (as tfmc_model_run does) timing each, over
- * `runs` runs; prints per kernel kind and the slowest kernels to stderr. */
-static int profile_kernels(const IrGraph *g, const LoopProgram *prog, LlvmJit *jit,
-                           RtRunArgs *args, int runs, char *err, size_t errlen) {
-  int nk = prog->n_kernels;
-  KernelFn *fn = calloc((size_t)nk, sizeof *fn);
-  double *ms = calloc((size_t)nk, sizeof *ms);
-  if (!fn || !ms) {
-    free(fn);
-    free(ms);
+/* Runs the compiled model `runs` more times with a profile (every kernel
+ * timed by rt_kernel_run, as in standalone executables) and prints the
+ * report to stderr. Returns 0, or 1 with a message. */
+static int profile_runs(Arena *a, const IrGraph *g, const LoopProgram *prog, RtModelRunFn run,
+                        RtRunArgs *args, int runs, char *err, size_t errlen) {
+  const RtKernelInfo *kernels = pass_kernel_table(a, g, prog);
+  RtProfile *prof = rt_profile_create(prog->n_kernels);
+  if (!prof) {
     snprintf(err, errlen, "out of memory");
     return 1;
   }
-  for (int k = 0; k < nk; k++) {
-    void *p = llvm_jit_lookup(jit, prog->kernels[k].name);
-    if (!p) {
-      snprintf(err, errlen, "profile: kernel %s not found", prog->kernels[k].name);
-      free(fn);
-      free(ms);
-      return 1;
-    }
-    memcpy(&fn[k], &p, sizeof p);
-  }
-  double total = 0;
-  for (int r = 0; r < runs; r++)
-    for (int k = 0; k < nk; k++) {
-      const LKernel *kn = &prog->kernels[k];
-      int64_t n = 0;
-      bool ok = loop_expr_eval_i64(kn->extent, args->syms, &n);
-      TFMC_ASSERT(ok); /* extents are integer expressions of symbols */
-      double t0 = now_ms();
-      if (n > 0) {
-        if (kn->parallel) rt_pool_parallel_for(args->pool, n, kn->grain, fn[k], args);
-        else fn[k](args, 0, n);
-      }
-      double dt = now_ms() - t0;
-      ms[k] += dt;
-      total += dt;
-    }
-  /* per op kind */
-  double by_op[IR_OP_COUNT] = {0};
-  int count[IR_OP_COUNT] = {0};
-  for (int k = 0; k < nk; k++) {
-    int node = prog->kernels[k].node;
-    IrOp op = node >= 0 ? g->nodes[node].op : IR_OP_CONST;
-    by_op[op] += ms[k];
-    count[op]++;
-  }
-  fprintf(stderr, "profile: %d kernels, %.3f ms per run (mean of %d runs)\n", nk, total / runs, runs);
-  fprintf(stderr, "  %-14s %8s %12s %7s\n", "op kind", "kernels", "ms per run", "share");
-  for (;;) {
-    int best = -1;
-    for (int o = 0; o < IR_OP_COUNT; o++)
-      if (count[o] && (best < 0 || by_op[o] > by_op[best])) best = o;
-    if (best < 0) break;
-    fprintf(stderr, "  %-14s %8d %12.3f %6.1f%%\n", ir_op_info[best].name, count[best],
-            by_op[best] / runs, total > 0 ? 100 * by_op[best] / total : 0);
-    count[best] = 0;
-  }
-  fprintf(stderr, "  slowest kernels:\n");
-  for (int i = 0; i < 8 && i < nk; i++) {
-    int best = -1;
-    for (int k = 0; k < nk; k++)
-      if (ms[k] >= 0 && (best < 0 || ms[k] > ms[best])) best = k;
-    fprintf(stderr, "  %-24s %10.3f ms  %s\n", prog->kernels[best].name, ms[best] / runs,
-            prog->kernels[best].comment);
-    ms[best] = -1;
-  }
-  free(fn);
-  free(ms);
-  return 0;
+  args->profile = prof;
+  for (int r = 0; r < runs; r++) run(args);
+  args->profile = NULL;
+  int rc = rt_profile_report(kernels, prog->n_kernels, prof, runs, stderr);
+  rt_profile_destroy(prof);
+  if (rc) snprintf(err, errlen, "out of memory");
+  return rc != 0;
 }
 
 static int64_t sym_value_or(const int64_t *syms, IrDim d) {
@@ -204,7 +150,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
   }
   double t1 = now_ms();
   pool = rt_pool_create(eo->threads);
-  RtRunArgs args = {syms, inputs, out_ptrs, packed, arena, pool};
+  RtRunArgs args = {syms, inputs, out_ptrs, packed, arena, pool, NULL /* no profile */};
   run(&args);
   if (eo->repeat > 0) {
     double *ms = malloc((size_t)eo->repeat * sizeof *ms);
@@ -222,7 +168,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
   }
   if (timing) timing->compile_ms = t1 - t0;
   if (eo->profile &&
-      profile_kernels(g, prog, jit, &args, eo->repeat > 0 ? eo->repeat : 1, err, errlen))
+      profile_runs(a, g, prog, run, &args, eo->repeat > 0 ? eo->repeat : 1, err, errlen))
     goto done;
   *outputs = outs;
   *n_outputs = g->n_outputs;

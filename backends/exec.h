@@ -14,8 +14,9 @@
 typedef struct ExecOptions {
   int threads; /* JIT pool size; 0 = one per CPU */
   int repeat;  /* timed runs after one warm-up run when > 0 (benchmarks) */
-  bool profile; /* JIT: time every kernel (over max(repeat, 1) runs) and print
-                   a per-kernel and per-op-kind table to stderr */
+  bool profile; /* JIT: after the timed runs, max(repeat, 1) more with every
+                   kernel timed; rt_profile_report's table (per op kind, the
+                   slowest kernels) on stderr, as executables print it */
 } ExecOptions;
 
 typedef struct ExecTiming {

@@ -8,8 +8,10 @@
  *
  * Each kernel is a function  void kN(void *args, int64_t lo, int64_t hi)
  * whose body is  for (outer = lo; outer < hi; outer++) { body }.  The entry
- * function calls it as  rt_pool_parallel_for(args->pool, extent, grain, kN,
- * args)  when the kernel is parallel, else  kN(args, 0, extent).  Kernel
+ * function runs kernel i as  rt_kernel_run(args, i, kN, extent, grain,
+ * parallel)  (runtime/rt_model.h), which calls rt_pool_parallel_for(
+ * args->pool, extent, grain, kN, args) when the kernel is parallel, else
+ * kN(args, 0, extent), and times it when profiling.  Kernel
  * bodies only read run-time values through the args: symbol values
  * (args->syms[i]), input/output pointers, the weights base and the arena.
  *
@@ -185,7 +187,7 @@ typedef struct LKernel {
   int node;            /* graph value it computes (-1: none) */
   LExpr *extent;       /* I64: iterations of the outer loop */
   int outer_var;       /* the outer loop variable */
-  bool parallel;       /* run through rt_pool_parallel_for */
+  bool parallel;       /* split over the pool (rt_pool_parallel_for) */
   int64_t grain;       /* minimum iterations per task */
   LStmt *body;         /* LS_BLOCK run once per outer iteration */
   int n_vars;          /* variables used: 0..n_vars-1 (outer_var included) */

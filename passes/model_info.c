@@ -1,8 +1,9 @@
 /* passes/model_info.c — builds the RtModelInfo of a lowered graph: symbol
  * names and maxima, inputs (ids with their vocabulary bound, masks with the
  * ids they pad), outputs, the packed-weights layout and its hash, the arena
- * size. The layout is read from the loop program, so it is exactly what the
- * generated code addresses. */
+ * size, the kernel table (name, op kind, comment per kernel) the profiler
+ * reports with. The layout and the kernels are read from the loop program,
+ * so they are exactly what the generated code addresses and runs. */
 #include "ir/loop.h"
 #include "passes/passes.h"
 #include "runtime/rt_model.h"
@@ -38,6 +39,20 @@ static void fill_dims(RtTensorInfo *t, const IrType *ty) {
     t->dims[i].sym = ty->dims[i].sym;
     t->dims[i].value = ty->dims[i].value;
   }
+}
+
+const RtKernelInfo *pass_kernel_table(Arena *a, const IrGraph *g, const LoopProgram *p) {
+  int n = p ? p->n_kernels : 0;
+  RtKernelInfo *t = arena_alloc(a, (size_t)(n + 1) * sizeof *t);
+  for (int i = 0; i < n; i++) {
+    const LKernel *k = &p->kernels[i];
+    TFMC_ASSERT(k->node < g->n_nodes); /* the program was lowered from g */
+    t[i].name = k->name ? arena_strdup(a, k->name) : NULL;
+    /* op names are static rows of ir/ops.def */
+    t[i].op = k->node >= 0 ? ir_op_info[g->nodes[k->node].op].name : PASS_KERNEL_NO_OP;
+    t[i].comment = k->comment ? arena_strdup(a, k->comment) : NULL;
+  }
+  return t;
 }
 
 RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
@@ -109,5 +124,7 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   m->layout_hash = rt_model_layout_hash(w, n_w);
   m->arena_bytes = p ? p->arena_bytes : 0;
   m->pad_id = pad_id;
+  m->n_kernels = p ? p->n_kernels : 0;
+  m->kernels = pass_kernel_table(a, g, p);
   return m;
 }

@@ -39,6 +39,16 @@ struct LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g);
 struct RtModelInfo;
 struct RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const struct LoopProgram *p,
                                     const int64_t *input_vocab, int64_t pad_id);
+/* The kernel table of p (RtModelInfo.kernels, p->n_kernels rows, in run
+ * order): each kernel's name, the name of the IR op of the node of g it
+ * computes (PASS_KERNEL_NO_OP for a kernel without a node) and its comment.
+ * p must have been lowered from g; p NULL gives an empty table. The model
+ * info above carries it; the JIT builds it to report a profile. Allocated
+ * in a. */
+#define PASS_KERNEL_NO_OP "(none)"
+struct RtKernelInfo;
+const struct RtKernelInfo *pass_kernel_table(Arena *a, const IrGraph *g,
+                                             const struct LoopProgram *p);
 /* The ids input a mask input pads and the name of its lengths alternative. */
 void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths);
 

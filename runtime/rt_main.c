@@ -2,7 +2,7 @@
  * arguments, inputs, weights, pool, arena, the run, the outputs.
  *
  *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
- *       [--threads N] [--help] [--version]
+ *       [--threads N] [--repeat N] [--profile] [--help] [--version]
  *
  * Invariants: every failure is a message on stderr prefixed with the
  * program name and an exit status (1: bad inputs, weights or environment;
@@ -13,6 +13,7 @@
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_pool.h"
+#include "runtime/rt_profile.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_weights.h"
 
@@ -32,7 +33,7 @@
 
 typedef struct MainOpts {
   const char *inputs, *outputs, *weights, *threads, *repeat;
-  int help, version;
+  int help, version, profile;
 } MainOpts;
 
 static const char *prog_name(int argc, char **argv, const RtModelInfo *info) {
@@ -74,7 +75,7 @@ static void print_dims(FILE *f, const RtModelInfo *info, const RtTensorInfo *t) 
 static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
   fprintf(f,
           "usage: %s --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
-          "       [--threads N]\n\n"
+          "       [--threads N] [--repeat N] [--profile]\n\n"
           "Runs the model '%s', compiled by tfmc.\n\n",
           prog, info->name ? info->name : "?");
   int n_in = info->n_inputs >= 0 && info->n_inputs <= RT_MAX_IO ? info->n_inputs : 0;
@@ -132,6 +133,9 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
           "  --threads N      threads to run on, 1..%d (default: one per online CPU)\n"
           "  --repeat N       benchmark: after the run, N more timed runs; prints the\n"
           "                   median, min and max run time to stderr\n"
+          "  --profile        then as many runs again (one without --repeat) timing every\n"
+          "                   kernel; prints the time per op kind and the slowest kernels\n"
+          "                   to stderr (the outputs are the same)\n"
           "  --help, --version\n"
           "Exit status: 0 success, 1 bad inputs or weights, 2 bad usage.\n",
           MAIN_MAX_THREADS);
@@ -164,6 +168,21 @@ static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
   return 0;
 }
 
+/* Runs the model n more times with a profile and prints its report to
+ * stderr. Returns 0, or 1 when out of memory. */
+static int main_profile_runs(const RtModelInfo *info, RtModelRunFn run, RtRunArgs *args, int n) {
+  RtProfile *prof = rt_profile_create(info->n_kernels);
+  if (!prof)
+    return 1;
+  args->profile = prof;
+  for (int r = 0; r < n; r++)
+    run(args);
+  args->profile = NULL;
+  int rc = rt_profile_report(info->kernels, info->n_kernels, prof, n, stderr) != 0;
+  rt_profile_destroy(prof);
+  return rc;
+}
+
 /* ---- arguments ---- */
 
 /* Returns 0, or EXIT_USAGE after a message. */
@@ -181,6 +200,12 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
       o->version = 1;
       continue;
     }
+    if (strcmp(s, "--profile") == 0) {
+      o->profile = 1;
+      continue;
+    }
+    if (strncmp(s, "--profile=", 10) == 0)
+      return usage_error(prog, "option '--profile' takes no value");
     if (strncmp(s, "--", 2) != 0)
       return usage_error(prog, "unexpected argument '%s'", s);
     const char *key = s + 2, *eq = strchr(key, '=');
@@ -316,6 +341,11 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
             prog, info->name ? info->name : "?", info->abi_version, RT_ABI_VERSION);
     goto done;
   }
+  if (o.profile && (info->n_kernels <= 0 || !info->kernels)) {
+    fprintf(stderr, "%s: --profile: model '%s' carries no kernel table\n", prog,
+            info->name ? info->name : "?");
+    goto done;
+  }
   if (!embedded) {
     weights_path = o.weights ? strdup(o.weights) : default_weights_path(argc > 0 ? argv[0] : NULL);
     if (!weights_path) {
@@ -359,9 +389,15 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
             (long long)info->arena_bytes);
     goto done;
   }
-  RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool};
+  RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool,
+                    NULL /* no profile */};
   run(&args);
   if (repeat > 0 && main_time_runs(run, &args, repeat)) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    goto done;
+  }
+  /* after the timed runs, so profiling costs them nothing; warm caches */
+  if (o.profile && main_profile_runs(info, run, &args, repeat > 0 ? repeat : 1)) {
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
   }

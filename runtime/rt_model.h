@@ -12,14 +12,21 @@
  * against their maxima, allocates the activation arena (its size is fixed at
  * compile time), maps the packed weights and calls the function.
  *
+ * The function runs its kernels in order, each through rt_kernel_run
+ * (rt_profile.c), which hands it to the pool and, when args->profile is
+ * set, times it; RtModelInfo.kernels names kernel i (its op kind and the
+ * spec line it computes) for the profile report.
+ *
  * Layout contract (generated code reads RtRunArgs by these byte offsets, on
  * 64-bit targets): syms 0, inputs 8, outputs 16, weights 24, arena 32,
- * pool 40. Inputs are int32 (ids) or uint8 (masks, 1 = real token) arrays in
- * row-major order with the bound dims; outputs are f32 arrays sized for the
- * bound dims. Weights are f32, each tensor starting at a 64-byte aligned
- * offset from the weights base. The arena is 64-byte aligned. The weights,
- * the arena, each input and each output are distinct allocations that do
- * not overlap (generated code tells the optimiser so). */
+ * pool 40, profile 48 (the entry function only passes args on to
+ * rt_kernel_run, which reads the pool and the profile). Inputs are int32
+ * (ids) or uint8 (masks, 1 = real token) arrays in row-major order with the
+ * bound dims; outputs are f32 arrays sized for the bound dims. Weights are
+ * f32, each tensor starting at a 64-byte aligned offset from the weights
+ * base. The arena is 64-byte aligned. The weights, the arena, each input
+ * and each output are distinct allocations that do not overlap (generated
+ * code tells the optimiser so). */
 #ifndef TFMC_RT_MODEL_H
 #define TFMC_RT_MODEL_H
 
@@ -28,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 1
+#define RT_ABI_VERSION 2
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -63,6 +70,15 @@ typedef struct RtWeightInfo {
   int64_t offset; /* in floats from the weights base; a multiple of 16 */
 } RtWeightInfo;
 
+/* One kernel of the compiled forward pass, in the order tfmc_model_run
+ * runs them (kernel i is the `kernel` argument rt_kernel_run gets). */
+typedef struct RtKernelInfo {
+  const char *name;    /* "k22_attention": its function in the generated code */
+  const char *op;      /* op kind: the IR op of the graph node it computes
+                          ("attention", "matmul"); "(none)" without a node */
+  const char *comment; /* the IR node and spec location ("attention %22 @m.tfm:7:3"); may be NULL */
+} RtKernelInfo;
+
 typedef struct RtModelInfo {
   uint32_t abi_version; /* RT_ABI_VERSION */
   const char *name;
@@ -79,7 +95,11 @@ typedef struct RtModelInfo {
   uint64_t layout_hash;    /* FNV-1a 64 over every weight's name, shape and offset */
   int64_t arena_bytes;     /* activation arena, planned at the maximum dims */
   int64_t pad_id;          /* -1: none */
+  int n_kernels;           /* 0: no kernel table (a profile then names nothing) */
+  const RtKernelInfo *kernels;
 } RtModelInfo;
+
+typedef struct RtProfile RtProfile; /* per-kernel times: runtime/rt_profile.h */
 
 typedef struct RtRunArgs {
   const int64_t *syms;   /* bound symbol values, indexed like sym_names */
@@ -88,9 +108,20 @@ typedef struct RtRunArgs {
   const float *weights;  /* packed weights base */
   unsigned char *arena;  /* arena_bytes, 64-byte aligned */
   RtPool *pool;          /* may be NULL: run on the calling thread */
+  RtProfile *profile;    /* NULL: no timing; else every kernel's time is added to it */
 } RtRunArgs;
 
 typedef void (*RtModelRunFn)(const RtRunArgs *args);
+
+/* ---- rt_profile.c: what generated code calls for each kernel ----
+ * Runs kernel number `kernel` (fn, over [0, n)) for tfmc_model_run: nothing
+ * when n <= 0; rt_pool_parallel_for(args->pool, n, grain, fn, args) when
+ * parallel; else fn(args, 0, n) on the calling thread. When args->profile
+ * is set it also adds the kernel's wall time and one call to the profile's
+ * entry `kernel` (ignored when out of its range). Without a profile it
+ * costs one branch more than calling the pool directly. */
+void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, int64_t n, int64_t grain,
+                   int parallel);
 
 /* FNV-1a 64 of the weights layout (what layout_hash holds): for each
  * weight in order, its name bytes, a 0 byte, rank and shape and offset as
@@ -127,11 +158,14 @@ int64_t rt_model_dim(const RtDim *d, const int64_t *syms);
 
 /* ---- rt_main.c: the main of standalone executables ----
  *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
- *       [--threads N] [--help]
+ *       [--threads N] [--repeat N] [--profile] [--help] [--version]
  * Weights: the embedded image when embedded != NULL, else --weights, else
  * the file EXE.weights next to the executable (found via /proc/self/exe or
- * argv[0]). Refuses bad inputs with a message and exit status 1; usage
- * errors exit 2. */
+ * argv[0]). --repeat N: N more timed runs after the first, the median, min
+ * and max on stderr. --profile: after those, max(N, 1) more runs with a
+ * profile, its report (rt_profile_report) on stderr. The outputs written
+ * are the same either way. Refuses bad inputs with a message and exit
+ * status 1; usage errors exit 2. */
 int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run,
             const void *embedded, size_t embedded_len);
 

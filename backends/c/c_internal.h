@@ -66,7 +66,8 @@ int c_program_check(const LoopProgram *p, char *err, size_t errlen);
 
 /* Checks the model description against the program: counts within the
  * ABI limits, names present, enum values known, weights inside
- * weights_floats. Returns 0 or non-zero with a message. */
+ * weights_floats, a kernel table that is empty or has one named row per
+ * kernel of the program. Returns 0 or non-zero with a message. */
 int c_info_check(const RtModelInfo *info, const LoopProgram *p, char *err, size_t errlen);
 
 /* ---- emit.c ---- */

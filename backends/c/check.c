@@ -303,6 +303,14 @@ int c_info_check(const RtModelInfo *info, const LoopProgram *p, char *err, size_
                       b->kind == LB_INPUT ? "input" : "output", b->index,
                       b->kind == LB_INPUT ? info->n_inputs : info->n_outputs);
     }
+  if (info->n_kernels < 0 || (info->n_kernels && !info->kernels))
+    return c_fail(err, errlen, "c: model info: bad kernel count %d", info->n_kernels);
+  if (p && info->n_kernels && info->n_kernels != p->n_kernels)
+    return c_fail(err, errlen, "c: model info names %d kernels; the program has %d",
+                  info->n_kernels, p->n_kernels);
+  for (int i = 0; i < info->n_kernels; i++)
+    if (!info->kernels[i].name || !info->kernels[i].op)
+      return c_fail(err, errlen, "c: model info: kernel %d has no name or op kind", i);
   for (int i = 0; i < info->n_weights; i++) {
     const RtWeightInfo *w = &info->weights[i];
     if (!w->name) return c_fail(err, errlen, "c: model info: weight %d has no name", i);

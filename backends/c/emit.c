@@ -10,8 +10,9 @@
  *       for (int64_t v0 = lo; v0 < hi; ++v0) { body }
  *     }
  *
- * and tfmc_model_run calls them in order, through rt_pool_parallel_for for
- * parallel kernels, skipping a kernel whose extent is not positive. It
+ * and tfmc_model_run calls them in order, each through the runtime's
+ * rt_kernel_run (the pool for parallel kernels, a kernel whose extent is
+ * not positive skipped, timing under --profile: runtime/rt_profile.c). It
  * means what the LLVM backend's module means (backends/llvm/emit.c):
  *   - a loop's upper bound is evaluated once (printed in place when nothing
  *     in the loop can change it, else held in vN_end);
@@ -757,57 +758,30 @@ static void put_run(Em *E) {
   const LoopProgram *p = E->p;
   FILE *o = E->out;
   bool sym[RT_MAX_SYMS] = {false};
-  bool any_n = false;
   /* extents read symbols and constants only (c_program_check) */
   E->k = NULL;
   for (int i = 0; i < p->n_kernels; i++) {
     memset(E->sym_used, 0, sizeof E->sym_used);
     an_expr(E, p->kernels[i].extent);
     for (int s = 0; s < p->n_syms; s++) sym[s] |= E->sym_used[s];
-    any_n |= p->kernels[i].extent->kind != LX_CONST_I;
   }
-  fputs("/* The forward pass (runtime/rt_model.h): the kernels in order; a kernel\n"
-        " * whose extent is not positive does not run. */\n"
+  fputs("/* The forward pass (runtime/rt_model.h): the kernels in order, each through\n"
+        " * rt_kernel_run(args, kernel number, function, extent, grain, parallel), which\n"
+        " * skips an extent that is not positive and times the kernel under --profile. */\n"
         "void tfmc_model_run(const RtRunArgs *args) {\n",
         o);
-  bool any_sym = false;
   for (int s = 0; s < p->n_syms; s++)
-    if (sym[s]) put_sym_decl(E, s, 1), any_sym = true;
-  if (any_n) fputs("  int64_t n;\n", o);
-  int n_calls = 0;
-  for (int i = 0; i < p->n_kernels; i++)
-    n_calls += p->kernels[i].extent->kind != LX_CONST_I || p->kernels[i].extent->ival > 0;
-  if (!any_sym && n_calls == 0) fputs("  (void)args;\n", o);
+    if (sym[s]) put_sym_decl(E, s, 1);
+  if (p->n_kernels == 0) fputs("  (void)args;\n", o);
   for (int i = 0; i < p->n_kernels; i++) {
     const LKernel *k = &p->kernels[i];
     char name[96];
     c_kernel_name(p, i, name, sizeof name);
-    bool is_const = k->extent->kind == LX_CONST_I;
-    if (is_const && k->extent->ival <= 0) {
-      fprintf(o, "  (void)%s; /* extent %lld: never runs */\n", name, (long long)k->extent->ival);
-      continue;
-    }
-    if (!is_const) {
-      fputs("  n = ", o);
-      put_expr(E, k->extent, true);
-      fputs(";\n  if (n > 0) ", o);
-    } else {
-      fputs("  ", o);
-    }
-    const char *n = is_const ? NULL : "n";
-    if (k->parallel) {
-      fputs("rt_pool_parallel_for(args->pool, ", o);
-      if (n) fputs(n, o);
-      else c_put_i64(o, k->extent->ival);
-      fputs(", ", o);
-      c_put_i64(o, k->grain);
-      fprintf(o, ", %s, (void *)args);\n", name);
-    } else {
-      fprintf(o, "%s((void *)args, 0, ", name);
-      if (n) fputs(n, o);
-      else c_put_i64(o, k->extent->ival);
-      fputs(");\n", o);
-    }
+    fprintf(o, "  rt_kernel_run(args, %d, %s, ", i, name);
+    put_expr(E, k->extent, true);
+    fputs(", ", o);
+    c_put_i64(o, k->parallel ? k->grain : 1);
+    fprintf(o, ", %d);\n", k->parallel ? 1 : 0);
   }
   fputs("}\n", o);
 }
@@ -863,11 +837,9 @@ static void put_prologue(Em *E) {
         "#pragma STDC FP_CONTRACT OFF\n"
         "#endif\n"
         "\n"
-        "/* Runtime entry points (runtime/rt_pool.h and the headers named below),\n"
-        " * declared here because those headers and rt_model.h each typedef RtPool,\n"
-        " * which C99 allows only once per translation unit. */\n"
-        "void rt_pool_parallel_for(RtPool *p, int64_t n, int64_t grain,\n"
-        "                          void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx);\n",
+        "/* The runtime: rt_model.h declares rt_kernel_run, which runs each kernel\n"
+        " * (runtime/rt_profile.c); what kernels call is declared here from\n"
+        " * ir/callees.def, each with the header that has it. */\n",
         o);
   for (int c = 0; c < LC_CALLEE_COUNT; c++)
     if (E->use_callee[c]) put_prototype(o, &loop_callee_info[c]);

@@ -1,6 +1,6 @@
 /* backends/c/info.c — the model description (runtime/rt_model.h) printed
  * as C data: `const RtModelInfo tfmc_model_info = {...};` with its input,
- * output and weight arrays.
+ * output, weight and kernel arrays.
  *
  * Used by model.c (c_emit_model) and by `tfmc build`, which compiles it next
  * to the LLVM object. Designated initializers name every field, so the text
@@ -100,6 +100,23 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
     }
     fputs("};\n\n", o);
   }
+  if (info->n_kernels > 0) {
+    /* what --profile names kernel i by (rt_kernel_run's `kernel`) */
+    fprintf(o, "static const RtKernelInfo tfmc_info_kernels[%d] = {\n", info->n_kernels);
+    for (int i = 0; i < info->n_kernels; i++) {
+      const RtKernelInfo *k = &info->kernels[i];
+      fputs("  {.name = ", o);
+      c_put_string(o, k->name);
+      fputs(", .op = ", o);
+      c_put_string(o, k->op);
+      if (k->comment) {
+        fputs(",\n   .comment = ", o);
+        c_put_string(o, k->comment);
+      }
+      fputs("},\n", o);
+    }
+    fputs("};\n\n", o);
+  }
   fprintf(o, "const RtModelInfo tfmc_model_info = {\n  .abi_version = %u,\n  .name = ",
           (unsigned)info->abi_version);
   c_put_string(o, info->name);
@@ -130,5 +147,7 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
   c_put_i64(o, info->arena_bytes);
   fputs(",\n  .pad_id = ", o);
   c_put_i64(o, info->pad_id);
-  fputs(",\n};\n", o);
+  fprintf(o, ",\n  .n_kernels = %d,\n", info->n_kernels);
+  if (info->n_kernels > 0) fputs("  .kernels = tfmc_info_kernels,\n", o);
+  fputs("};\n", o);
 }

@@ -159,8 +159,8 @@ static int list_runtime(Proj *P) {
   closedir(d);
   if (rc) return rc;
   if (P->n_rt_files) qsort(P->rt_files, (size_t)P->n_rt_files, sizeof *P->rt_files, cmp_str);
-  static const char *const needed[] = {"rt_model.h", "rt_main.c", "rt_model.c", "rt_weights.c",
-                                       "rt_pool.c",  "rt_gemm.c"};
+  static const char *const needed[] = {"rt_model.h", "rt_main.c", "rt_model.c",  "rt_weights.c",
+                                       "rt_pool.c",  "rt_gemm.c", "rt_profile.c"};
   for (size_t i = 0; i < sizeof needed / sizeof *needed; i++) {
     bool found = false;
     for (int k = 0; k < P->n_rt_files && !found; k++) found = !strcmp(P->rt_files[k], needed[i]);
@@ -656,7 +656,7 @@ static const char *const API_BODY[] = {
     "  for (int o = 0; o < info->n_outputs; o++)",
     "    if (!outputs[o])",
     "      return api_fail(err, errlen, \"output '%s' has no buffer\", info->outputs[o].name);",
-    "  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena, m->pool};",
+    "  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena, m->pool, NULL};",
     "  tfmc_model_run(&args);",
     "  return 0;",
     "}",
@@ -670,7 +670,8 @@ static const char *const API_BODY[] = {
     "  int rc = rt_model_bind(&tfmc_model_info, st, inputs_path, &b, err, errlen);",
     "  rt_st_close(st);",
     "  if (rc) return 1;",
-    "  RtRunArgs args = {b.syms, b.inputs, b.outputs, rt_weights_data(m->weights), m->arena, m->pool};",
+    "  RtRunArgs args = {b.syms, b.inputs, b.outputs, rt_weights_data(m->weights), m->arena, m->pool,",
+    "                    NULL};",
     "  tfmc_model_run(&args);",
     "  rc = rt_model_write_outputs(&tfmc_model_info, &b, outputs_path, err, errlen);",
     "  rt_model_unbind(&tfmc_model_info, &b);",

@@ -5,9 +5,11 @@
  *     define void @NAME(i8* %args, i64 %lo, i64 %hi) noinline nounwind
  * whose body is  for (outer = lo; outer < hi; outer++) { body }, and
  *     define void @tfmc_model_run(i8* %args)
- * evaluates each kernel's extent (symbols and constants only) and, when it is
- * positive, calls rt_pool_parallel_for(args->pool, extent, grain, @NAME,
- * args) for parallel kernels, else @NAME(args, 0, extent).
+ * evaluates each kernel's extent (symbols and constants only) and calls the
+ * runtime's rt_kernel_run(args, i, @NAME, extent, grain, parallel) for
+ * kernel i (runtime/rt_model.h: it skips an extent that is not positive,
+ * goes through the pool for parallel kernels and times the kernel when
+ * args->profile is set).
  *
  * Shape of the generated code (what the optimiser relies on):
  *   - Variables are allocas in the entry block, zero-initialised (mem2reg /
@@ -79,7 +81,8 @@ static const char *reserved_names[] = {"expf",          "exp",
                                        "erff",          "erf",
                                        "memcpy",        "memset",
                                        "memmove",       "main",
-                                       "rt_pool_parallel_for", "tfmc_model_run"};
+                                       "rt_pool_parallel_for", "rt_kernel_run",
+                                       "tfmc_model_run"};
 
 typedef struct Emit {
   const LoopProgram *p;
@@ -93,8 +96,8 @@ typedef struct Emit {
 
   LLVMTypeRef t_void, t_i8, t_i32, t_i64, t_f32, t_f64;
   LLVMTypeRef t_i8p, t_f32p;
-  LLVMTypeRef t_kernel, t_entry, t_parfor;
-  LLVMValueRef fn_parfor;
+  LLVMTypeRef t_kernel, t_entry, t_kernel_run;
+  LLVMValueRef fn_kernel_run;
   LLVMValueRef fn_callee[LC_CALLEE_COUNT]; /* declarations from ir/callees.def */
   LLVMValueRef fn_math[MF_COUNT];
   LLVMValueRef fn_reassoc[RA_COUNT][2]; /* [op][0: f32, 1: f64] */
@@ -278,8 +281,11 @@ static bool module_create(Emit *E, const char *name) {
   LLVMTypeRef kp[3] = {E->t_i8p, E->t_i64, E->t_i64};
   E->t_kernel = LLVMFunctionType(E->t_void, kp, 3, 0);
   E->t_entry = LLVMFunctionType(E->t_void, &E->t_i8p, 1, 0);
-  LLVMTypeRef pp[5] = {E->t_i8p, E->t_i64, E->t_i64, LLVMPointerType(E->t_kernel, 0), E->t_i8p};
-  E->t_parfor = LLVMFunctionType(E->t_void, pp, 5, 0);
+  /* void rt_kernel_run(const RtRunArgs *, int kernel, RtTaskFn, int64_t n,
+   *                    int64_t grain, int parallel) */
+  LLVMTypeRef rp[6] = {E->t_i8p, E->t_i32, LLVMPointerType(E->t_kernel, 0),
+                       E->t_i64, E->t_i64, E->t_i32};
+  E->t_kernel_run = LLVMFunctionType(E->t_void, rp, 6, 0);
 
   for (int c = 0; c < LC_CALLEE_COUNT; c++) {
     const LCalleeInfo *ci = &loop_callee_info[c];
@@ -290,8 +296,8 @@ static bool module_create(Emit *E, const char *name) {
                                       LLVMFunctionType(E->t_void, params, (unsigned)ci->n_args, 0));
     add_fn_attr(E, E->fn_callee[c], "nounwind");
   }
-  E->fn_parfor = LLVMAddFunction(E->mod, "rt_pool_parallel_for", E->t_parfor);
-  add_fn_attr(E, E->fn_parfor, "nounwind");
+  E->fn_kernel_run = LLVMAddFunction(E->mod, "rt_kernel_run", E->t_kernel_run);
+  add_fn_attr(E, E->fn_kernel_run, "nounwind");
   for (int i = 0; i < MF_COUNT; i++) {
     LLVMTypeRef ty = (i == MF_TANHF || i == MF_ERFF) ? E->t_f32 : E->t_f64;
     E->fn_math[i] = LLVMAddFunction(E->mod, math_name[i], LLVMFunctionType(ty, &ty, 1, 0));
@@ -1140,11 +1146,8 @@ static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, 
   const LoopProgram *p = E->p;
   E->where = "tfmc_model_run";
   scratch_reset(E, sc);
-  for (int i = 0; i < p->n_kernels; i++) {
+  for (int i = 0; i < p->n_kernels; i++)
     walk_expr(E, p->kernels[i].extent);
-    if (p->kernels[i].parallel)
-      E->use_pool = true;
-  }
   for (int i = 0; i < p->n_bufs; i++)
     E->use_buf[i] = false; /* extents read no buffers */
   E->fn = entry_fn;
@@ -1163,19 +1166,13 @@ static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, 
     LLVMValueRef n = emit_expr(E, k->extent);
     if (!n)
       return false;
-    LLVMBasicBlockRef run = new_block(E, "run.");
-    LLVMBasicBlockRef next = new_block(E, "next.");
-    LLVMBuildCondBr(E->b, LLVMBuildICmp(E->b, LLVMIntSGT, n, ci64(E, 0), ""), run, next);
-    LLVMPositionBuilderAtEnd(E->b, run);
-    if (k->parallel) {
-      LLVMValueRef a[5] = {E->pool, n, ci64(E, k->grain), kernels[i], E->args};
-      call(E, E->fn_parfor, a, 5, "");
-    } else {
-      LLVMValueRef a[3] = {E->args, ci64(E, 0), n};
-      call(E, kernels[i], a, 3, "");
-    }
-    LLVMBuildBr(E->b, next);
-    LLVMPositionBuilderAtEnd(E->b, next);
+    LLVMValueRef a[6] = {E->args,
+                         LLVMConstInt(E->t_i32, (unsigned long long)i, 0),
+                         kernels[i],
+                         n,
+                         ci64(E, k->parallel ? k->grain : 1),
+                         LLVMConstInt(E->t_i32, k->parallel ? 1 : 0, 0)};
+    call(E, E->fn_kernel_run, a, 6, "");
   }
   LLVMBuildRetVoid(E->b);
   return true;

@@ -6,7 +6,7 @@
  *      with our CPU and features (so JIT code generation matches the
  *      "target-cpu"/"target-features" attributes the module carries);
  *   2. runtime and libm entry points defined as absolute symbols taken from
- *      this process (every function of ir/callees.def, rt_pool_parallel_for,
+ *      this process (every function of ir/callees.def, rt_kernel_run,
  *      &expf, ...), plus a process-symbol generator for anything else LLVM's
  *      lowering may call;
  *   3. the module built in the context of a ThreadSafeContext (one context
@@ -18,6 +18,7 @@
 #include "runtime/rt_act.h"
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
+#include "runtime/rt_model.h"
 #include "runtime/rt_pool.h"
 
 #include <llvm-c/LLJIT.h>
@@ -74,12 +75,19 @@ static void (*callee_address(LCallee c))(void) {
   return NULL;
 }
 
+/* emit.c declares rt_kernel_run as void (i8*, i32, void (i8*, i64, i64)*,
+ * i64, i64, i32): a runtime prototype that drifts from that fails here. */
+_Static_assert(_Generic(&rt_kernel_run,
+                        void (*)(const RtRunArgs *, int, RtTaskFn, int64_t, int64_t, int): 1,
+                        default: 0),
+               "rt_kernel_run does not have the parameters backends/llvm/emit.c declares");
+
 static int define_runtime_symbols(LLVMOrcLLJITRef j, char *err, size_t errlen) {
   static const struct {
     const char *name;
     void (*addr)(void);
   } libs[] = {
-      {"rt_pool_parallel_for", (void (*)(void))rt_pool_parallel_for},
+      {"rt_kernel_run", (void (*)(void))rt_kernel_run},
       {"tanhf", (void (*)(void))tanhf},
       {"tanh", (void (*)(void))tanh},
       {"erff", (void (*)(void))erff},

@@ -195,7 +195,7 @@ static const char ct_driver_src[] =
     "  unsigned char *arena = aligned_alloc(64, arena_len);\n"
     "  if (!arena) return die(\"no memory\");\n"
     "  memset(arena, 0xA5, arena_len); /* garbage: kernels must not read unwritten memory */\n"
-    "  RtRunArgs args = {syms, in, out, rt_weights_data(w), arena, pool};\n"
+    "  RtRunArgs args = {syms, in, out, rt_weights_data(w), arena, pool, NULL};\n"
     "  tfmc_model_run(&args);\n"
     "  if (rt_st_write(argv[3], ws, info->n_outputs, NULL, 0, err, sizeof err)) return die(err);\n"
     "  rt_pool_destroy(pool);\n"

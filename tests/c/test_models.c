@@ -6,8 +6,9 @@
  *     1e-4 + 1e-4 |ref| of PyTorch's;
  *   - the sort model through its own Makefile (gcc; clang with NO_BLAS=1
  *     and embedded weights) and its CMakeLists.txt, the executable's
- *     interface (--help, --threads, refusals). */
+ *     interface (--help, --threads, --profile, refusals). */
 #include "c_test_util.h"
+#include "tests/common/profile_report.h"
 
 #include <dirent.h>
 
@@ -132,7 +133,8 @@ static void sort_build(const char *how, const char *build_cmd, bool embed, const
   char *tmp = ct_mkdtemp("sortbuild");
   char proj[600];
   snprintf(proj, sizeof proj, "%s/sort", tmp);
-  CT_RUN("%s emit-c %s/model.tfm --weights %s/weights.safetensors -o %s%s", TFMC, SORT_DIR,
+  /* -O2 here and for the loop IR listing below: one pass level, whatever the defaults */
+  CT_RUN("%s emit-c %s/model.tfm --weights %s/weights.safetensors -O2 -o %s%s", TFMC, SORT_DIR,
          SORT_DIR, proj, embed ? " --embed-weights" : "");
   CT_RUN("cd %s && %s", proj, build_cmd);
   CT_RUN("cd %s && %s --help | grep -q 'Runs the model .sort.'", proj, exe_path);
@@ -144,6 +146,26 @@ static void sort_build(const char *how, const char *build_cmd, bool embed, const
     double maxd = compare_outputs(out, SORT_DIR "/expected.safetensors", how);
     fprintf(stderr, "sort via %-44s %d threads: max |diff| %.3g\n", how, threads, maxd);
   }
+  /* --profile: the runtime's report names every kernel of the loop IR under
+   * its op kind; the outputs are bit for bit those of a run without it */
+  CT_RUN("%s ir %s/model.tfm --level loop -O2 > %s/listing.txt", TFMC, SORT_DIR, tmp);
+  CT_RUN("cd %s && %s --inputs %s/inputs.safetensors --outputs plain.safetensors --threads 2 && "
+         "%s --inputs %s/inputs.safetensors --outputs prof.safetensors --threads 2 --repeat 3 "
+         "--profile 2> profile.txt && cmp plain.safetensors prof.safetensors",
+         proj, exe_path, SORT_DIR, exe_path, SORT_DIR);
+  char listing_path[700], report_path[700];
+  snprintf(listing_path, sizeof listing_path, "%s/listing.txt", tmp);
+  snprintf(report_path, sizeof report_path, "%s/profile.txt", proj);
+  char *listing = ct_read_text(listing_path, NULL), *report = ct_read_text(report_path, NULL);
+  cr_assert(listing && report);
+  ProfReport r;
+  prof_parse(report, &r);
+  prof_check(&r);
+  prof_check_listing(&r, listing);
+  cr_assert_eq(r.runs, 3, "%s", report);
+  cr_assert(prof_kind(&r, "attention") && prof_kind(&r, "linear"), "%s", report);
+  free(listing);
+  free(report);
   /* refusals are messages with exit status 1 / 2, never crashes */
   char *log = NULL;
   int rc = ct_sh(&log, "cd %s && %s --inputs %s/weights.safetensors --outputs o.safetensors", proj,

@@ -8,7 +8,9 @@
  *     tfmc_model_info as hex, which must equal the original bytes;
  *   - no object defines the symbols the hostile names try to inject;
  *   - the executable runs on inputs named with the hostile names and
- *     computes embed(ids) + bias exactly;
+ *     computes embed(ids) + bias exactly, and its --profile report (whose
+ *     kernel comments hold the hostile spec path) stays ASCII, one line
+ *     per entry;
  *   - every generated file is plain ASCII. */
 #include "backends/c/c_internal.h"
 #include "c_test_util.h"
@@ -92,6 +94,12 @@ static char *expected_dump(const RtModelInfo *info) {
   }
   fprintf(f, "%016llx %lld %lld\n", (unsigned long long)info->layout_hash,
           (long long)info->weights_floats, (long long)info->arena_bytes);
+  fprintf(f, "%d\n", info->n_kernels);
+  for (int i = 0; i < info->n_kernels; i++) {
+    hex(f, info->kernels[i].name);
+    hex(f, info->kernels[i].op);
+    hex(f, info->kernels[i].comment);
+  }
   fclose(f);
   return buf;
 }
@@ -118,6 +126,12 @@ static const char printer_src[] =
     "  }\n"
     "  printf(\"%016llx %lld %lld\\n\", (unsigned long long)m->layout_hash,\n"
     "         (long long)m->weights_floats, (long long)m->arena_bytes);\n"
+    "  printf(\"%d\\n\", m->n_kernels);\n"
+    "  for (i = 0; i < m->n_kernels; i++) {\n"
+    "    hex(m->kernels[i].name);\n"
+    "    hex(m->kernels[i].op);\n"
+    "    hex(m->kernels[i].comment);\n"
+    "  }\n"
     "  return 0;\n"
     "}\n";
 
@@ -173,6 +187,7 @@ static void names_with(const char *cc, bool embed) {
   char *got = ct_read_text(path, NULL);
   char *want = expected_dump(r.info);
   cr_assert(got);
+  cr_assert_eq(r.info->n_kernels, 2, "embed and add");
   cr_assert_str_eq(got, want, "tfmc_model_info does not round-trip the names");
   free(got);
   free(want);
@@ -183,8 +198,16 @@ static void names_with(const char *cc, bool embed) {
   snprintf(path, sizeof path, "%s/in.safetensors", dir);
   cr_assert_eq(rt_st_write(path, &in, 1, NULL, 0, err, sizeof err), 0, "%s", err);
   CT_RUN("cd %s && ./%s --help > help.txt && ./%s --inputs in.safetensors --outputs out.safetensors "
-         "--threads 2",
+         "--threads 2 --profile 2> profile.txt",
          dir, exe, exe);
+  check_ascii(dir, "profile.txt");
+  snprintf(path, sizeof path, "%s/profile.txt", dir);
+  char *prof = ct_read_text(path, NULL);
+  cr_assert(prof);
+  cr_assert(strstr(prof, "profile: 2 kernels,") && strstr(prof, "\n  embed ") &&
+                strstr(prof, "\n  add ") && strstr(prof, "@we\"ird*/ file\\x0a.tfm:3:7\n"),
+            "%s", prof);
+  free(prof);
   snprintf(path, sizeof path, "%s/out.safetensors", dir);
   int64_t n;
   float *y = ct_read_output(path, out_name, &n);

@@ -78,7 +78,8 @@ static inline void case_free(Case *c) {
 }
 
 static inline RtRunArgs case_args(Case *c, RtPool *pool) {
-  RtRunArgs a = {c->syms, (void *const *)c->in, (float *const *)c->out, c->weights, c->arena, pool};
+  RtRunArgs a = {c->syms, (void *const *)c->in, (float *const *)c->out, c->weights, c->arena, pool,
+                 NULL /* no profile */};
   return a;
 }
 

@@ -40,7 +40,7 @@ static const char *driver_source =
     "  unsigned char *arena = buf(rd64(f));\n"
     "  fclose(f);\n"
     "  RtPool *pool = threads ? rt_pool_create((int)threads) : NULL;\n"
-    "  RtRunArgs args = {syms, in, out, w, arena, pool};\n"
+    "  RtRunArgs args = {syms, in, out, w, arena, pool, NULL};\n"
     "  tfmc_model_run(&args);\n"
     "  if (pool) rt_pool_destroy(pool);\n"
     "  FILE *o = fopen(argv[2], \"wb\"); if (!o) return 2;\n"
@@ -260,7 +260,10 @@ Test(llvm_object, ir_names_the_host_cpu_and_vectorises) {
   cr_expect(strstr(ir, "\"prefer-vector-width\"=\"512\""));
   cr_expect(strstr(ir, "define void @k1_gelu(i8* "), "kernel signature");
   cr_expect(strstr(ir, "define void @tfmc_model_run(i8* "), "entry signature");
-  cr_expect(strstr(ir, "@rt_pool_parallel_for("), "parallel kernel goes through the pool");
+  /* kernel 0, extent sym0, grain 2, parallel */
+  const char *call = strstr(ir, "call void @rt_kernel_run(i8* %args, i32 0, ");
+  cr_expect(call && strstr(call, "@k1_gelu, i64 %sym0, i64 2, i32 1)"),
+            "the kernel runs through rt_kernel_run:\n%s", ir);
   cr_expect(strstr(ir, "gelu %1 @\\22t.tfm\\22:3:5"), "kernel comment kept as metadata");
   /* a strict elementwise loop vectorises at the host's width: erff is a
    * scalar libm call, so use the chain's scale kernel for a clean check */

@@ -5,11 +5,13 @@
  * threads, embedded and default weights) and every refusal: ids out of
  * range, batch over max, inconsistent dims, missing and unexpected inputs,
  * another model's weights, truncated and corrupt weights, usage errors,
- * --outputs naming an input. */
+ * --outputs naming an input; --profile (the fake model's two kernels run
+ * through rt_kernel_run, as compiled code's do). */
 #include "runtime/rt_model.h"
 #include "runtime/rt_pool.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_weights.h"
+#include "tests/common/profile_report.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -44,6 +46,11 @@ static const RtWeightInfo fake_weights[] = {
     {"w2", 1, {5}, 16},
 };
 
+static const RtKernelInfo fake_kernels[] = {
+    {"k0_rows", "fake.rows", "rows %0 @fake.tfm:1:1"},
+    {"k1_wsum", "fake.sum", "wsum %1 @fake.tfm:2:1"},
+};
+
 static RtModelInfo fake_info(void) {
   RtModelInfo info = {.abi_version = RT_ABI_VERSION,
                       .name = "fake",
@@ -58,7 +65,9 @@ static RtModelInfo fake_info(void) {
                       .weights = fake_weights,
                       .weights_floats = 21,
                       .arena_bytes = 1000,
-                      .pad_id = 0};
+                      .pad_id = 0,
+                      .n_kernels = 2,
+                      .kernels = fake_kernels};
   info.layout_hash = rt_model_layout_hash(fake_weights, 2);
   return info;
 }
@@ -66,12 +75,9 @@ static RtModelInfo fake_info(void) {
 static RtModelInfo the_info;
 static int last_pool_size = -1, run_count;
 
-typedef struct RowCtx {
-  const RtRunArgs *a;
-} RowCtx;
-
+/* kernel 0, over the batch rows */
 static void fake_rows(void *ctx, int64_t lo, int64_t hi) {
-  const RtRunArgs *a = ((RowCtx *)ctx)->a;
+  const RtRunArgs *a = ctx;
   int64_t S = a->syms[SYM_S], T = a->syms[SYM_T];
   const int32_t *src = a->inputs[0], *tgt = a->inputs[2];
   const uint8_t *mask = a->inputs[1];
@@ -86,18 +92,25 @@ static void fake_rows(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* kernel 1, one iteration */
+static void fake_wsum(void *ctx, int64_t lo, int64_t hi) {
+  const RtRunArgs *a = ctx;
+  (void)lo;
+  (void)hi;
+  float s = 0;
+  for (int i = 0; i < 21; i++)
+    s += a->weights[i];
+  a->outputs[1][0] = s;
+}
+
 static void fake_run(const RtRunArgs *a) {
   run_count++;
   cr_assert_eq((uintptr_t)a->arena % 64, 0, "arena not aligned");
   cr_assert_eq((uintptr_t)a->weights % 64, 0, "weights not aligned");
   memset(a->arena, 0xab, 1000); /* the whole arena is ours */
   last_pool_size = rt_pool_size(a->pool);
-  RowCtx ctx = {a};
-  rt_pool_parallel_for(a->pool, a->syms[SYM_B], 1, fake_rows, &ctx);
-  float s = 0;
-  for (int i = 0; i < 21; i++)
-    s += a->weights[i];
-  a->outputs[1][0] = s;
+  rt_kernel_run(a, 0, fake_rows, a->syms[SYM_B], 1, 1);
+  rt_kernel_run(a, 1, fake_wsum, 1, 1, 0);
 }
 
 /* ---- files ---- */
@@ -319,6 +332,72 @@ Test(model, thread_counts_agree) {
   const char *argv2[] = {"fake", a1, a2, a3, "--threads=2", NULL};
   cr_assert_eq(run_main(argv2), 0, "%s", err_text);
   cr_assert_eq(last_pool_size, 2);
+}
+
+/* --profile: after the timed runs, as many again with every kernel timed;
+ * the report names the model's kernels and op kinds; the outputs are those
+ * of a run without it, and stdout stays empty. */
+Test(model, profile_reports_every_kernel_outputs_unchanged) {
+  Inputs in = good_inputs();
+  const char *inputs = write_inputs("in.safetensors", &in);
+  const char *argv[] = {"fake",      "--inputs",  inputs,     "--outputs", path_in("out.safetensors"),
+                        "--weights", path_in("fake.weights"), "--threads", "2",
+                        "--repeat",  "3",         "--profile", NULL};
+  cr_assert_eq(run_main(argv), 0, "%s", err_text);
+  cr_assert_eq(run_count, 1 + 3 + 3, "runs: %d", run_count);
+  check_out(src2x3, 3, tgt2x4, 2, 4, (const int[]){3, 2});
+  cr_assert_eq(out_text[0], '\0', "stdout: %s", out_text);
+  const char *timing = strstr(err_text, "timing: backend executable"),
+             *profile = strstr(err_text, "profile: ");
+  cr_assert(timing && profile && timing < profile, "timing line, then the report:\n%s", err_text);
+  ProfReport r;
+  prof_parse(err_text, &r);
+  prof_check(&r);
+  cr_assert_eq(r.n_kernels, 2, "%s", err_text);
+  cr_assert_eq(r.runs, 3, "%s", err_text);
+  cr_assert_eq(r.n_kinds, 2, "%s", err_text);
+  cr_assert(prof_kind(&r, "fake.rows") && prof_kind(&r, "fake.rows")->kernels == 1, "%s", err_text);
+  cr_assert(prof_kind(&r, "fake.sum") && prof_kind(&r, "fake.sum")->kernels == 1, "%s", err_text);
+  cr_assert_eq(r.n_slow, 2);
+  for (int i = 0; i < 2; i++) {
+    int k = strcmp(r.slow[i].name, "k0_rows") == 0 ? 0 : 1;
+    cr_assert_str_eq(r.slow[i].name, fake_kernels[k].name);
+    cr_assert_str_eq(r.slow[i].comment, fake_kernels[k].comment);
+  }
+  /* without --repeat: one profiled run after the first */
+  run_count = 0;
+  const char *argv1[] = {"fake",      "--inputs",  inputs, "--outputs", path_in("out.safetensors"),
+                         "--weights", path_in("fake.weights"), "--profile", NULL};
+  cr_assert_eq(run_main(argv1), 0, "%s", err_text);
+  cr_assert_eq(run_count, 2);
+  cr_assert_null(strstr(err_text, "timing:"), "%s", err_text);
+  prof_parse(err_text, &r);
+  prof_check(&r);
+  cr_assert_eq(r.runs, 1);
+  check_out(src2x3, 3, tgt2x4, 2, 4, (const int[]){3, 2});
+}
+
+Test(model, profile_refusals) {
+  Inputs in = good_inputs();
+  const char *inputs = write_inputs("in.safetensors", &in);
+  const char *argv[] = {"fake", "--inputs", inputs, "--outputs", path_in("out.safetensors"),
+                        "--weights", path_in("fake.weights"), "--profile=yes", NULL};
+  cr_assert_eq(run_main(argv), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "option '--profile' takes no value"), "%s", err_text);
+  /* a model without a kernel table cannot be profiled: said before any run */
+  the_info.n_kernels = 0;
+  the_info.kernels = NULL;
+  argv[7] = "--profile";
+  cr_assert_eq(run_main(argv), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "fake: --profile: model 'fake' carries no kernel table"), "%s",
+            err_text);
+  cr_assert_eq(run_count, 0);
+  struct stat sb;
+  cr_assert_neq(stat(path_in("out.safetensors"), &sb), 0, "outputs written after a refusal");
+  /* --help documents it */
+  cr_assert_eq(run_main((const char *[]){"fake", "--help", NULL}), 0);
+  cr_assert(strstr(out_text, "[--repeat N] [--profile]") && strstr(out_text, "  --profile "),
+            "%s", out_text);
 }
 
 Test(model, embedded_weights) {
@@ -546,7 +625,9 @@ Test(model, help_and_version) {
   cr_assert(strstr(out_text, "usage: fake"));
   rc = run_main((const char *[]){"fake", "--version", NULL});
   cr_assert_eq(rc, 0);
-  cr_assert(strstr(out_text, "model 'fake'") && strstr(out_text, "ABI 1"), "%s", out_text);
+  char abi[32];
+  snprintf(abi, sizeof abi, "runtime ABI %d;", RT_ABI_VERSION);
+  cr_assert(strstr(out_text, "model 'fake'") && strstr(out_text, abi), "%s", out_text);
   cr_assert_eq(run_count, 0, "the model ran for --help/--version");
 }
 

@@ -5,6 +5,7 @@
  * Each test writes a small spec and input files into a fresh temporary
  * directory and runs the built tfmc binary through the shell. */
 #include "runtime/rt_safetensors.h"
+#include "tests/common/profile_report.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -291,4 +292,91 @@ Test(cli, built_executable_checks_inputs_and_weights) {
   snprintf(p, sizeof p, "%s/help.txt", dir);
   slurp(p, out_text, sizeof out_text);
   cr_assert(strstr(out_text, "tokens"), "%s", out_text);
+}
+
+/* --profile on an executable from `tfmc build` and on `tfmc run` (the JIT):
+ * one report format, naming every kernel of the loop IR under its op kind
+ * and the slowest with their spec lines; profiling changes no output bit.
+ * The bundled sort model. */
+#define SORT TFMC_SOURCE_DIR "/examples/sort"
+
+static char *read_file(const char *name, size_t *len) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "rb");
+  cr_assert(f, "cannot read %s", p);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert(b && fread(b, 1, (size_t)n, f) == (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void expect_same_bytes(const char *a, const char *b) {
+  size_t la, lb;
+  char *x = read_file(a, &la), *y = read_file(b, &lb);
+  cr_assert(la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+  free(x);
+  free(y);
+}
+
+/* What every report of the sort model holds: the loop IR's kernels, and
+ * the op kinds an encoder with a padding mask and relu is made of. */
+static void check_sort_report(const char *text, int runs, const char *listing) {
+  ProfReport r;
+  prof_parse(text, &r);
+  prof_check(&r);
+  prof_check_listing(&r, listing);
+  cr_assert_eq(r.runs, runs, "%s", text);
+  const char *ops[] = {"embed", "layernorm", "linear", "attention", "relu", "add"};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    cr_assert(prof_kind(&r, ops[i]), "no op kind %s in:\n%s", ops[i], text);
+  cr_assert_eq(prof_kind(&r, "attention")->kernels, 2, "two layers: %s", text);
+}
+
+Test(cli, profile_built_executable_and_jit, .timeout = 300) {
+  /* one pass level for the listing and the artefacts, whatever the defaults */
+  cr_assert_eq(tfmc("ir " SORT "/model.tfm --level loop -O2"), 0, "%s", err_text);
+  char *listing = strdup(out_text);
+  cr_assert_eq(tfmc("build " SORT "/model.tfm --weights " SORT "/weights.safetensors -O2 -o sort"),
+               0, "%s", err_text);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd %s && ./sort --inputs " SORT "/inputs.safetensors --outputs plain.safetensors "
+           "--threads 2 && ./sort --inputs " SORT "/inputs.safetensors --outputs prof.safetensors "
+           "--threads 2 --repeat 5 --profile >exe_out.txt 2>exe_err.txt",
+           dir);
+  cr_assert_eq(system(cmd), 0);
+  expect_same_bytes("plain.safetensors", "prof.safetensors");
+  size_t n;
+  char *exe_out = read_file("exe_out.txt", &n), *exe_err = read_file("exe_err.txt", &n);
+  cr_assert_eq(exe_out[0], '\0', "the report went to stdout: %s", exe_out);
+  cr_assert(strstr(exe_err, "timing: backend executable"), "%s", exe_err);
+  check_sort_report(exe_err, 5, listing);
+  /* still the model: PyTorch's outputs */
+  cr_assert_eq(tfmc("compare prof.safetensors " SORT "/expected.safetensors --atol 1e-4 --rtol 1e-4"),
+               0, "%s", out_text);
+
+  /* tfmc run --profile: the same report from the JIT's code */
+  const char *run = "run " SORT "/model.tfm --weights " SORT "/weights.safetensors --inputs " SORT
+                    "/inputs.safetensors -O2 --threads 2 --outputs ";
+  snprintf(cmd, sizeof cmd, "%sjit_plain.safetensors", run);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%sjit_prof.safetensors --profile --repeat 2", run);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  check_sort_report(err_text, 2, listing);
+  expect_same_bytes("jit_plain.safetensors", "jit_prof.safetensors");
+  snprintf(cmd, sizeof cmd, "%sjit_prof1.safetensors --profile", run);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  check_sort_report(err_text, 1, listing);
+  cr_assert_eq(tfmc("run " SORT "/model.tfm --weights " SORT "/weights.safetensors --inputs " SORT
+                    "/inputs.safetensors --backend interp --profile"),
+               2, "%s", err_text);
+  free(exe_out);
+  free(exe_err);
+  free(listing);
 }
