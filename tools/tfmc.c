@@ -979,7 +979,8 @@ static int cmd_build(int argc, char **argv) {
          "next to it (mapped read-only at start-up; a wrong or corrupt file is\n"
          "refused), or into the executable itself with --embed-weights. The\n"
          "executable needs no LLVM and no tfmc:\n"
-         "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--threads N]\n"
+         "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
+         "      [--threads N] [--repeat N] [--profile]   (EXE --help says more)\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
     return 0;
