@@ -74,78 +74,41 @@ static void demand_meet(Demand *d, Demand want) {
     d->kind = DEMAND_FULL;
 }
 
-/* The axis operand k of n carries when n is taken along axis a, or -1 when
- * operand k is read in full. n must be row-wise along a (row_wise). */
-static int carried_axis(const IrGraph *g, const IrNode *n, int k, int a) {
-  int R = n->type.rank;
-  const IrType *t = &g->nodes[n->operands[k]].type;
-  switch (n->op) {
+/* How an op relates rows of its result to rows of its operands (the
+ * table at the top); the one switch over the op enum. */
+typedef enum RowRule {
+  ROW_NONE,     /* not row-wise along any axis: the take stays below it */
+  ROW_UNARY,    /* elementwise: operand 0, any axis */
+  ROW_NOT_LAST, /* mixes the last dim only: operand 0, any other axis */
+  ROW_BINARY,   /* broadcasting elementwise: each operand that has the axis */
+  ROW_EMBED,    /* the ids (operand 1), any axis but the last */
+  ROW_QUERY,    /* attention: q (operand 0), axis 1 */
+  ROW_RULE_COUNT
+} RowRule;
+
+static RowRule row_rule(IrOp op) {
+  switch (op) {
   case IR_OP_SCALE:
   case IR_OP_RELU:
   case IR_OP_GELU:
   case IR_OP_GELU_TANH:
   case IR_OP_TANH:
+    return ROW_UNARY;
   case IR_OP_LAYERNORM:
   case IR_OP_SOFTMAX:
   case IR_OP_LOG_SOFTMAX:
   case IR_OP_LINEAR:
-  case IR_OP_ATTENTION:
-    return k == 0 ? a : -1;
-  case IR_OP_EMBED:
-    return k == 1 ? a : -1;
-  case IR_OP_ADD:
-  case IR_OP_SUB:
-  case IR_OP_MUL:
-  case IR_OP_DIV:
-  case IR_OP_AND: {
-    int ak = a - (R - t->rank); /* numpy broadcasting aligns trailing dims */
-    return ak >= 0 && !dim_is_one(t->dims[ak]) ? ak : -1;
-  }
-  case IR_OP_INPUT:
-  case IR_OP_PARAM:
-  case IR_OP_CONST:
-  case IR_OP_ARANGE:
-  case IR_OP_SINUSOID:
-  case IR_OP_MASK_CAUSAL:
-  case IR_OP_RESHAPE:
-  case IR_OP_TAKE:
-  case IR_OP_ATTN_PROBS:
-  case IR_OP_ATTN_MIX:
-  case IR_OP_COUNT:
-    break;
-  }
-  return -1;
-}
-
-/* True when taking row `a` of n's result equals applying n to the taken
- * rows of its carrying operands (see the table at the top). */
-static bool row_wise(const IrGraph *g, const IrNode *n, int a) {
-  int R = n->type.rank;
-  if (a < 0 || a >= R)
-    return false;
-  switch (n->op) {
-  case IR_OP_SCALE:
-  case IR_OP_RELU:
-  case IR_OP_GELU:
-  case IR_OP_GELU_TANH:
-  case IR_OP_TANH:
+    return ROW_NOT_LAST;
   case IR_OP_ADD:
   case IR_OP_SUB:
   case IR_OP_MUL:
   case IR_OP_DIV:
   case IR_OP_AND:
-    return true;
-  case IR_OP_LAYERNORM:
-  case IR_OP_SOFTMAX:
-  case IR_OP_LOG_SOFTMAX:
-  case IR_OP_LINEAR:
+    return ROW_BINARY;
   case IR_OP_EMBED:
-    return a < R - 1;
+    return ROW_EMBED;
   case IR_OP_ATTENTION:
-    if (R != 3 || a != 1)
-      return false;
-    /* a mask with a query dim (causal) depends on the query position */
-    return n->n_operands < 4 || dim_is_one(g->nodes[n->operands[3]].type.dims[1]);
+    return ROW_QUERY;
   case IR_OP_INPUT:
   case IR_OP_PARAM:
   case IR_OP_CONST:
@@ -159,7 +122,54 @@ static bool row_wise(const IrGraph *g, const IrNode *n, int a) {
   case IR_OP_COUNT:
     break;
   }
+  return ROW_NONE;
+}
+
+/* True when taking row `a` of n's result equals applying n to the taken
+ * rows of its carrying operands. */
+static bool row_wise(const IrGraph *g, const IrNode *n, int a) {
+  int R = n->type.rank;
+  if (a < 0 || a >= R)
+    return false;
+  switch (row_rule(n->op)) {
+  case ROW_UNARY:
+  case ROW_BINARY:
+    return true;
+  case ROW_NOT_LAST:
+  case ROW_EMBED:
+    return a < R - 1;
+  case ROW_QUERY:
+    if (R != 3 || a != 1)
+      return false;
+    /* a mask with a query dim (causal) depends on the query position */
+    return n->n_operands < 4 || dim_is_one(g->nodes[n->operands[3]].type.dims[1]);
+  case ROW_NONE:
+  case ROW_RULE_COUNT:
+    break;
+  }
   return false;
+}
+
+/* The axis operand k of n carries when n is taken along axis a, or -1 when
+ * operand k is read in full. n must be row-wise along a (row_wise). */
+static int carried_axis(const IrGraph *g, const IrNode *n, int k, int a) {
+  const IrType *t = &g->nodes[n->operands[k]].type;
+  switch (row_rule(n->op)) {
+  case ROW_UNARY:
+  case ROW_NOT_LAST:
+  case ROW_QUERY:
+    return k == 0 ? a : -1;
+  case ROW_EMBED:
+    return k == 1 ? a : -1;
+  case ROW_BINARY: {
+    int ak = a - (n->type.rank - t->rank); /* numpy broadcasting aligns trailing dims */
+    return ak >= 0 && !dim_is_one(t->dims[ak]) ? ak : -1;
+  }
+  case ROW_NONE:
+  case ROW_RULE_COUNT:
+    break;
+  }
+  return -1;
 }
 
 static void analyse(const IrGraph *g, Prune *p) {
