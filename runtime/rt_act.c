@@ -4,46 +4,19 @@
  *   erf(a) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^(-a^2),
  *   t = 1 / (1 + p a), a = |x|, odd in x;
  * tanh(u) = sign(u) (1 - e) / (1 + e) with e = e^(-2|u|) <= 1.
- * Both use act_exp, exp(x) for x <= 0 without branches or calls (the
- * vectoriser turns the loops into SIMD code), within 2e-7 relative. */
+ * Both use exp(x) for x <= 0 without branches or calls (runtime/rt_exp.h:
+ * the vectoriser turns the loops into SIMD code), within 2e-7 relative. */
 #include "runtime/rt_act.h"
+
+#include "runtime/rt_exp.h"
 
 #include <math.h>
 #include <string.h>
 
-/* exp(x), x <= 0: x = n ln2 + r, e^r by Taylor to r^7, 2^n into the exponent;
- * 0 below -86. MADD(a, b, c) = a*b + c (one fused instruction where the
- * ISA has it: ISO C mode contracts nothing on its own). */
-#define ACT_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                   \
-  ATTR static inline float act_exp_##SUFFIX(float x) {                                     \
-    const float shift = 12582912.0f; /* 1.5 * 2^23: rounds to an integer */                \
-    float t = MADD(x, 1.44269504088896341f, shift);                                          \
-    float n = t - shift;                                                                     \
-    float r = MADD(n, -0.693145751953125f, x);                                               \
-    r = MADD(n, -1.42860682030941723e-6f, r);                                                \
-    float p = 1.0f / 5040;                                                                   \
-    p = MADD(p, r, 1.0f / 720);                                                              \
-    p = MADD(p, r, 1.0f / 120);                                                              \
-    p = MADD(p, r, 1.0f / 24);                                                               \
-    p = MADD(p, r, 1.0f / 6);                                                                \
-    p = MADD(p, r, 0.5f);                                                                    \
-    p = MADD(p, r, 1.0f);                                                                    \
-    p = MADD(p, r, 1.0f);                                                                    \
-    uint32_t tb, pb;                                                                         \
-    memcpy(&tb, &t, sizeof tb);                                                              \
-    memcpy(&pb, &p, sizeof pb);                                                              \
-    pb += (tb - 0x4B400000u) << 23; /* * 2^n */                                              \
-    /* underflow: 0 (a mask, not a branch, so the loops stay vectorisable) */                \
-    pb &= -(uint32_t)!(x < -86.0f);                                                          \
-    float y;                                                                                 \
-    memcpy(&y, &pb, sizeof y);                                                               \
-    return y;                                                                                \
-  }
-
 /* The two loops, instantiated for the baseline ISA and, on x86, for
  * AVX2+FMA (chosen at run time, as rt_gemm.c does). x and y never overlap. */
 #define ACT_DEFINE(SUFFIX, ATTR, MADD)                                                        \
-  ACT_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                          \
+  RT_DEFINE_EXP_NEG(act_exp_##SUFFIX, ATTR, MADD)                                             \
   ATTR static void gelu_erf_##SUFFIX(const float *restrict x, float *restrict y, int64_t lo,   \
                                      int64_t hi) {                                            \
     for (int64_t i = lo; i < hi; i++) {                                                       \

@@ -18,6 +18,7 @@
  * sends that task to the streaming loops, which need no memory at all. */
 #include "runtime/rt_attention.h"
 
+#include "runtime/rt_exp.h"
 #include "runtime/rt_gemm.h"
 
 #include <math.h>
@@ -105,41 +106,6 @@ static const uint8_t *mask_row(const AttnJob *j, int64_t bi, int64_t t) {
   return j->mask + (mb * j->mask_q + mq) * j->tk;
 }
 
-/* exp(x) for x <= 0 (the softmax's x - max), within 2e-7 relative, written
- * without branches or calls so the loops below vectorise: x = n ln2 + r
- * with n = round(x / ln2) (the 1.5 * 2^23 trick; ln2 split in two so n ln2
- * is exact enough), e^r by its Taylor series to r^7 (|r| <= ln2/2: error
- * < 6e-9), then 2^n added to the exponent bits. Below -86 the result is 0
- * (e^-86 = 4.5e-38 is nothing next to the row's largest term, 1), as
- * expf's denormals would be; a NaN stays NaN. MADD(a, b, c) = a*b + c. */
-#define ATTN_DEFINE_EXP(SUFFIX, ATTR, MADD)                                                        \
-  ATTR static inline float attn_exp_##SUFFIX(float x) {                                            \
-    const float shift = 12582912.0f;                                                               \
-    float t = MADD(x, 1.44269504088896341f, shift);                                                \
-    float n = t - shift;                                                                           \
-    float r = MADD(n, -0.693145751953125f, x);                                                     \
-    r = MADD(n, -1.42860682030941723e-6f, r);                                                      \
-    float p = 1.0f / 5040;                                                                         \
-    p = MADD(p, r, 1.0f / 720);                                                                    \
-    p = MADD(p, r, 1.0f / 120);                                                                    \
-    p = MADD(p, r, 1.0f / 24);                                                                     \
-    p = MADD(p, r, 1.0f / 6);                                                                      \
-    p = MADD(p, r, 0.5f);                                                                          \
-    p = MADD(p, r, 1.0f);                                                                          \
-    p = MADD(p, r, 1.0f);                                                                          \
-    uint32_t tb, pb, xb;                                                                           \
-    memcpy(&tb, &t, sizeof tb);                                                                    \
-    memcpy(&pb, &p, sizeof pb);                                                                    \
-    memcpy(&xb, &x, sizeof xb);                                                                    \
-    pb += (tb - 0x4B400000u) << 23;                              /* * 2^n */                       \
-    pb &= -(uint32_t)!(x < -86.0f);                              /* underflow: 0 */                \
-    uint32_t nan = -(uint32_t)((xb & 0x7FFFFFFFu) > 0x7F800000u); /* x is NaN: x */                \
-    pb = (pb & ~nan) | (xb & nan);                                                                 \
-    float y;                                                                                       \
-    memcpy(&y, &pb, sizeof y);                                                                     \
-    return y;                                                                                      \
-  }
-
 /* Loops over rows run in blocks of ATTN_LANES with a scalar tail: a fixed
  * trip count the compiler vectorises. */
 #define ATTN_LANES 16
@@ -206,16 +172,16 @@ static const uint8_t *mask_row(const AttnJob *j, int64_t bi, int64_t t) {
 #define ATTN_MADD_BASE(a, b, c) ((a) * (b) + (c))
 #endif
 
-ATTN_DEFINE_EXP(base, ATTN_VEC, ATTN_MADD_BASE)
+RT_DEFINE_EXP_NEG(attn_exp_base, ATTN_VEC, ATTN_MADD_BASE)
 ATTN_DEFINE_SOFTMAX(base, ATTN_VEC)
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ATTN_X86 1
 #include <immintrin.h>
 
 #define ATTN_AVX2 __attribute__((target("avx2,fma")))
-ATTN_DEFINE_EXP(avx2, ATTN_AVX2, fmaf)
+RT_DEFINE_EXP_NEG(attn_exp_avx2, ATTN_AVX2, fmaf)
 
-/* attn_exp_avx2 on 8 lanes: the same steps with the same constants. */
+/* attn_exp_avx2 (rt_exp.h) on 8 lanes: the same steps with the same constants. */
 ATTN_AVX2 static inline __m256 attn_exp8(__m256 x) {
   const __m256 shift = _mm256_set1_ps(12582912.0f);
   __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift);
