@@ -19,7 +19,8 @@
  *   - a variable is declared where the IR defines it (LS_LET) when every use
  *     is inside that scope, else once at the top of the kernel, zeroed, as
  *     the LLVM backend's allocas are; LS_LET then assigns;
- *   - int64_t arithmetic, fminf/fmaxf for min/max (llvm.minnum/maxnum),
+ *   - int64_t arithmetic, tfmc_fminf/tfmc_fmaxf for min/max (fminf/fmaxf
+ *     semantics, written out so they vectorise; llvm.minnum/maxnum),
  *     expf/logf/sqrtf/sinf/cosf/tanhf/erff (f64: exp, ...), comparisons as
  *     (int64_t)(a < b), all strict IEEE (no contraction: ISO C mode under
  *     gcc, FP_CONTRACT OFF under clang); the IR's reassoc hints are not
@@ -47,6 +48,7 @@ typedef struct Em {
   const RtModelInfo *info; /* may be NULL: no shape comments, no model info */
   FILE *out;
   bool use_imin, use_imax; /* helpers needed by some kernel */
+  bool use_fmin, use_fmax;
   bool use_widen;
   bool use_callee[LC_CALLEE_COUNT]; /* runtime functions some kernel calls */
   /* per kernel */
@@ -150,6 +152,10 @@ static void an_expr(Em *E, const LExpr *e) {
     if (e->t == LT_I64 && e->a && e->a->t == LT_I64) {
       if (e->op == LB_MIN) E->use_imin = true;
       if (e->op == LB_MAX) E->use_imax = true;
+    }
+    if (e->a && e->a->t == LT_F32) {
+      if (e->op == LB_MIN) E->use_fmin = true;
+      if (e->op == LB_MAX) E->use_fmax = true;
     }
     if (needs_widen(E->p, e, 0) || needs_widen(E->p, e, 1)) E->use_widen = true;
     break;
@@ -371,7 +377,7 @@ static void put_bin(Em *E, const LExpr *e, bool top) {
   case LB_MIN:
   case LB_MAX:
     put_call2(E, t == LT_I64   ? (op == LB_MIN ? "tfmc_min_i64" : "tfmc_max_i64")
-                 : t == LT_F32 ? (op == LB_MIN ? "fminf" : "fmaxf")
+                 : t == LT_F32 ? (op == LB_MIN ? "tfmc_fminf" : "tfmc_fmaxf")
                                : (op == LB_MIN ? "fmin" : "fmax"),
               e->a, e->b);
     return;
@@ -850,11 +856,20 @@ static void put_prologue(Em *E) {
     fputs("static int64_t tfmc_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }\n", o);
   if (E->use_imax)
     fputs("static int64_t tfmc_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }\n", o);
+  if (E->use_fmin || E->use_fmax)
+    fputs("/* fminf / fmaxf (a NaN operand yields the other one) written out:\n"
+          " * without -ffinite-math-only gcc calls libm for them, which keeps\n"
+          " * loops such as relu's from vectorising */\n",
+          o);
+  if (E->use_fmin)
+    fputs("static float tfmc_fminf(float a, float b) { return a < b || b != b ? a : b; }\n", o);
+  if (E->use_fmax)
+    fputs("static float tfmc_fmaxf(float a, float b) { return a > b || b != b ? a : b; }\n", o);
   if (E->use_widen)
     fputs("/* an i32 / u8 value compared with a constant at the edge of its range */\n"
           "static int64_t tfmc_i64(int64_t x) { return x; }\n",
           o);
-  if (E->use_imin || E->use_imax || E->use_widen) fputc('\n', o);
+  if (E->use_imin || E->use_imax || E->use_widen || E->use_fmin || E->use_fmax) fputc('\n', o);
 }
 
 void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
