@@ -185,7 +185,7 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
   for (int b = 0; b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
     if (lb->kind != LB_WEIGHT) continue;
-    const Weight *wt = weights_find(w, lb->name);
+    const Weight *wt = ir_weights_find(w, lb->name);
     TFMC_ASSERT(wt); /* the program's params are the graph's, all loaded */
     int64_t n = 1;
     for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;

@@ -169,16 +169,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
 
 /* ---- weights.c: checkpoint -> the graph's params ---- */
 
-typedef struct Weight {
-  const char *name; /* canonical param name */
-  IrType type;      /* constant dims */
-  float *data;      /* arena-owned, row-major */
-} Weight;
-
-typedef struct WeightSet {
-  Weight *items;
-  int n;
-} WeightSet;
+/* (Weight and WeightSet are in ir/ir.h: the backends read them too) */
 
 /* Loads every param of g from the checkpoint through the spec's weight map
  * (or canonical names when the spec has none). On mismatch reports, in one
@@ -191,6 +182,5 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
  * linear weights U(-1/sqrt(in), 1/sqrt(in)), biases U(-0.1, 0.1), norm gains
  * 1 + U(-0.1, 0.1), norm biases U(-0.1, 0.1), embedding tables U(-1, 1). */
 WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed);
-const Weight *weights_find(const WeightSet *w, const char *name);
 
 #endif

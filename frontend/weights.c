@@ -1107,10 +1107,3 @@ WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed) {
   }
   return ws;
 }
-
-const Weight *weights_find(const WeightSet *w, const char *name) {
-  if (!w || !name) return NULL;
-  for (int i = 0; i < w->n; i++)
-    if (strcmp(w->items[i].name, name) == 0) return &w->items[i];
-  return NULL;
-}

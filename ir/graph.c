@@ -391,3 +391,10 @@ int ir_build_param(IrGraph *g, const char *name, IrType type, IrLoc loc) {
   a.name = name;
   return ir_build_typed(g, IR_OP_PARAM, NULL, 0, &a, type, loc);
 }
+
+const Weight *ir_weights_find(const WeightSet *w, const char *name) {
+  if (!w || !name) return NULL;
+  for (int i = 0; i < w->n; i++)
+    if (strcmp(w->items[i].name, name) == 0) return &w->items[i];
+  return NULL;
+}

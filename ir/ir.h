@@ -212,6 +212,24 @@ int ir_graph_add_symbol(IrGraph *g, const char *name, int64_t max);
 int ir_graph_find_symbol(const IrGraph *g, const char *name, size_t len);
 void ir_graph_add_output(IrGraph *g, const char *name, int value);
 
+/* ---- weights bound to a graph's params (graph.c) ----
+ * The frontend's loader fills a WeightSet from a checkpoint (or at random);
+ * the interpreter and the weight packer read it by param name. */
+
+typedef struct Weight {
+  const char *name; /* canonical param name (the param node's name) */
+  IrType type;      /* constant dims */
+  float *data;      /* arena-owned, row-major */
+} Weight;
+
+typedef struct WeightSet {
+  Weight *items;
+  int n;
+} WeightSet;
+
+/* The weight of that name, or NULL (also for NULL arguments). */
+const Weight *ir_weights_find(const WeightSet *w, const char *name);
+
 /* ---- builder (graph.c): records nodes, infers result types ----
  * ir_build infers the result type from the operands and attributes with the
  * op's shape rule; it asserts (internal bug) when the operands do not fit,

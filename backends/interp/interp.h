@@ -16,7 +16,6 @@
 #ifndef TFMC_INTERP_H
 #define TFMC_INTERP_H
 
-#include "frontend/spec.h"
 #include "ir/ir.h"
 
 /* A concrete tensor: constant dims, row-major, host-endian. */

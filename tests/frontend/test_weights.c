@@ -264,7 +264,7 @@ static Spec *spec_of(ModelSpec *m, WeightMap *w) {
 }
 
 static const float *get(const WeightSet *ws, const char *name) {
-  const Weight *w = weights_find(ws, name);
+  const Weight *w = ir_weights_find(ws, name);
   cr_assert_not_null(w, "no weight %s", name);
   return w->data;
 }
@@ -309,7 +309,7 @@ Test(weights, canonical_names_without_map) {
     const IrNode *n = &g->nodes[i];
     if (n->op != IR_OP_PARAM) continue;
     n_params++;
-    const Weight *w = weights_find(ws, n->attrs.name);
+    const Weight *w = ir_weights_find(ws, n->attrs.name);
     cr_assert_not_null(w);
     cr_assert(ir_type_eq(&w->type, &n->type));
     int64_t numel = n->type.dims[0].value *
@@ -317,7 +317,7 @@ Test(weights, canonical_names_without_map) {
     assert_floats(w->data, seq(numel, (float)i), numel, n->attrs.name);
   }
   cr_assert_eq(ws->n, n_params);
-  cr_assert_null(weights_find(ws, "enc.5.attn.q.weight"));
+  cr_assert_null(ir_weights_find(ws, "enc.5.attn.q.weight"));
 }
 
 Test(weights, canonical_names_all_missing_suggests_a_map) {

@@ -6,6 +6,7 @@
  * within 1e-6. Dead nodes are added to every graph so dce has work to do.
  * One case also runs the rewritten graph through the JIT. */
 #include "backends/exec.h"
+#include "frontend/spec.h"
 #include "passes/passes.h"
 
 #include <criterion/criterion.h>
