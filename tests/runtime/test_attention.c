@@ -4,8 +4,9 @@
  * ([1|B, 1|Tq, Tk]), the probabilities output, heads 1..12, odd sizes
  * (Tq and Tk of 1, sizes crossing the 64-row query blocks, dh != dv, dh 1),
  * fully masked rows (uniform attention), no keys at all, pools of 1-3
- * threads (results bit-identical across thread counts), the OpenBLAS and
- * portable GEMMs, and scratch buffers growing between calls. Nothing may be
+ * threads (results bit-identical across thread counts), the AVX2 products
+ * (dv a multiple of 8, short keys) and the BLAS path (other dv, long keys),
+ * the OpenBLAS and portable GEMMs, and scratch buffers growing between calls. Nothing may be
  * written outside out and probs. */
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
@@ -223,6 +224,9 @@ Test(attention, query_blocks_and_long_keys) {
   check_shape(2, 3, 65, 33, 16, 8, pool);    /* one row into the second block */
   check_shape(1, 2, 130, 257, 32, 24, pool); /* three blocks, long keys */
   check_shape(2, 1, 129, 3, 64, 64, pool);   /* cross attention: few keys */
+  /* keys beyond what the AVX2 products take (dh x tk > 16k floats): the
+   * BLAS path, with dims the AVX2 path would otherwise take */
+  check_shape(1, 2, 70, 2100, 8, 8, pool);
   rt_pool_destroy(pool);
 }
 
