@@ -15,7 +15,7 @@ and for each workload, under WORK/workloads/NAME/:
 Usage: /usr/bin/python3 bench/prepare.py --work DIR [--only WORKLOAD]... [--fresh]
 
 A model directory whose STAMP matches (hash of workloads.py, gen_goldens.py,
-safetensors_io.py and the torch version) is reused; --fresh rebuilds. A
+reference_models.py, safetensors_io.py and the torch version) is reused; --fresh rebuilds. A
 directory is written under a temporary name and renamed when complete, so
 an interrupted run never leaves a half-written model that looks finished.
 Before anything is written the state_dict is checked against the spec's
@@ -41,6 +41,7 @@ def stamp():
     h = hashlib.sha256()
     for p in (os.path.join(HERE, "workloads.py"), os.path.join(HERE, "prepare.py"),
               os.path.join(wl.ROOT, "tools", "gen_goldens.py"),
+              os.path.join(wl.ROOT, "tools", "reference_models.py"),
               os.path.join(wl.ROOT, "tools", "safetensors_io.py")):
         with open(p, "rb") as f:
             h.update(f.read())
