@@ -273,16 +273,20 @@ ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
  * the pad zero), with 4 rows x 16 columns of accumulators.
  *
  * S[r, j] = scale * sum_d Q[r, d] K[j, d]     r < rows, j < tk (row stride tk) */
-ATTN_AVX2 static void attn_pack_kt(int64_t tk, int64_t dh, const float *k, int64_t ldk,
-                                   float *kt, int64_t tk8) {
+ATTN_AVX2 static void attn_pack_kt(int64_t tk, int64_t dh, const float *k, int64_t ldk, float *kt,
+                                   int64_t tk8) {
   int64_t x = 0, dh8 = dh - dh % 8;
   /* 8 keys x 8 dims at a time: an 8x8 transpose in registers */
   for (; x + 8 <= tk; x += 8) {
     for (int64_t d = 0; d < dh8; d += 8) {
-      __m256 r0 = _mm256_loadu_ps(k + (x + 0) * ldk + d), r1 = _mm256_loadu_ps(k + (x + 1) * ldk + d);
-      __m256 r2 = _mm256_loadu_ps(k + (x + 2) * ldk + d), r3 = _mm256_loadu_ps(k + (x + 3) * ldk + d);
-      __m256 r4 = _mm256_loadu_ps(k + (x + 4) * ldk + d), r5 = _mm256_loadu_ps(k + (x + 5) * ldk + d);
-      __m256 r6 = _mm256_loadu_ps(k + (x + 6) * ldk + d), r7 = _mm256_loadu_ps(k + (x + 7) * ldk + d);
+      __m256 r0 = _mm256_loadu_ps(k + (x + 0) * ldk + d),
+             r1 = _mm256_loadu_ps(k + (x + 1) * ldk + d);
+      __m256 r2 = _mm256_loadu_ps(k + (x + 2) * ldk + d),
+             r3 = _mm256_loadu_ps(k + (x + 3) * ldk + d);
+      __m256 r4 = _mm256_loadu_ps(k + (x + 4) * ldk + d),
+             r5 = _mm256_loadu_ps(k + (x + 5) * ldk + d);
+      __m256 r6 = _mm256_loadu_ps(k + (x + 6) * ldk + d),
+             r7 = _mm256_loadu_ps(k + (x + 7) * ldk + d);
       __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
       __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
       __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -319,108 +323,93 @@ ATTN_AVX2 static inline __m256i attn_lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* R (1 or 4) rows of scores, columns j0 .. j0+8*C (C = 1 or 2 vectors). */
-#define ATTN_SCORE_TILE(R, C)                                                                   \
-  do {                                                                                          \
-    __m256 acc[R][C];                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                                                 \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                               \
-        acc[i][c] = _mm256_setzero_ps();                                                        \
-    for (int64_t d = 0; d < dh; d++) {                                                          \
-      __m256 kv[C];                                                                             \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                               \
-        kv[c] = _mm256_loadu_ps(kt + d * tk8 + j0 + 8 * c);                                     \
-      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                                             \
-        __m256 qb = _mm256_broadcast_ss(q + (r + i) * ldq + d);                                 \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                             \
-          acc[i][c] = _mm256_fmadd_ps(qb, kv[c], acc[i][c]);                                    \
-      }                                                                                         \
-    }                                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                                                 \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {                                                             \
-        int64_t col = j0 + 8 * c;                                                               \
-        __m256 v = _mm256_mul_ps(acc[i][c], vscale);                                            \
-        if (col + 8 <= tk)                                                                      \
-          _mm256_storeu_ps(sc + (r + i) * tk + col, v);                                         \
-        else if (col < tk)                                                                      \
-          _mm256_maskstore_ps(sc + (r + i) * tk + col, attn_lanes(tk - col), v);                \
-      }                                                                                         \
+/* Runs TILE(R, C) over rows x columns [0, jn): blocks of 6 rows (then 4,
+ * then 1) by 16 columns (then 8); the tile reads its position from r and
+ * from the column variable j. */
+#define ATTN_FOR_TILES(TILE, j, jn)                                                                \
+  do {                                                                                             \
+    int64_t r = 0;                                                                                 \
+    for (; r + 6 <= rows; r += 6) {                                                                \
+      int64_t j = 0;                                                                               \
+      for (; j + 16 <= (jn); j += 16)                                                              \
+        TILE(6, 2);                                                                                \
+      for (; j < (jn); j += 8)                                                                     \
+        TILE(6, 1);                                                                                \
+    }                                                                                              \
+    for (; r + 4 <= rows; r += 4) {                                                                \
+      int64_t j = 0;                                                                               \
+      for (; j + 16 <= (jn); j += 16)                                                              \
+        TILE(4, 2);                                                                                \
+      for (; j < (jn); j += 8)                                                                     \
+        TILE(4, 1);                                                                                \
+    }                                                                                              \
+    for (; r < rows; r++) {                                                                        \
+      int64_t j = 0;                                                                               \
+      for (; j + 16 <= (jn); j += 16)                                                              \
+        TILE(1, 2);                                                                                \
+      for (; j < (jn); j += 8)                                                                     \
+        TILE(1, 1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* R (1, 4 or 6) rows of scores, columns j0 .. j0+8*C (C = 1 or 2 vectors). */
+#define ATTN_SCORE_TILE(R, C)                                                                      \
+  do {                                                                                             \
+    __m256 acc[R][C];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();       \
+    for (int64_t d = 0; d < dh; d++) {                                                             \
+      __m256 kv[C];                                                                                \
+      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) kv[c] =                                  \
+          _mm256_loadu_ps(kt + d * tk8 + j0 + 8 * c);                                              \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        __m256 qb = _mm256_broadcast_ss(q + (r + i) * ldq + d);                                    \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
+            _mm256_fmadd_ps(qb, kv[c], acc[i][c]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {                                      \
+      int64_t col = j0 + 8 * c;                                                                    \
+      __m256 v = _mm256_mul_ps(acc[i][c], vscale);                                                 \
+      if (col + 8 <= tk)                                                                           \
+        _mm256_storeu_ps(sc + (r + i) * tk + col, v);                                              \
+      else if (col < tk)                                                                           \
+        _mm256_maskstore_ps(sc + (r + i) * tk + col, attn_lanes(tk - col), v);                     \
+    }                                                                                              \
   } while (0)
 
 ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t tk, int64_t dh, float scale,
-                                       const float *q, int64_t ldq, const float *kt,
-                                       int64_t tk8, float *sc) {
+                                       const float *q, int64_t ldq, const float *kt, int64_t tk8,
+                                       float *sc) {
   __m256 vscale = _mm256_set1_ps(scale);
-  int64_t r = 0;
-  for (; r + 6 <= rows; r += 6) {
-    int64_t j0 = 0;
-    for (; j0 + 16 <= tk8; j0 += 16)
-      ATTN_SCORE_TILE(6, 2);
-    for (; j0 < tk8; j0 += 8)
-      ATTN_SCORE_TILE(6, 1);
-  }
-  for (; r + 4 <= rows; r += 4) {
-    int64_t j0 = 0;
-    for (; j0 + 16 <= tk8; j0 += 16)
-      ATTN_SCORE_TILE(4, 2);
-    for (; j0 < tk8; j0 += 8)
-      ATTN_SCORE_TILE(4, 1);
-  }
-  for (; r < rows; r++) {
-    int64_t j0 = 0;
-    for (; j0 + 16 <= tk8; j0 += 16)
-      ATTN_SCORE_TILE(1, 2);
-    for (; j0 < tk8; j0 += 8)
-      ATTN_SCORE_TILE(1, 1);
-  }
+  ATTN_FOR_TILES(ATTN_SCORE_TILE, j0, tk8);
 }
 
 /* O[r, c] = sum_j P[r, j] V[j, c]     r < rows, c < dv (dv a multiple of 8) */
-#define ATTN_MIX_TILE(R, C)                                                                     \
-  do {                                                                                          \
-    __m256 acc[R][C];                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                                                 \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                               \
-        acc[i][c] = _mm256_setzero_ps();                                                        \
-    for (int64_t x = 0; x < tk; x++) {                                                          \
-      __m256 vv[C];                                                                             \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                               \
-        vv[c] = _mm256_loadu_ps(v + x * ldv + c0 + 8 * c);                                      \
-      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                                             \
-        __m256 pb = _mm256_broadcast_ss(p + (r + i) * tk + x);                                  \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                             \
-          acc[i][c] = _mm256_fmadd_ps(pb, vv[c], acc[i][c]);                                    \
-      }                                                                                         \
-    }                                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                                                 \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                                               \
-        _mm256_storeu_ps(o + (r + i) * ldo + c0 + 8 * c, acc[i][c]);                            \
+#define ATTN_MIX_TILE(R, C)                                                                        \
+  do {                                                                                             \
+    __m256 acc[R][C];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();       \
+    for (int64_t x = 0; x < tk; x++) {                                                             \
+      __m256 vv[C];                                                                                \
+      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) vv[c] =                                  \
+          _mm256_loadu_ps(v + x * ldv + c0 + 8 * c);                                               \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        __m256 pb = _mm256_broadcast_ss(p + (r + i) * tk + x);                                     \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
+            _mm256_fmadd_ps(pb, vv[c], acc[i][c]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                        \
+            _mm256_storeu_ps(o + (r + i) * ldo + c0 + 8 * c, acc[i][c]);                           \
   } while (0)
 
 ATTN_AVX2 static void attn_mix_avx2(int64_t rows, int64_t tk, int64_t dv, const float *p,
                                     const float *v, int64_t ldv, float *o, int64_t ldo) {
-  int64_t r = 0;
-  for (; r + 6 <= rows; r += 6) {
-    int64_t c0 = 0;
-    for (; c0 + 16 <= dv; c0 += 16)
-      ATTN_MIX_TILE(6, 2);
-    for (; c0 < dv; c0 += 8)
-      ATTN_MIX_TILE(6, 1);
-  }
-  for (; r + 4 <= rows; r += 4) {
-    int64_t c0 = 0;
-    for (; c0 + 16 <= dv; c0 += 16)
-      ATTN_MIX_TILE(4, 2);
-    for (; c0 < dv; c0 += 8)
-      ATTN_MIX_TILE(4, 1);
-  }
-  for (; r < rows; r++) {
-    int64_t c0 = 0;
-    for (; c0 + 16 <= dv; c0 += 16)
-      ATTN_MIX_TILE(1, 2);
-    for (; c0 < dv; c0 += 8)
-      ATTN_MIX_TILE(1, 1);
-  }
+  ATTN_FOR_TILES(ATTN_MIX_TILE, c0, dv);
 }
 #endif
 
