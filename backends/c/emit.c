@@ -545,7 +545,7 @@ static void put_fold(Em *E, int op, const char *dst, const char *acc, const LExp
   if (op == LB_ADD) fprintf(o, "%s + ", acc);
   else fprintf(o, "%s(%s, ", op == LB_MAX ? "tfmc_fmaxf" : "tfmc_fminf", acc);
   if (term) put_expr(E, term, op != LB_ADD);
-  else fputs(term_text, o);
+  else if (term_text) fputs(term_text, o);
   fputs(op == LB_ADD ? ";\n" : ");\n", o);
 }
 
