@@ -1,8 +1,13 @@
 /* runtime/rt_main.c — the main of standalone executables (see rt_model.h):
  * arguments, inputs, weights, pool, arena, the run, the outputs.
  *
- *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
+ *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt)
+ *       [--outputs OUT.safetensors] [--vocab V.txt] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
+ *
+ * --tokens / --text give one sequence (rt_text.c, as `tfmc run` takes it);
+ * without --outputs the outputs are summarised on stdout as `tfmc run`
+ * prints them (argmax tokens as symbols when --vocab is given).
  *
  * Invariants: every failure is a message on stderr prefixed with the
  * program name and an exit status (1: bad inputs, weights or environment;
@@ -15,6 +20,7 @@
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
 #include "runtime/rt_safetensors.h"
+#include "runtime/rt_text.h"
 #include "runtime/rt_weights.h"
 
 #include <errno.h>
@@ -32,7 +38,7 @@
 #define MAIN_MAX_THREADS 256
 
 typedef struct MainOpts {
-  const char *inputs, *outputs, *weights, *threads, *repeat;
+  const char *inputs, *outputs, *weights, *threads, *repeat, *tokens, *text, *vocab;
   int help, version, profile;
 } MainOpts;
 
@@ -74,10 +80,11 @@ static void print_dims(FILE *f, const RtModelInfo *info, const RtTensorInfo *t) 
 
 static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
   fprintf(f,
-          "usage: %s --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
-          "       [--threads N] [--repeat N] [--profile]\n\n"
+          "usage: %s --inputs IN.safetensors [--outputs OUT.safetensors] [--weights FILE]\n"
+          "       [--threads N] [--repeat N] [--profile]\n"
+          "   or: %s (--tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt) [--outputs FILE] ...\n\n"
           "Runs the model '%s', compiled by tfmc.\n\n",
-          prog, info->name ? info->name : "?");
+          prog, prog, info->name ? info->name : "?");
   int n_in = info->n_inputs >= 0 && info->n_inputs <= RT_MAX_IO ? info->n_inputs : 0;
   int n_out = info->n_outputs >= 0 && info->n_outputs <= RT_MAX_IO ? info->n_outputs : 0;
   fprintf(f, "Inputs (a safetensors file; token ids of any integer dtype):\n");
@@ -122,8 +129,15 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
   }
   fprintf(f, "\nOptions:\n"
              "  --inputs FILE    the inputs above\n"
+             "  --tokens \"IDS\"   instead: one sequence (batch 1) of 'tokens', ids separated\n"
+             "                   by spaces or commas; masks follow from the pad id\n"
+             "  --text \"SYMBOLS\" instead: one sequence of whitespace-separated symbols of\n"
+             "                   --vocab V.txt (one token per line, line k = id k)\n"
+             "  --vocab FILE     the vocabulary of --text; also prints argmax ids as symbols\n"
              "  --outputs FILE   where to write the outputs (replaced atomically; must not be\n"
-             "                   one of the files read)\n");
+             "                   one of the files read); without it they are summarised on\n"
+             "                   stdout (logits: the argmax token per position; class_logits:\n"
+             "                   the class and its probability; else mean, rms, first values)\n");
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
   else
@@ -187,7 +201,9 @@ static int main_profile_runs(const RtModelInfo *info, RtModelRunFn run, RtRunArg
 
 /* Returns 0, or EXIT_USAGE after a message. */
 static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
-  static const char *const names[] = {"inputs", "outputs", "weights", "threads", "repeat"};
+  static const char *const names[] = {"inputs",  "outputs", "weights", "threads",
+                                      "repeat",  "tokens",  "text",    "vocab"};
+  enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s)
@@ -211,8 +227,9 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
     const char *key = s + 2, *eq = strchr(key, '=');
     size_t klen = eq ? (size_t)(eq - key) : strlen(key);
     const char **slot = NULL;
-    const char **slots[] = {&o->inputs, &o->outputs, &o->weights, &o->threads, &o->repeat};
-    for (int k = 0; k < 5; k++)
+    const char **slots[N_NAMES] = {&o->inputs, &o->outputs, &o->weights, &o->threads,
+                                   &o->repeat, &o->tokens,  &o->text,    &o->vocab};
+    for (int k = 0; k < N_NAMES; k++)
       if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
         slot = slots[k];
     if (!slot)
@@ -300,10 +317,13 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
            rt_gemm_backend());
     return 0;
   }
-  if (!o.inputs)
-    return usage_error(prog, "missing --inputs FILE");
-  if (!o.outputs)
-    return usage_error(prog, "missing --outputs FILE");
+  if (!o.inputs && !o.tokens && !o.text)
+    return usage_error(prog, "missing --inputs FILE (or --tokens \"IDS\", or --text \"SYMBOLS\" "
+                             "--vocab V.txt)");
+  if (!!o.inputs + !!o.tokens + !!o.text != 1)
+    return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
+  if (o.text && !o.vocab)
+    return usage_error(prog, "--text needs --vocab");
   int threads = 0;
   if (o.threads) {
     char *end;
@@ -334,6 +354,7 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
   RtPool *pool = NULL;
   unsigned char *arena = NULL;
   char *weights_path = NULL;
+  RtVocab vocab = {0};
   rc = EXIT_USER;
 
   if (info->abi_version != RT_ABI_VERSION) {
@@ -353,23 +374,34 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
       goto done;
     }
   }
-  if (same_file(o.inputs, o.outputs) || (weights_path && same_file(weights_path, o.outputs))) {
+  if (o.outputs && ((o.inputs && same_file(o.inputs, o.outputs)) ||
+                    (o.vocab && same_file(o.vocab, o.outputs)) ||
+                    (weights_path && same_file(weights_path, o.outputs)))) {
     fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
             o.outputs);
     goto done;
   }
-  /* inputs first: their checks are cheap, the weights checksum is not */
-  if (rt_st_open(o.inputs, &st, err, sizeof err)) {
+  if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
   }
-  if (rt_model_bind(info, st, o.inputs, &bound, err, sizeof err)) {
+  /* inputs first: their checks are cheap, the weights checksum is not */
+  if (o.inputs) {
+    if (rt_st_open(o.inputs, &st, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", prog, err);
+      goto done;
+    }
+    if (rt_model_bind(info, st, o.inputs, &bound, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", prog, err);
+      goto done;
+    }
+    rt_st_close(st);
+    st = NULL;
+  } else if (rt_text_bind(info, o.tokens, o.text, &vocab, &bound, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
   }
   bound_ok = 1;
-  rt_st_close(st);
-  st = NULL;
   if (embedded ? rt_weights_from_memory(embedded, embedded_len, info, &weights, err, sizeof err)
                : rt_weights_open(weights_path, info, &weights, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
@@ -401,9 +433,21 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
   }
-  if (rt_model_write_outputs(info, &bound, o.outputs, err, sizeof err)) {
-    fprintf(stderr, "%s: %s\n", prog, err);
-    goto done;
+  if (o.outputs) {
+    if (rt_model_write_outputs(info, &bound, o.outputs, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", prog, err);
+      goto done;
+    }
+  } else {
+    int bad = rt_text_print_bound(stdout, info, &bound, o.vocab ? &vocab : NULL);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      fprintf(stderr, "%s: cannot write the outputs to stdout: %s\n", prog, strerror(errno));
+      goto done;
+    }
+    if (bad) {
+      fprintf(stderr, "%s: out of memory\n", prog);
+      goto done;
+    }
   }
   rc = 0;
 done:
@@ -413,6 +457,7 @@ done:
   if (bound_ok)
     rt_model_unbind(info, &bound);
   rt_st_close(st);
+  rt_text_vocab_free(&vocab);
   free(weights_path);
   return rc;
 }

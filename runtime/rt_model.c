@@ -121,7 +121,7 @@ static int info_find_input(const RtModelInfo *info, const char *name) {
   return -1;
 }
 
-static int info_check(const RtModelInfo *info, char *err, size_t errlen) {
+int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
   if (info->abi_version != RT_ABI_VERSION)
     return fail(err, errlen, "model '%s' was compiled for runtime ABI %u; this runtime is ABI %d",
                 info->name ? info->name : "?", info->abi_version, RT_ABI_VERSION);
@@ -292,25 +292,27 @@ static int check_unexpected(const Binder *bd, const RtSafetensors *st, char *err
   return 0;
 }
 
-static int alloc_outputs(Binder *bd, char *err, size_t errlen) {
-  const RtModelInfo *info = bd->info;
+int rt_model_outputs_alloc(const RtModelInfo *info, RtBound *b, const char *label, char *err,
+                           size_t errlen) {
+  if (!label)
+    label = "inputs";
   for (int i = 0; i < info->n_outputs; i++) {
     const RtTensorInfo *t = &info->outputs[i];
     size_t n = 1;
     for (int d = 0; d < t->rank; d++) {
       const RtDim *dim = &t->dims[d];
-      if (dim->sym >= 0 && !bd->from[dim->sym])
+      if (dim->sym >= 0 && b->syms[dim->sym] < 1) /* bound values are >= 1 */
         return fail(err, errlen, "model info: output '%s' uses %s, which no input binds", t->name,
                     sym_name(info, dim->sym));
-      int64_t v = rt_model_dim(dim, bd->b->syms);
-      bd->b->output_dims[i][d] = v;
+      int64_t v = rt_model_dim(dim, b->syms);
+      b->output_dims[i][d] = v;
       if (v > 0 && n > SIZE_MAX / sizeof(float) / (size_t)v)
-        return fail(err, errlen, "%s: output '%s' would not fit in memory", bd->label, t->name);
+        return fail(err, errlen, "%s: output '%s' would not fit in memory", label, t->name);
       n *= (size_t)v;
     }
-    bd->b->outputs[i] = calloc(n ? n : 1, sizeof(float));
-    if (!bd->b->outputs[i])
-      return fail(err, errlen, "%s: out of memory for output '%s' (%zu floats)", bd->label, t->name,
+    b->outputs[i] = calloc(n ? n : 1, sizeof(float));
+    if (!b->outputs[i])
+      return fail(err, errlen, "%s: out of memory for output '%s' (%zu floats)", label, t->name,
                   n);
   }
   return 0;
@@ -323,7 +325,7 @@ int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *
   memset(out, 0, sizeof *out);
   if (!info || !st)
     return fail(err, errlen, "internal: rt_model_bind without model or inputs");
-  if (info_check(info, err, errlen))
+  if (rt_model_info_check(info, err, errlen))
     return 1;
   Binder bd = {.info = info, .label = label ? label : "inputs", .b = out};
   int rc = check_unexpected(&bd, st, err, errlen);
@@ -335,7 +337,7 @@ int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *
     if (info->inputs[i].kind == RT_INPUT_MASK)
       rc = bind_mask(&bd, st, i, err, errlen);
   if (!rc)
-    rc = alloc_outputs(&bd, err, errlen);
+    rc = rt_model_outputs_alloc(info, out, bd.label, err, errlen);
   if (rc)
     rt_model_unbind(info, out);
   return rc;

@@ -151,14 +151,25 @@ struct RtSafetensors;
 int rt_model_bind(const RtModelInfo *info, const struct RtSafetensors *st,
                   const char *label, RtBound *out, char *err, size_t errlen);
 void rt_model_unbind(const RtModelInfo *info, RtBound *b);
+/* Checks info is well formed (ABI, counts, dims, input kinds): 0 or
+ * non-zero + message. rt_model_bind does it first. */
+int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen);
+/* Sizes and allocates b's outputs for its bound symbols (b->syms; 0 =
+ * unbound, refused when an output uses it). Binders call it last; on
+ * failure the caller unbinds. */
+int rt_model_outputs_alloc(const RtModelInfo *info, RtBound *b, const char *label, char *err,
+                           size_t errlen);
 /* Writes the outputs (f32, bound shapes) to path with rt_st_write. */
 int rt_model_write_outputs(const RtModelInfo *info, const RtBound *b, const char *path,
                            char *err, size_t errlen);
 int64_t rt_model_dim(const RtDim *d, const int64_t *syms);
 
 /* ---- rt_main.c: the main of standalone executables ----
- *   EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]
+ *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt)
+ *       [--outputs OUT.safetensors] [--vocab V.txt] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
+ * --tokens / --text: one sequence through rt_text_bind (rt_text.h); without
+ * --outputs the outputs are summarised on stdout (rt_text_print_bound).
  * Weights: the embedded image when embedded != NULL, else --weights, else
  * the file EXE.weights next to the executable (found via /proc/self/exe or
  * argv[0]). --repeat N: N more timed runs after the first, the median, min

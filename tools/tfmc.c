@@ -13,6 +13,7 @@
 #include "passes/passes.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_safetensors.h"
+#include "runtime/rt_text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -400,41 +401,6 @@ done:
   return rc;
 }
 
-/* ---- vocabulary for --text ---- */
-
-typedef struct Vocab {
-  char **tok;
-  int64_t n;
-} Vocab;
-
-static int vocab_load(Arena *a, const char *path, Vocab *v) {
-  char err[512];
-  SrcFile *f = src_file_read(a, path, err, sizeof err);
-  if (!f) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    return 1;
-  }
-  int64_t lines = 0;
-  for (size_t i = 0; i < f->len; i++) lines += f->text[i] == '\n';
-  lines += f->len > 0 && f->text[f->len - 1] != '\n';
-  v->tok = arena_alloc(a, (size_t)(lines + 1) * sizeof *v->tok);
-  v->n = 0;
-  const char *p = f->text, *end = f->text + f->len;
-  while (p < end) {
-    const char *e = memchr(p, '\n', (size_t)(end - p));
-    if (!e) e = end;
-    size_t n = (size_t)(e - p);
-    if (n && p[n - 1] == '\r') n--;
-    v->tok[v->n++] = arena_strndup(a, p, n);
-    p = e + 1;
-  }
-  return 0;
-}
-
-static const char *vocab_str(const Vocab *v, int64_t id) {
-  return v && id >= 0 && id < v->n ? v->tok[id] : NULL;
-}
-
 /* ---- building the interpreter's inputs ---- */
 
 typedef struct InputSet {
@@ -462,16 +428,33 @@ static int64_t ids_vocab(const ModelSpec *m, const char *name) {
   return m->arch == ARCH_DECODER ? m->vocab_tgt : m->vocab_src;
 }
 
-static int64_t sym_max(const IrGraph *g, IrDim d) {
-  return d.sym >= 0 ? g->syms[d.sym].max : d.value;
-}
-
 /* Every ids input's exclusive bound, in input-node order (the I/O contract
  * of pass_model_info). */
 static void input_vocabs(const IrGraph *g, const ModelSpec *m, int64_t *vocab) {
   int k = 0;
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(m, g->nodes[i].attrs.name);
+}
+
+/* The run-time I/O description of g (no weights, no arena): what the
+ * runtime's binders check inputs against. */
+static RtModelInfo *io_info(Arena *a, const IrGraph *g, const ModelSpec *m) {
+  int64_t vocab[RT_MAX_IO] = {0};
+  input_vocabs(g, m, vocab);
+  return pass_model_info(a, g, NULL, vocab, m->pad_id);
+}
+
+/* Copies the bound inputs into the interpreter's tensors and unbinds. */
+static void inputs_from_bound(Arena *a, const RtModelInfo *info, RtBound *b, InputSet *in) {
+  for (int i = 0; i < info->n_inputs; i++) {
+    const RtTensorInfo *ti = &info->inputs[i];
+    bool mask = ti->kind == RT_INPUT_MASK;
+    TFMC_ASSERT(ti->rank == 2 && in->n < 8);
+    Tensor *t = input_add(in, a, ti->name, mask ? IR_BOOL : IR_I32, rt_model_dim(&ti->dims[0], b->syms),
+                          rt_model_dim(&ti->dims[1], b->syms));
+    memcpy(t->data, b->inputs[i], (size_t)(t->dims[0] * t->dims[1]) * (mask ? 1 : 4));
+  }
+  rt_model_unbind(info, b);
 }
 
 /* Reads every graph input from the safetensors file through the runtime's
@@ -486,9 +469,7 @@ static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
     fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  int64_t vocab[RT_MAX_IO] = {0};
-  input_vocabs(g, m, vocab);
-  RtModelInfo *info = pass_model_info(a, g, NULL, vocab, m->pad_id);
+  RtModelInfo *info = io_info(a, g, m);
   RtBound b;
   int rc = rt_model_bind(info, st, path, &b, err, sizeof err);
   rt_st_close(st);
@@ -496,170 +477,51 @@ static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
     fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  for (int i = 0; i < info->n_inputs; i++) {
-    const RtTensorInfo *ti = &info->inputs[i];
-    bool mask = ti->kind == RT_INPUT_MASK;
-    TFMC_ASSERT(ti->rank == 2 && in->n < 8);
-    Tensor *t = input_add(in, a, ti->name, mask ? IR_BOOL : IR_I32, rt_model_dim(&ti->dims[0], b.syms),
-                          rt_model_dim(&ti->dims[1], b.syms));
-    memcpy(t->data, b.inputs[i], (size_t)(t->dims[0] * t->dims[1]) * (mask ? 1 : 4));
-  }
-  rt_model_unbind(info, &b);
+  inputs_from_bound(a, info, &b, in);
   return 0;
 }
 
-/* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1. */
+/* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1,
+ * parsed and checked by the runtime (as executables do). */
 static int inputs_from_ids(Arena *a, const IrGraph *g, const ModelSpec *m,
-                           const char *tokens, const char *text, const Vocab *v,
+                           const char *tokens, const char *text, const RtVocab *v,
                            InputSet *in) {
-  if (m->arch == ARCH_ENCODER_DECODER) {
-    fprintf(stderr, "tfmc: --tokens/--text give one sequence; model '%s' is an encoder_decoder "
-                    "and needs src and tgt (use --inputs)\n", m->name);
+  char err[1024];
+  RtModelInfo *info = io_info(a, g, m);
+  RtBound b;
+  if (rt_text_bind(info, tokens, text, v, &b, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  if (m->token_types > 0) {
-    fprintf(stderr, "tfmc: model '%s' takes token_types; use --inputs\n", m->name);
-    return 1;
-  }
-  int64_t vocab = ids_vocab(m, "tokens");
-  const IrNode *tok = NULL;
-  for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == IR_OP_INPUT && strcmp(g->nodes[i].attrs.name, "tokens") == 0)
-      tok = &g->nodes[i];
-  TFMC_ASSERT(tok);
-  int64_t max_len = sym_max(g, tok->type.dims[1]);
-  int32_t *ids = arena_alloc(a, (size_t)(max_len + 1) * 4);
-  int64_t n = 0;
-  const char *p = tokens ? tokens : text;
-  while (*p) {
-    while (*p == ' ' || *p == '\t' || *p == ',' || *p == '\n') p++;
-    if (!*p) break;
-    const char *s = p;
-    while (*p && *p != ' ' && *p != '\t' && *p != '\n' && (text || *p != ',')) p++;
-    if (n == max_len) {
-      fprintf(stderr, "tfmc: input longer than the model's max_len %lld\n", (long long)max_len);
-      return 1;
-    }
-    if (tokens) {
-      char *e;
-      errno = 0;
-      long long id = strtoll(s, &e, 10);
-      if (e != p || errno) {
-        fprintf(stderr, "tfmc: --tokens: '%.*s' is not a token id\n", (int)(p - s), s);
-        return 1;
-      }
-      if (id < 0 || id >= vocab) {
-        fprintf(stderr, "tfmc: --tokens: id %lld out of range [0, %lld)\n", id, (long long)vocab);
-        return 1;
-      }
-      ids[n++] = (int32_t)id;
-    } else {
-      int64_t found = -1;
-      for (int64_t k = 0; k < v->n && found < 0; k++)
-        if (strlen(v->tok[k]) == (size_t)(p - s) && memcmp(v->tok[k], s, (size_t)(p - s)) == 0)
-          found = k;
-      if (found < 0) {
-        fprintf(stderr, "tfmc: --text: symbol '%.*s' is not in the vocabulary\n", (int)(p - s), s);
-        return 1;
-      }
-      if (found >= vocab) {
-        fprintf(stderr, "tfmc: --text: symbol '%.*s' has id %lld, beyond the model's vocab %lld\n",
-                (int)(p - s), s, (long long)found, (long long)vocab);
-        return 1;
-      }
-      ids[n++] = (int32_t)found;
-    }
-  }
-  if (n == 0) {
-    fprintf(stderr, "tfmc: empty input sequence\n");
-    return 1;
-  }
-  Tensor *t = input_add(in, a, "tokens", IR_I32, 1, n);
-  memcpy(t->data, ids, (size_t)n * 4);
-  for (int i = 0; i < g->n_nodes; i++) {
-    const IrNode *nd = &g->nodes[i];
-    if (nd->op != IR_OP_INPUT || nd->type.dtype != IR_BOOL) continue;
-    Tensor *mk = input_add(in, a, nd->attrs.name, IR_BOOL, 1, n);
-    uint8_t *mb = mk->data;
-    bool any = false;
-    for (int64_t k = 0; k < n; k++) {
-      mb[k] = m->pad_id < 0 || ids[k] != m->pad_id;
-      any |= mb[k];
-    }
-    if (!any) {
-      fprintf(stderr, "tfmc: the input sequence is all padding\n");
-      return 1;
-    }
-  }
+  inputs_from_bound(a, info, &b, in);
   return 0;
 }
 
 /* ---- printing results ---- */
 
-static void print_ids_row(const Tensor *t, const int32_t *ids, int64_t len, const Vocab *v) {
-  (void)t;
-  for (int64_t k = 0; k < len; k++) {
-    const char *s = vocab_str(v, ids[k]);
-    if (s) printf("%s%s", k ? " " : "", s);
-    else printf("%s%d", k ? " " : "", ids[k]);
-  }
-}
-
-static void print_outputs(const Tensor *out, int n_out, const InputSet *in, const Vocab *v) {
-  const Tensor *tokens = NULL;
-  for (int i = 0; i < in->n; i++)
-    if (strcmp(in->t[i].name, "tokens") == 0 || strcmp(in->t[i].name, "tgt") == 0) tokens = &in->t[i];
+/* The runtime's summary (rt_text.h) of the outputs, under the input rows
+ * of "tokens" (or "tgt"). */
+static int print_outputs(Arena *a, const Tensor *out, int n_out, const InputSet *in,
+                         const RtVocab *v) {
+  RtTextTensor *outs = arena_alloc(a, (size_t)(n_out > 0 ? n_out : 1) * sizeof *outs);
+  RtTextTensor ids = {0};
+  const RtTextTensor *idp = NULL;
   for (int i = 0; i < n_out; i++) {
-    const Tensor *t = &out[i];
-    char sh[96];
-    shape_str(sh, sizeof sh, t->rank, t->dims);
-    const float *x = t->data;
-    if ((strcmp(t->name, "logits") == 0 || strcmp(t->name, "log_probs") == 0) && t->rank == 3) {
-      printf("%s %s, argmax per position:\n", t->name, sh);
-      int64_t B = t->dims[0], L = t->dims[1], V = t->dims[2];
-      int32_t *best = malloc((size_t)L * 4);
-      for (int64_t b = 0; b < B && best; b++) {
-        for (int64_t l = 0; l < L; l++) {
-          const float *row = x + (b * L + l) * V;
-          int64_t arg = 0;
-          for (int64_t k = 1; k < V; k++)
-            if (row[k] > row[arg]) arg = k;
-          best[l] = (int32_t)arg;
-        }
-        if (tokens) {
-          printf("  input:  ");
-          print_ids_row(tokens, (const int32_t *)tokens->data + b * L, L, v);
-          printf("\n");
-        }
-        printf("  output: ");
-        print_ids_row(t, best, L, v);
-        printf("\n");
-      }
-      free(best);
-    } else if (strcmp(t->name, "class_logits") == 0 && t->rank == 2) {
-      printf("%s %s:\n", t->name, sh);
-      for (int64_t b = 0; b < t->dims[0]; b++) {
-        const float *row = x + b * t->dims[1];
-        double mx = row[0], sum = 0;
-        int64_t arg = 0;
-        for (int64_t k = 1; k < t->dims[1]; k++)
-          if (row[k] > mx) mx = row[k], arg = k;
-        for (int64_t k = 0; k < t->dims[1]; k++) sum += exp(row[k] - mx);
-        printf("  [%lld] class %lld (p = %.4f);", (long long)b, (long long)arg, 1.0 / sum);
-        for (int64_t k = 0; k < t->dims[1] && k < 10; k++)
-          printf(" %.4g", row[k]);
-        printf("\n");
-      }
-    } else {
-      int64_t n = tensor_numel(t);
-      double s = 0, s2 = 0;
-      for (int64_t k = 0; k < n; k++) s += x[k], s2 += (double)x[k] * x[k];
-      printf("%s %s: mean %.6g, rms %.6g, first values", t->name, sh, s / (double)n,
-             sqrt(s2 / (double)n));
-      for (int64_t k = 0; k < n && k < 6; k++) printf(" %.6g", x[k]);
-      printf("\n");
-    }
+    TFMC_ASSERT(out[i].rank <= RT_MAX_RANK);
+    outs[i] = (RtTextTensor){out[i].name, out[i].rank, {0}, out[i].data};
+    for (int d = 0; d < out[i].rank; d++) outs[i].dims[d] = out[i].dims[d];
   }
+  for (int i = 0; i < in->n; i++)
+    if (strcmp(in->t[i].name, "tokens") == 0 || strcmp(in->t[i].name, "tgt") == 0) {
+      ids = (RtTextTensor){in->t[i].name, in->t[i].rank, {0}, in->t[i].data};
+      for (int d = 0; d < in->t[i].rank && d < RT_MAX_RANK; d++) ids.dims[d] = in->t[i].dims[d];
+      idp = &ids;
+    }
+  if (rt_text_print_outputs(stdout, outs, n_out, idp, v)) {
+    fprintf(stderr, "tfmc: out of memory\n");
+    return 1;
+  }
+  return 0;
 }
 
 static bool same_file(const char *a, const char *b) {
@@ -756,7 +618,7 @@ static int cmd_run(int argc, char **argv) {
   Arena *a = arena_create();
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
-  Vocab vocab = {0};
+  RtVocab vocab = {0};
   Spec *spec = load_spec(a, &d, args.pos[0]);
   if (!spec) goto done;
   IrGraph *g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
@@ -764,7 +626,10 @@ static int cmd_run(int argc, char **argv) {
   char err[1024];
   WeightSet *w = load_weights(a, &d, g, spec, weights, seed);
   if (!w) goto done;
-  if (vocab_path && vocab_load(a, vocab_path, &vocab)) goto done;
+  if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
   InputSet in = {0};
   if (inputs ? inputs_from_file(a, g, spec->model, inputs, &in)
              : inputs_from_ids(a, g, spec->model, tokens, text, &vocab, &in))
@@ -801,12 +666,13 @@ static int cmd_run(int argc, char **argv) {
       fprintf(stderr, "tfmc: %s\n", err);
       goto done;
     }
-  } else {
-    print_outputs(out, n_out, &in, vocab_path ? &vocab : NULL);
+  } else if (print_outputs(a, out, n_out, &in, vocab_path ? &vocab : NULL)) {
+    goto done;
   }
   rc = 0;
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
+  rt_text_vocab_free(&vocab);
   arena_destroy(a);
   return rc;
 }

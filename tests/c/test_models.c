@@ -138,6 +138,10 @@ static void sort_build(const char *how, const char *build_cmd, bool embed, const
          SORT_DIR, proj, embed ? " --embed-weights" : "");
   CT_RUN("cd %s && %s", proj, build_cmd);
   CT_RUN("cd %s && %s --help | grep -q 'Runs the model .sort.'", proj, exe_path);
+  /* one sequence as text, summarised on stdout as `tfmc run` prints it */
+  CT_RUN("cd %s && %s --text '7 3 9 1 3 0 8 2' --vocab %s/vocab.txt > text.txt && "
+         "grep -q '^  output: 0 1 2 3 3 7 8 9$' text.txt",
+         proj, exe_path, SORT_DIR);
   for (int threads = 1; threads <= 4; threads += 3) {
     CT_RUN("cd %s && %s --inputs %s/inputs.safetensors --outputs out.safetensors --threads %d", proj,
            exe_path, SORT_DIR, threads);

@@ -588,7 +588,10 @@ static void expect_usage(const char **argv, const char *frag) {
 Test(model, usage_errors) {
   const char *o = path_in("out.safetensors");
   expect_usage((const char *[]){"fake", NULL}, "missing --inputs FILE");
-  expect_usage((const char *[]){"fake", "--inputs", "x", NULL}, "missing --outputs FILE");
+  expect_usage((const char *[]){"fake", "--inputs", "x", "--tokens", "1", NULL},
+               "give exactly one of --inputs, --tokens and --text");
+  expect_usage((const char *[]){"fake", "--text", "a", NULL}, "--text needs --vocab");
+  expect_usage((const char *[]){"fake", "--tokens=", NULL}, "has an empty value");
   expect_usage((const char *[]){"fake", "--input", "x", NULL}, "unknown option '--input'");
   expect_usage((const char *[]){"fake", "--inputs", NULL}, "option '--inputs' needs a value");
   expect_usage((const char *[]){"fake", "--inputs", "a", "--inputs", "b", NULL},
@@ -600,6 +603,27 @@ Test(model, usage_errors) {
     expect_usage((const char *[]){"fake", "--inputs", "a", "--outputs", o, "--threads",
                                   bad_threads[i], NULL},
                  "--threads takes an integer in 1..256");
+}
+
+/* --outputs is optional: without it the outputs are summarised on stdout;
+ * --tokens / --text need a model with one ids input 'tokens' */
+Test(model, summary_without_outputs_and_one_sequence_refused) {
+  Inputs in = good_inputs();
+  const char *inputs = write_inputs("in.safetensors", &in);
+  int rc = run_main((const char *[]){"fake", "--inputs", inputs, "--weights",
+                                     path_in("fake.weights"), NULL});
+  cr_assert_eq(rc, 0, "%s", err_text);
+  cr_assert(strstr(out_text, "out [2,4,3]: mean ") && strstr(out_text, "wsum [1]: mean 210"),
+            "%s", out_text);
+  struct stat sb;
+  cr_assert_neq(stat(path_in("out.safetensors"), &sb), 0, "an outputs file was written");
+  rc = run_main((const char *[]){"fake", "--tokens", "1 2", "--weights", path_in("fake.weights"),
+                                 NULL});
+  cr_assert_eq(rc, 1, "%s", err_text);
+  cr_assert(strstr(err_text, "fake: --tokens/--text give one sequence; model 'fake' is an "
+                             "encoder_decoder and needs src and tgt (use --inputs)"),
+            "%s", err_text);
+  cr_assert_eq(run_count, 1, "the model ran for a refused sequence");
 }
 
 Test(model, help_and_version) {

@@ -294,12 +294,101 @@ Test(cli, built_executable_checks_inputs_and_weights) {
   cr_assert(strstr(out_text, "tokens"), "%s", out_text);
 }
 
+/* Runs `cd dir && CMD` with stdout and stderr into out_text / err_text;
+ * returns the exit status (or 128+signal). */
+static int in_dir(const char *cmd_text) {
+  char cmd[4096], p[512];
+  snprintf(cmd, sizeof cmd, "cd %s && %s >stdout.txt 2>stderr.txt", dir, cmd_text);
+  int st = system(cmd);
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  slurp(p, out_text, sizeof out_text);
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  slurp(p, err_text, sizeof err_text);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+#define SORT TFMC_SOURCE_DIR "/examples/sort"
+
+/* A built executable takes one sequence as --tokens or --text --vocab and,
+ * without --outputs, prints the summary `tfmc run` prints (README's first
+ * command); it refuses what `tfmc run` refuses, with the same messages. */
+Test(cli, built_executable_takes_tokens_and_text, .timeout = 300) {
+  cr_assert_eq(tfmc("build " SORT "/model.tfm --weights " SORT "/weights.safetensors -o sort"),
+               0, "%s", err_text);
+  cr_assert_eq(tfmc("run " SORT "/model.tfm --weights " SORT "/weights.safetensors --vocab "
+                    SORT "/vocab.txt --text \"7 3 9 1 3 0 8 2\""),
+               0, "%s", err_text);
+  char *want = strdup(out_text);
+  cr_assert(strstr(want, "output: 0 1 2 3 3 7 8 9"), "%s", want);
+  cr_assert_eq(in_dir("./sort --text \"7 3 9 1 3 0 8 2\" --vocab " SORT "/vocab.txt"), 0, "%s",
+               err_text);
+  cr_assert_str_eq(out_text, want);
+  free(want);
+  /* --tokens: ids (vocab line k = id k, '0' is id 1); with --vocab, printed as symbols */
+  cr_assert_eq(in_dir("./sort --tokens \"8,4 10\""), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "  input:  8 4 10\n  output: 4 8 10\n"), "%s", out_text);
+  cr_assert_eq(in_dir("./sort --tokens \"8 4 10\" --vocab " SORT "/vocab.txt"), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "  output: 3 7 9\n"), "%s", out_text);
+  /* the same numbers as tfmc run, written with --outputs */
+  cr_assert_eq(in_dir("./sort --tokens \"8 4 10\" --outputs exe.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(out_text[0], '\0', "printed with --outputs: %s", out_text);
+  cr_assert_eq(tfmc("run " SORT "/model.tfm --weights " SORT "/weights.safetensors --tokens "
+                    "\"8 4 10\" --outputs jit.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare exe.safetensors jit.safetensors --atol 1e-5 --rtol 1e-5"), 0, "%s",
+               out_text);
+  /* --inputs without --outputs: the summary too */
+  cr_assert_eq(in_dir("./sort --inputs " SORT "/inputs.safetensors"), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "logits [8,16,11], argmax per position:"), "%s", out_text);
+  /* refusals: the message and exit status 1, or 2 for usage errors */
+  static const struct {
+    const char *args, *msg;
+    int status;
+  } bad[] = {
+      {"--tokens \"1 11\"", "sort: --tokens: id 11 out of range [0, 11)", 1},
+      {"--tokens \"1 x\"", "sort: --tokens: 'x' is not a token id", 1},
+      {"--text \"7 q\" --vocab " SORT "/vocab.txt", "sort: --text: symbol 'q' is not in the vocabulary", 1},
+      {"--tokens \"1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8\"", "sort: input longer than the model's max_len 16", 1},
+      {"--tokens \" , \"", "sort: empty input sequence", 1},
+      {"--tokens 0", "sort: the input sequence is all padding", 1},
+      {"--text 7 --vocab nope.txt", "sort: cannot read nope.txt", 1},
+      {"--text 7", "sort: --text needs --vocab", 2},
+      {"--tokens 1 --inputs " SORT "/inputs.safetensors", "give exactly one of --inputs, --tokens and --text", 2},
+      {"--tokens 1 --text 1 --vocab " SORT "/vocab.txt", "give exactly one of --inputs, --tokens and --text", 2},
+      {"--tokens", "option '--tokens' needs a value", 2},
+      {"--outputs o.safetensors", "missing --inputs FILE", 2},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "./sort %s", bad[i].args);
+    int st = in_dir(cmd);
+    cr_assert_eq(st, bad[i].status, "%s: exit %d, stderr: %s", cmd, st, err_text);
+    cr_assert(strstr(err_text, bad[i].msg), "%s: stderr lacks '%s':\n%s", cmd, bad[i].msg, err_text);
+  }
+  /* --outputs naming the vocabulary is refused and leaves it alone */
+  write_file("v.txt", "<pad>\n0\n1\n");
+  cr_assert_eq(in_dir("./sort --text \"1 0\" --vocab v.txt --outputs v.txt"), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "is one of the input files"), "%s", err_text);
+  char p[512];
+  snprintf(p, sizeof p, "%s/v.txt", dir);
+  slurp(p, out_text, sizeof out_text);
+  cr_assert_str_eq(out_text, "<pad>\n0\n1\n");
+  /* --tokens refuses a model with token_types or src/tgt, as tfmc run does */
+  write_file("s2s.tfm", "model s2s {\n  arch encoder_decoder\n  vocab 20\n  d_model 16\n"
+                        "  heads 2\n  layers 1\n  ffn 32 relu\n  position learned max 12\n"
+                        "  head logits\n}\n");
+  cr_assert_eq(tfmc("build s2s.tfm --init random -o s2s"), 0, "%s", err_text);
+  cr_assert_eq(in_dir("./s2s --tokens \"1 2\""), 1, "%s", err_text);
+  const char *s2s_msg = "--tokens/--text give one sequence; model 's2s' is an encoder_decoder and "
+                        "needs src and tgt (use --inputs)";
+  cr_assert(strstr(err_text, s2s_msg), "%s", err_text);
+  EXPECT_ERR(tfmc("run s2s.tfm --init random --tokens \"1 2\""), s2s_msg);
+}
+
 /* --profile on an executable from `tfmc build` and on `tfmc run` (the JIT):
  * one report format, naming every kernel of the loop IR under its op kind
  * and the slowest with their spec lines; profiling changes no output bit.
  * The bundled sort model. */
-#define SORT TFMC_SOURCE_DIR "/examples/sort"
-
 static char *read_file(const char *name, size_t *len) {
   char p[512];
   snprintf(p, sizeof p, "%s/%s", dir, name);
