@@ -86,9 +86,7 @@ static void dims_str(const RtModelInfo *info, const RtTensorInfo *t, char *buf, 
     snprintf(buf + k, n - k, "]");
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int rt_errorf(char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
     va_start(ap, fmt);
@@ -103,13 +101,13 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 static int info_check_tensor(const RtModelInfo *info, const RtTensorInfo *t, const char *what,
                              char *err, size_t errlen) {
   if (!t->name)
-    return fail(err, errlen, "model info: an %s has no name", what);
+    return rt_errorf(err, errlen, "model info: an %s has no name", what);
   if (t->rank < 0 || t->rank > RT_MAX_RANK)
-    return fail(err, errlen, "model info: %s '%s' has rank %d", what, t->name, t->rank);
+    return rt_errorf(err, errlen, "model info: %s '%s' has rank %d", what, t->name, t->rank);
   for (int d = 0; d < t->rank; d++) {
     const RtDim *dim = &t->dims[d];
     if (dim->sym >= info->n_syms || dim->sym < -1 || (dim->sym < 0 && dim->value < 0))
-      return fail(err, errlen, "model info: %s '%s' dim %d is malformed", what, t->name, d);
+      return rt_errorf(err, errlen, "model info: %s '%s' dim %d is malformed", what, t->name, d);
   }
   return 0;
 }
@@ -123,15 +121,15 @@ static int info_find_input(const RtModelInfo *info, const char *name) {
 
 int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
   if (info->abi_version != RT_ABI_VERSION)
-    return fail(err, errlen, "model '%s' was compiled for runtime ABI %u; this runtime is ABI %d",
+    return rt_errorf(err, errlen, "model '%s' was compiled for runtime ABI %u; this runtime is ABI %d",
                 info->name ? info->name : "?", info->abi_version, RT_ABI_VERSION);
   if (info->n_syms < 0 || info->n_syms > RT_MAX_SYMS || info->n_inputs < 0 ||
       info->n_inputs > RT_MAX_IO || info->n_outputs < 0 || info->n_outputs > RT_MAX_IO ||
       (info->n_inputs && !info->inputs) || (info->n_outputs && !info->outputs))
-    return fail(err, errlen, "model info: bad symbol, input or output counts");
+    return rt_errorf(err, errlen, "model info: bad symbol, input or output counts");
   for (int s = 0; s < info->n_syms; s++)
     if (info->sym_max[s] < 1)
-      return fail(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),
+      return rt_errorf(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),
                   (long long)info->sym_max[s]);
   for (int i = 0; i < info->n_inputs; i++) {
     const RtTensorInfo *t = &info->inputs[i];
@@ -140,17 +138,17 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
     switch (t->kind) {
     case RT_INPUT_IDS:
       if (t->elem != RT_ELEM_I32 || t->vocab < 1 || t->rank < 1)
-        return fail(err, errlen, "model info: ids input '%s' is malformed", t->name);
+        return rt_errorf(err, errlen, "model info: ids input '%s' is malformed", t->name);
       break;
     case RT_INPUT_MASK: {
       int ids = info_find_input(info, t->ids_input);
       if (t->elem != RT_ELEM_U8 || t->rank != 2 || ids < 0 ||
           info->inputs[ids].kind != RT_INPUT_IDS || info->inputs[ids].rank != 2)
-        return fail(err, errlen, "model info: mask input '%s' is malformed", t->name);
+        return rt_errorf(err, errlen, "model info: mask input '%s' is malformed", t->name);
       break;
     }
     case RT_INPUT_KIND_COUNT:
-      return fail(err, errlen, "model info: input '%s' has an unknown kind", t->name);
+      return rt_errorf(err, errlen, "model info: input '%s' has an unknown kind", t->name);
     }
   }
   for (int i = 0; i < info->n_outputs; i++) {
@@ -158,7 +156,7 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
     if (info_check_tensor(info, t, "output", err, errlen))
       return 1;
     if (t->elem != RT_ELEM_F32)
-      return fail(err, errlen, "model info: output '%s' is not f32", t->name);
+      return rt_errorf(err, errlen, "model info: output '%s' is not f32", t->name);
   }
   return 0;
 }
@@ -179,21 +177,21 @@ static int bind_dim(Binder *bd, const RtTensorInfo *t, int d, int64_t v, char *e
   const RtDim *dim = &t->dims[d];
   if (dim->sym < 0) {
     if (v != dim->value)
-      return fail(err, errlen, "%s: input '%s' dim %d is %lld; the model takes exactly %lld",
+      return rt_errorf(err, errlen, "%s: input '%s' dim %d is %lld; the model takes exactly %lld",
                   bd->label, t->name, d, (long long)v, (long long)dim->value);
     return 0;
   }
   int s = dim->sym;
   if (!bd->from[s]) {
     if (v < 1 || v > info->sym_max[s])
-      return fail(err, errlen, "%s: input '%s' dim %d is %lld; %s must be in 1..%lld", bd->label,
+      return rt_errorf(err, errlen, "%s: input '%s' dim %d is %lld; %s must be in 1..%lld", bd->label,
                   t->name, d, (long long)v, sym_name(info, s), (long long)info->sym_max[s]);
     bd->b->syms[s] = v;
     bd->from[s] = t->name;
     return 0;
   }
   if (bd->b->syms[s] != v)
-    return fail(err, errlen, "%s: input '%s' dim %d is %lld but %s is %lld (from '%s')", bd->label,
+    return rt_errorf(err, errlen, "%s: input '%s' dim %d is %lld but %s is %lld (from '%s')", bd->label,
                 t->name, d, (long long)v, sym_name(info, s), (long long)bd->b->syms[s],
                 bd->from[s]);
   return 0;
@@ -219,9 +217,9 @@ static int bind_ids(Binder *bd, const RtSafetensors *st, int i, char *err, size_
   char want[96];
   dims_str(info, t, want, sizeof want);
   if (!s)
-    return fail(err, errlen, "%s: missing input '%s' (token ids %s)", bd->label, t->name, want);
+    return rt_errorf(err, errlen, "%s: missing input '%s' (token ids %s)", bd->label, t->name, want);
   if (s->rank != t->rank)
-    return fail(err, errlen, "%s: input '%s' has rank %d; expected %s", bd->label, t->name, s->rank,
+    return rt_errorf(err, errlen, "%s: input '%s' has rank %d; expected %s", bd->label, t->name, s->rank,
                 want);
   for (int d = 0; d < t->rank; d++) {
     bd->dims[i][d] = s->shape[d];
@@ -231,11 +229,11 @@ static int bind_ids(Binder *bd, const RtSafetensors *st, int i, char *err, size_
   int64_t n = rt_st_numel(s);
   int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
   if (!ids)
-    return fail(err, errlen, "%s: out of memory", bd->label);
+    return rt_errorf(err, errlen, "%s: out of memory", bd->label);
   char e2[512];
   if (rt_st_read_i32(s, ids, 0, t->vocab - 1, e2, sizeof e2)) {
     free(ids);
-    return fail(err, errlen, "%s: token ids must be in [0, %lld): %s", bd->label,
+    return rt_errorf(err, errlen, "%s: token ids must be in [0, %lld): %s", bd->label,
                 (long long)t->vocab, e2);
   }
   bd->b->inputs[i] = ids;
@@ -250,7 +248,7 @@ static int bind_mask(Binder *bd, const RtSafetensors *st, int i, char *err, size
     return 1;
   uint8_t *m = malloc((size_t)(b * len));
   if (!m)
-    return fail(err, errlen, "%s: out of memory", bd->label);
+    return rt_errorf(err, errlen, "%s: out of memory", bd->label);
   bd->b->inputs[i] = m;
   bd->dims[i][0] = b;
   bd->dims[i][1] = len;
@@ -283,7 +281,7 @@ static int check_unexpected(const Binder *bd, const RtSafetensors *st, char *err
     int has_mask = 0;
     for (int i = 0; i < info->n_inputs; i++) has_mask |= info->inputs[i].kind == RT_INPUT_MASK;
     int padding = strstr(name, "mask") || strstr(name, "lengths");
-    return fail(err, errlen, "%s: unexpected input '%s'; model '%s' takes: %s%s", bd->label, name,
+    return rt_errorf(err, errlen, "%s: unexpected input '%s'; model '%s' takes: %s%s", bd->label, name,
                 info->name ? info->name : "?", info->n_inputs ? list : "nothing",
                 padding && !has_mask ? " (it was compiled without a padding mask: add a "
                                        "'mask ... padding' line to its spec)"
@@ -302,17 +300,17 @@ int rt_model_outputs_alloc(const RtModelInfo *info, RtBound *b, const char *labe
     for (int d = 0; d < t->rank; d++) {
       const RtDim *dim = &t->dims[d];
       if (dim->sym >= 0 && b->syms[dim->sym] < 1) /* bound values are >= 1 */
-        return fail(err, errlen, "model info: output '%s' uses %s, which no input binds", t->name,
+        return rt_errorf(err, errlen, "model info: output '%s' uses %s, which no input binds", t->name,
                     sym_name(info, dim->sym));
       int64_t v = rt_model_dim(dim, b->syms);
       b->output_dims[i][d] = v;
       if (v > 0 && n > SIZE_MAX / sizeof(float) / (size_t)v)
-        return fail(err, errlen, "%s: output '%s' would not fit in memory", label, t->name);
+        return rt_errorf(err, errlen, "%s: output '%s' would not fit in memory", label, t->name);
       n *= (size_t)v;
     }
     b->outputs[i] = calloc(n ? n : 1, sizeof(float));
     if (!b->outputs[i])
-      return fail(err, errlen, "%s: out of memory for output '%s' (%zu floats)", label, t->name,
+      return rt_errorf(err, errlen, "%s: out of memory for output '%s' (%zu floats)", label, t->name,
                   n);
   }
   return 0;
@@ -321,10 +319,10 @@ int rt_model_outputs_alloc(const RtModelInfo *info, RtBound *b, const char *labe
 int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *label, RtBound *out,
                   char *err, size_t errlen) {
   if (!out)
-    return fail(err, errlen, "internal: rt_model_bind without an output");
+    return rt_errorf(err, errlen, "internal: rt_model_bind without an output");
   memset(out, 0, sizeof *out);
   if (!info || !st)
-    return fail(err, errlen, "internal: rt_model_bind without model or inputs");
+    return rt_errorf(err, errlen, "internal: rt_model_bind without model or inputs");
   if (rt_model_info_check(info, err, errlen))
     return 1;
   Binder bd = {.info = info, .label = label ? label : "inputs", .b = out};
@@ -357,9 +355,9 @@ void rt_model_unbind(const RtModelInfo *info, RtBound *b) {
 int rt_model_write_outputs(const RtModelInfo *info, const RtBound *b, const char *path, char *err,
                            size_t errlen) {
   if (!info || !b || !path)
-    return fail(err, errlen, "internal: rt_model_write_outputs arguments");
+    return rt_errorf(err, errlen, "internal: rt_model_write_outputs arguments");
   if (info->n_outputs < 0 || info->n_outputs > RT_MAX_IO)
-    return fail(err, errlen, "model info: bad output count");
+    return rt_errorf(err, errlen, "model info: bad output count");
   RtStWrite w[RT_MAX_IO];
   for (int i = 0; i < info->n_outputs; i++) {
     const RtTensorInfo *t = &info->outputs[i];

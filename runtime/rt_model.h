@@ -154,6 +154,14 @@ void rt_model_unbind(const RtModelInfo *info, RtBound *b);
 /* Checks info is well formed (ABI, counts, dims, input kinds): 0 or
  * non-zero + message. rt_model_bind does it first. */
 int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen);
+/* Formats a message into err (when err and errlen allow) and returns 1: the
+ * runtime's "fail with a message" for functions that report through
+ * (err, errlen). */
+#ifdef __GNUC__
+int rt_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#else
+int rt_errorf(char *err, size_t errlen, const char *fmt, ...);
+#endif
 /* Sizes and allocates b's outputs for its bound symbols (b->syms; 0 =
  * unbound, refused when an output uses it). Binders call it last; on
  * failure the caller unbinds. */

@@ -12,23 +12,9 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __GNUC__
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-#endif
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return 1;
-}
 
 /* ---- the vocabulary ---- */
 
@@ -36,7 +22,7 @@ int rt_text_vocab_load(const char *path, RtVocab *v, char *err, size_t errlen) {
   memset(v, 0, sizeof *v);
   FILE *f = fopen(path, "rb");
   if (!f)
-    return fail(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return rt_errorf(err, errlen, "cannot read %s: %s", path, strerror(errno));
   size_t cap = 4096, len = 0, got;
   char *text = malloc(cap + 1);
   while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
@@ -56,10 +42,10 @@ int rt_text_vocab_load(const char *path, RtVocab *v, char *err, size_t errlen) {
   int saved = errno;
   fclose(f);
   if (!text)
-    return fail(err, errlen, "%s: out of memory reading the vocabulary", path);
+    return rt_errorf(err, errlen, "%s: out of memory reading the vocabulary", path);
   if (bad) {
     free(text);
-    return fail(err, errlen, "cannot read %s: %s", path, strerror(saved));
+    return rt_errorf(err, errlen, "cannot read %s: %s", path, strerror(saved));
   }
   text[len] = '\0';
   int64_t lines = 0;
@@ -69,7 +55,7 @@ int rt_text_vocab_load(const char *path, RtVocab *v, char *err, size_t errlen) {
   char **tok = malloc((size_t)(lines + 1) * sizeof *tok);
   if (!tok) {
     free(text);
-    return fail(err, errlen, "%s: out of memory reading the vocabulary", path);
+    return rt_errorf(err, errlen, "%s: out of memory reading the vocabulary", path);
   }
   int64_t n = 0;
   char *p = text, *end = text + len;
@@ -129,29 +115,29 @@ static int find_tokens(const RtModelInfo *info, char *err, size_t errlen) {
     }
   }
   if (src && tgt && others == 2)
-    return fail(err, errlen,
+    return rt_errorf(err, errlen,
                 "--tokens/--text give one sequence; model '%s' is an encoder_decoder and needs "
                 "src and tgt (use --inputs)",
                 name),
            -1;
   if (others)
-    return fail(err, errlen,
+    return rt_errorf(err, errlen,
                 "--tokens/--text give one sequence of 'tokens'; model '%s' takes the token ids "
                 "%s (use --inputs)",
                 name, list),
            -1;
   if (types)
-    return fail(err, errlen, "model '%s' takes token_types; use --inputs", name), -1;
+    return rt_errorf(err, errlen, "model '%s' takes token_types; use --inputs", name), -1;
   if (tok < 0)
-    return fail(err, errlen, "model '%s' takes no token ids 'tokens'; use --inputs", name), -1;
+    return rt_errorf(err, errlen, "model '%s' takes no token ids 'tokens'; use --inputs", name), -1;
   if (info->inputs[tok].rank != 2)
-    return fail(err, errlen, "model '%s': its input 'tokens' is not [batch, length]; use --inputs",
+    return rt_errorf(err, errlen, "model '%s': its input 'tokens' is not [batch, length]; use --inputs",
                 name),
            -1;
   for (int i = 0; i < info->n_inputs; i++) {
     const RtTensorInfo *t = &info->inputs[i];
     if (t->kind == RT_INPUT_MASK && strcmp(t->ids_input, "tokens") != 0)
-      return fail(err, errlen, "model '%s' takes '%s'; use --inputs", name, t->name), -1;
+      return rt_errorf(err, errlen, "model '%s' takes '%s'; use --inputs", name, t->name), -1;
   }
   return tok;
 }
@@ -173,16 +159,16 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
     int w = (int)(p - s);
     size_t wlen = (size_t)(p - s);
     if (n == max_len)
-      return fail(err, errlen, "input longer than the model's max_len %lld", (long long)max_len),
+      return rt_errorf(err, errlen, "input longer than the model's max_len %lld", (long long)max_len),
              -1;
     if (tokens) {
       char *e;
       errno = 0;
       long long id = strtoll(s, &e, 10);
       if (e != p || errno)
-        return fail(err, errlen, "--tokens: '%.*s' is not a token id", w, s), -1;
+        return rt_errorf(err, errlen, "--tokens: '%.*s' is not a token id", w, s), -1;
       if (id < 0 || id >= vocab)
-        return fail(err, errlen, "--tokens: id %lld out of range [0, %lld)", id, (long long)vocab),
+        return rt_errorf(err, errlen, "--tokens: id %lld out of range [0, %lld)", id, (long long)vocab),
                -1;
       ids[n++] = (int32_t)id;
     } else {
@@ -191,9 +177,9 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
         if (strlen(v->tok[k]) == wlen && memcmp(v->tok[k], s, wlen) == 0)
           found = k;
       if (found < 0)
-        return fail(err, errlen, "--text: symbol '%.*s' is not in the vocabulary", w, s), -1;
+        return rt_errorf(err, errlen, "--text: symbol '%.*s' is not in the vocabulary", w, s), -1;
       if (found >= vocab)
-        return fail(err, errlen,
+        return rt_errorf(err, errlen,
                     "--text: symbol '%.*s' has id %lld, beyond the model's vocab %lld", w, s,
                     (long long)found, (long long)vocab),
                -1;
@@ -201,7 +187,7 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
     }
   }
   if (n == 0)
-    return fail(err, errlen, "empty input sequence"), -1;
+    return rt_errorf(err, errlen, "empty input sequence"), -1;
   return n;
 }
 
@@ -211,14 +197,14 @@ static int bind_dim(const RtModelInfo *info, const RtTensorInfo *t, int d, int64
   const RtDim *dim = &t->dims[d];
   if (dim->sym < 0) {
     if (dim->value != value)
-      return fail(err, errlen, "model '%s' takes '%s' with dim %d exactly %lld, not %lld; use "
+      return rt_errorf(err, errlen, "model '%s' takes '%s' with dim %d exactly %lld, not %lld; use "
                                "--inputs",
                   info->name ? info->name : "?", t->name, d, (long long)dim->value,
                   (long long)value);
     return 0;
   }
   if (out->syms[dim->sym] && out->syms[dim->sym] != value)
-    return fail(err, errlen, "model info: input '%s' dim %d disagrees with the token ids", t->name,
+    return rt_errorf(err, errlen, "model info: input '%s' dim %d disagrees with the token ids", t->name,
                 d);
   out->syms[dim->sym] = value;
   return 0;
@@ -227,7 +213,7 @@ static int bind_dim(const RtModelInfo *info, const RtTensorInfo *t, int d, int64
 static int text_bind(const RtModelInfo *info, const char *tokens, const char *text,
                      const RtVocab *v, RtBound *out, char *err, size_t errlen) {
   if (!info || !out || !tokens == !text || (text && !v))
-    return fail(err, errlen, "internal: rt_text_bind arguments");
+    return rt_errorf(err, errlen, "internal: rt_text_bind arguments");
   if (rt_model_info_check(info, err, errlen))
     return 1;
   int tok = find_tokens(info, err, errlen);
@@ -238,7 +224,7 @@ static int text_bind(const RtModelInfo *info, const char *tokens, const char *te
   int64_t max_len = len_dim->sym < 0 ? len_dim->value : info->sym_max[len_dim->sym];
   int32_t *ids = malloc((size_t)(max_len > 0 ? max_len : 1) * sizeof *ids);
   if (!ids)
-    return fail(err, errlen, "out of memory");
+    return rt_errorf(err, errlen, "out of memory");
   out->inputs[tok] = ids;
   int64_t n = parse_ids(tokens, text, v, t->vocab, max_len, ids, err, errlen);
   if (n < 0)
@@ -253,7 +239,7 @@ static int text_bind(const RtModelInfo *info, const char *tokens, const char *te
       return 1;
     uint8_t *mask = malloc((size_t)n);
     if (!mask)
-      return fail(err, errlen, "out of memory");
+      return rt_errorf(err, errlen, "out of memory");
     out->inputs[i] = mask;
     int any = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -261,7 +247,7 @@ static int text_bind(const RtModelInfo *info, const char *tokens, const char *te
       any |= mask[k];
     }
     if (!any)
-      return fail(err, errlen, "the input sequence is all padding");
+      return rt_errorf(err, errlen, "the input sequence is all padding");
   }
   return rt_model_outputs_alloc(info, out, "input", err, errlen);
 }
@@ -269,7 +255,7 @@ static int text_bind(const RtModelInfo *info, const char *tokens, const char *te
 int rt_text_bind(const RtModelInfo *info, const char *tokens, const char *text, const RtVocab *v,
                  RtBound *out, char *err, size_t errlen) {
   if (!out)
-    return fail(err, errlen, "internal: rt_text_bind without an output");
+    return rt_errorf(err, errlen, "internal: rt_text_bind without an output");
   memset(out, 0, sizeof *out);
   int rc = text_bind(info, tokens, text, v, out, err, errlen);
   if (rc)
