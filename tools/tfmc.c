@@ -775,26 +775,29 @@ typedef struct Compiled {
   float *packed; /* arena-owned */
 } Compiled;
 
-/* The graph passes of build and emit-c: the pipeline and its context. */
-typedef struct CompilePasses {
+/* The shared front of build and emit-c: the pass options (default -O2;
+ * --print-file must not be one of the n files), the spec args->pos[0], its
+ * weights, the passes, the loop program, its run-time description and the
+ * packed weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
+static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, int olevel,
+                         const char *weights, uint64_t seed, const char *const *files, int n,
+                         Compiled *c) {
   PassPipeline pl;
-  PassContext ctx;
+  PassContext pctx = {.diags = d};
   FILE *print_file;
-} CompilePasses;
-
-static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *weights,
-                         uint64_t seed, const char *attention, CompilePasses *cp, Compiled *c) {
-  int rc = EXIT_USER;
-  c->spec = load_spec(a, d, spec_path);
+  int rc = pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx,
+                        &print_file);
+  if (rc) return rc;
+  rc = EXIT_USER;
+  c->spec = load_spec(a, d, args->pos[0]);
   if (!c->spec) goto done;
-  c->g = spec_lower(a, c->spec, &(LowerOptions){attention}, d);
+  c->g = spec_lower(a, c->spec, &(LowerOptions){opt(args, "attention")}, d);
   if (!c->g || !ir_graph_verify(c->g, d)) goto done;
   WeightSet *w = load_weights(a, d, c->g, c->spec, weights, seed);
   if (!w) goto done;
   /* after the weights were checked against the graph as built (passes keep
    * the inputs; weights are packed by name) */
-  cp->ctx.diags = d;
-  if ((cp->pl.n || cp->ctx.stats_out) && !pass_pipeline_run(c->g, &cp->pl, &cp->ctx)) goto done;
+  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(c->g, &pl, &pctx)) goto done;
   c->prog = pass_lower_loops(a, c->g);
   int64_t vocab[RT_MAX_IO] = {0};
   input_vocabs(c->g, c->spec->model, vocab);
@@ -803,6 +806,7 @@ static int compile_model(Arena *a, Diags *d, const char *spec_path, const char *
   backend_pack_weights(c->prog, w, c->packed);
   rc = 0;
 done:
+  if (print_file && fclose(print_file)) rc = EXIT_USER;
   return rc;
 }
 
@@ -860,11 +864,6 @@ static int cmd_build(int argc, char **argv) {
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
   if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
     return usage_error("build", "-o %s would overwrite an input file", exe);
-  CompilePasses cp = {0};
-  const char *files[] = {args.pos[0], weights, exe};
-  if ((r = pass_options("build", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 3, &cp.pl, &cp.ctx,
-                        &cp.print_file)))
-    return r;
 
   Arena *a = arena_create();
   Diags d;
@@ -872,7 +871,9 @@ static int cmd_build(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
-  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &cp, &c)) goto done;
+  const char *files[] = {args.pos[0], weights, exe};
+  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c))) goto done;
+  rc = EXIT_USER;
   const char *dir = arena_printf(a, "%s.build", exe);
   if (mkdir(dir, 0755) && errno != EEXIST) {
     fprintf(stderr, "tfmc: cannot create %s: %s\n", dir, strerror(errno));
@@ -957,7 +958,6 @@ done:
     for (int i = 0; i < 5; i++) remove(arena_printf(a, "%s.build/%s", exe, files[i]));
     rmdir(arena_printf(a, "%s.build", exe));
   }
-  if (cp.print_file && fclose(cp.print_file)) rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
@@ -989,18 +989,15 @@ static int cmd_emit_c(int argc, char **argv) {
   uint64_t seed;
   if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
   if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
-  CompilePasses cp = {0};
-  const char *files[] = {args.pos[0], weights};
-  if ((r = pass_options("emit-c", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 2, &cp.pl, &cp.ctx,
-                        &cp.print_file)))
-    return r;
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
-  if (compile_model(a, &d, args.pos[0], weights, seed, opt(&args, "attention"), &cp, &c)) goto done;
+  const char *files[] = {args.pos[0], weights};
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c))) goto done;
+  rc = EXIT_USER;
   CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime"};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
@@ -1008,7 +1005,6 @@ static int cmd_emit_c(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (cp.print_file && fclose(cp.print_file)) rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
