@@ -37,4 +37,23 @@ int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const
 struct LoopProgram;
 void backend_pack_weights(const struct LoopProgram *p, const WeightSet *w, float *dst);
 
+/* ---- build.c: standalone executables (tfmc build) ---- */
+
+typedef struct BuildOptions {
+  const char *exe;         /* the executable to write; EXE.build/ holds intermediates */
+  bool embed_weights;      /* weights in .rodata, else packed into EXE.weights */
+  bool keep;               /* leave EXE.build/ in place */
+  const char *include_dir; /* holds runtime/rt_model.h */
+  const char *runtime_lib; /* libtfmc_rt.a */
+} BuildOptions;
+
+/* Emits prog as an object file (LLVM, for this CPU), info's C description and
+ * a main calling rt_main, writes the packed weights and links them with $CC
+ * (default cc) and the runtime library. Temporary strings live in a.
+ * Returns 0, or non-zero with a message in err. */
+struct RtModelInfo;
+int backend_build_executable(Arena *a, const struct LoopProgram *prog,
+                             const struct RtModelInfo *info, const float *packed,
+                             const BuildOptions *o, char *err, size_t errlen);
+
 #endif
