@@ -21,43 +21,12 @@
 #include <string.h>
 
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static void summarise(double *ms, int n, ExecTiming *t) {
-  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-  t->runs = n;
-  t->run_ms_min = ms[0];
-  t->run_ms_max = ms[n - 1];
-  t->run_ms_median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-}
-
-/* Runs the compiled model `runs` more times with a profile (every kernel
- * timed by rt_kernel_run, as in standalone executables) and prints the
- * report to stderr. Returns 0, or 1 with a message. */
-static int profile_runs(Arena *a, const IrGraph *g, const LoopProgram *prog, RtModelRunFn run,
-                        RtRunArgs *args, int runs, char *err, size_t errlen) {
-  const RtKernelInfo *kernels = pass_kernel_table(a, g, prog);
-  RtProfile *prof = rt_profile_create(prog->n_kernels);
-  if (!prof) {
-    snprintf(err, errlen, "out of memory");
-    return 1;
-  }
-  args->profile = prof;
-  for (int r = 0; r < runs; r++) run(args);
-  args->profile = NULL;
-  int rc = rt_profile_report(kernels, prog->n_kernels, prof, runs, stderr);
-  rt_profile_destroy(prof);
-  if (rc) snprintf(err, errlen, "out of memory");
-  return rc != 0;
+/* ExecTiming's run fields from the runtime's summary. */
+static void timing_set(ExecTiming *t, const RtTiming *rt) {
+  t->runs = rt->runs;
+  t->run_ms_min = rt->min_ms;
+  t->run_ms_max = rt->max_ms;
+  t->run_ms_median = rt->median_ms;
 }
 
 static int64_t sym_value_or(const int64_t *syms, IrDim d) {
@@ -77,7 +46,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
    * it) before any thread of ours exists */
   (void)rt_gemm_backend();
-  double t0 = now_ms();
+  double t0 = rt_timing_now_ms();
   LoopProgram *prog = pass_lower_loops(a, g);
   /* bind symbols from the inputs, in input-node order */
   int64_t syms[IR_MAX_SYMS] = {0};
@@ -148,28 +117,24 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
     snprintf(err, errlen, "JIT compilation failed: %s", e2);
     goto done;
   }
-  double t1 = now_ms();
+  double t1 = rt_timing_now_ms();
   pool = rt_pool_create(eo->threads);
   RtRunArgs args = {syms, inputs, out_ptrs, packed, arena, pool, NULL /* no profile */};
   run(&args);
   if (eo->repeat > 0) {
-    double *ms = malloc((size_t)eo->repeat * sizeof *ms);
-    if (!ms) {
+    RtTiming rt;
+    if (rt_time_runs(run, &args, eo->repeat, &rt)) {
       snprintf(err, errlen, "out of memory");
       goto done;
     }
-    for (int r = 0; r < eo->repeat; r++) {
-      double s0 = now_ms();
-      run(&args);
-      ms[r] = now_ms() - s0;
-    }
-    if (timing) summarise(ms, eo->repeat, timing);
-    free(ms);
+    if (timing) timing_set(timing, &rt);
   }
   if (timing) timing->compile_ms = t1 - t0;
-  if (eo->profile &&
-      profile_runs(a, g, prog, run, &args, eo->repeat > 0 ? eo->repeat : 1, err, errlen))
+  if (eo->profile && rt_profile_runs(pass_kernel_table(a, g, prog), prog->n_kernels, run, &args,
+                                     eo->repeat > 0 ? eo->repeat : 1, stderr)) {
+    snprintf(err, errlen, "out of memory");
     goto done;
+  }
   *outputs = outs;
   *n_outputs = g->n_outputs;
   rc = 0;
@@ -213,12 +178,16 @@ int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const
       Arena *scratch = arena_create();
       Tensor *o;
       int n;
-      double s0 = now_ms();
+      double s0 = rt_timing_now_ms();
       rc = interp_run(g, w, inputs, n_inputs, scratch, &o, &n, err, errlen);
-      ms[r] = now_ms() - s0;
+      ms[r] = rt_timing_now_ms() - s0;
       arena_destroy(scratch);
     }
-    if (!rc && timing) summarise(ms, eo->repeat, timing);
+    if (!rc && timing) {
+      RtTiming rt;
+      rt_timing_summarise(ms, eo->repeat, &rt);
+      timing_set(timing, &rt);
+    }
     free(ms);
     return rc;
   }

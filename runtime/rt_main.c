@@ -157,44 +157,14 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
 
 /* ---- benchmarking ---- */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Runs the model n more times and prints the same timing line as
  * `tfmc run --repeat`. */
 static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
-  double *ms = malloc((size_t)n * sizeof *ms);
-  if (!ms) return 1;
-  for (int r = 0; r < n; r++) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    run(args);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    ms[r] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-  }
-  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-  double med = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  RtTiming t;
+  if (rt_time_runs(run, args, n, &t)) return 1;
   fprintf(stderr, "timing: backend executable, compile 0.0 ms, run median %.3f ms (min %.3f, max %.3f) over %d runs\n",
-          med, ms[0], ms[n - 1], n);
-  free(ms);
+          t.median_ms, t.min_ms, t.max_ms, t.runs);
   return 0;
-}
-
-/* Runs the model n more times with a profile and prints its report to
- * stderr. Returns 0, or 1 when out of memory. */
-static int main_profile_runs(const RtModelInfo *info, RtModelRunFn run, RtRunArgs *args, int n) {
-  RtProfile *prof = rt_profile_create(info->n_kernels);
-  if (!prof)
-    return 1;
-  args->profile = prof;
-  for (int r = 0; r < n; r++)
-    run(args);
-  args->profile = NULL;
-  int rc = rt_profile_report(info->kernels, info->n_kernels, prof, n, stderr) != 0;
-  rt_profile_destroy(prof);
-  return rc;
 }
 
 /* ---- arguments ---- */
@@ -429,7 +399,7 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
     goto done;
   }
   /* after the timed runs, so profiling costs them nothing; warm caches */
-  if (o.profile && main_profile_runs(info, run, &args, repeat > 0 ? repeat : 1)) {
+  if (o.profile && rt_profile_runs(info->kernels, info->n_kernels, run, &args, repeat > 0 ? repeat : 1, stderr)) {
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
   }

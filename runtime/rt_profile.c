@@ -177,3 +177,52 @@ int rt_profile_report(const RtKernelInfo *kernels, int n_kernels, const RtProfil
   free(picked);
   return 0;
 }
+
+int rt_profile_runs(const RtKernelInfo *kernels, int n_kernels, RtModelRunFn run,
+                    RtRunArgs *args, int runs, FILE *f) {
+  RtProfile *prof = rt_profile_create(n_kernels);
+  if (!prof)
+    return 1;
+  args->profile = prof;
+  for (int r = 0; r < runs; r++)
+    run(args);
+  args->profile = NULL;
+  int rc = rt_profile_report(kernels, n_kernels, prof, runs, f) != 0;
+  rt_profile_destroy(prof);
+  return rc;
+}
+
+/* ---- timing ---- */
+
+double rt_timing_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void rt_timing_summarise(double *ms, int n, RtTiming *t) {
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  t->runs = n;
+  t->min_ms = ms[0];
+  t->max_ms = ms[n - 1];
+  t->median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
+
+int rt_time_runs(RtModelRunFn run, const RtRunArgs *args, int n, RtTiming *t) {
+  double *ms = malloc((size_t)n * sizeof *ms);
+  if (!ms)
+    return 1;
+  for (int r = 0; r < n; r++) {
+    double t0 = rt_timing_now_ms();
+    run(args);
+    ms[r] = rt_timing_now_ms() - t0;
+  }
+  rt_timing_summarise(ms, n, t);
+  free(ms);
+  return 0;
+}

@@ -52,4 +52,25 @@ void rt_profile_destroy(RtProfile *p);
 int rt_profile_report(const RtKernelInfo *kernels, int n_kernels, const RtProfile *p, int runs,
                       FILE *f);
 
+/* Runs run(args) `runs` more times (>= 1) with a fresh profile, then prints
+ * rt_profile_report to f. args->profile is NULL again afterwards. Returns 0,
+ * or non-zero when out of memory. */
+int rt_profile_runs(const RtKernelInfo *kernels, int n_kernels, RtModelRunFn run,
+                    RtRunArgs *args, int runs, FILE *f);
+
+/* ---- wall-clock timing of whole runs (--repeat) ---- */
+
+typedef struct RtTiming {
+  double median_ms, min_ms, max_ms;
+  int runs;
+} RtTiming;
+
+/* Sorts ms[0..n) (n >= 1) and fills *t with its median, min and max. */
+void rt_timing_summarise(double *ms, int n, RtTiming *t);
+/* Milliseconds on the monotonic clock, for timing runs. */
+double rt_timing_now_ms(void);
+/* Runs run(args) n times (n >= 1), each timed, into *t. Returns 0, or 1
+ * when out of memory (nothing run). */
+int rt_time_runs(RtModelRunFn run, const RtRunArgs *args, int n, RtTiming *t);
+
 #endif
