@@ -1,11 +1,12 @@
-/* backends/exec.c — run a graph on a named backend: "interp" (the
- * reference interpreter) or "jit" (graph -> loop IR -> LLVM -> native code
- * in process). One entry point for the CLI and the parity tests, so both
- * exercise exactly the same path.
+/* backends/exec.c — run a compiled model on a named backend: "interp" (the
+ * reference interpreter, over the driver's graph) or "jit" (the driver's
+ * loop program -> LLVM -> native code in process). The CLI and the parity
+ * tests go through the same entry points.
  *
- * Invariant: both backends take the same inputs (interp.h Tensors matched to
- * input nodes by name) and return outputs in g->outputs order, allocated in
- * the caller's arena. */
+ * Invariant: both backends take inputs bound once by a runtime binder
+ * (RtBound: rt_model_bind, rt_text_bind, or backend_bind_tensors for
+ * in-memory tensors) against the compiled model's RtModelInfo, and write
+ * their outputs into the bound output buffers, in g->outputs order. */
 #include "backends/exec.h"
 
 #include "backends/llvm/llvm_backend.h"
@@ -29,86 +30,23 @@ static void timing_set(ExecTiming *t, const RtTiming *rt) {
   t->run_ms_median = rt->median_ms;
 }
 
-static int64_t sym_value_or(const int64_t *syms, IrDim d) {
-  return d.sym >= 0 ? syms[d.sym] : d.value;
-}
-
-/* Runs g through the LLVM JIT with the same inputs and weights the
- * interpreter takes; outputs are allocated in a. */
-static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor *in_t, int in_n,
-                   const ExecOptions *eo, Tensor **outputs, int *n_outputs, ExecTiming *timing,
-                   char *err, size_t errlen) {
+/* Compiles c->prog with LLVM and runs it on b (outputs into b->outputs). */
+static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *eo,
+                   ExecTiming *timing, char *err, size_t errlen) {
   int rc = 1;
   LlvmJit *jit = NULL;
   RtPool *pool = NULL;
-  float *packed = NULL;
   unsigned char *arena = NULL;
+  const LoopProgram *prog = c->prog;
+  TFMC_ASSERT(prog && c->packed);
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
    * it) before any thread of ours exists */
   (void)rt_gemm_backend();
   double t0 = rt_timing_now_ms();
-  LoopProgram *prog = pass_lower_loops(a, g);
-  /* bind symbols from the inputs, in input-node order */
-  int64_t syms[IR_MAX_SYMS] = {0};
-  void *inputs[RT_MAX_IO] = {0};
-  int n_in = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const IrNode *nd = &g->nodes[i];
-    if (nd->op != IR_OP_INPUT) continue;
-    const Tensor *t = NULL;
-    for (int k = 0; k < in_n; k++)
-      if (strcmp(in_t[k].name, nd->attrs.name) == 0) t = &in_t[k];
-    if (!t || t->rank != nd->type.rank) {
-      snprintf(err, errlen, "missing input '%s'", nd->attrs.name);
-      goto done;
-    }
-    for (int d = 0; d < t->rank; d++) {
-      IrDim dim = nd->type.dims[d];
-      if (dim.sym < 0) {
-        if (t->dims[d] != dim.value) {
-          snprintf(err, errlen, "input '%s' dim %d is %lld, expected %lld", nd->attrs.name, d,
-                   (long long)t->dims[d], (long long)dim.value);
-          goto done;
-        }
-      } else if (syms[dim.sym] == 0) {
-        if (t->dims[d] < 1 || t->dims[d] > g->syms[dim.sym].max) {
-          snprintf(err, errlen, "input '%s' dim %d is %lld but %s must be in 1..%lld", nd->attrs.name,
-                   d, (long long)t->dims[d], g->syms[dim.sym].name, (long long)g->syms[dim.sym].max);
-          goto done;
-        }
-        syms[dim.sym] = t->dims[d];
-      } else if (syms[dim.sym] != t->dims[d]) {
-        snprintf(err, errlen, "input '%s' dim %d is %lld but %s is %lld", nd->attrs.name, d,
-                 (long long)t->dims[d], g->syms[dim.sym].name, (long long)syms[dim.sym]);
-        goto done;
-      }
-    }
-    inputs[n_in++] = t->data;
-  }
-  /* pack the weights at the program's offsets */
-  packed = aligned_alloc(64, (size_t)((prog->weights_floats * 4 + 63) / 64 * 64 + 64));
-  if (!packed) {
-    snprintf(err, errlen, "out of memory packing %lld weights", (long long)prog->weights_floats);
-    goto done;
-  }
-  backend_pack_weights(prog, w, packed);
   arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
-  Tensor *outs = arena_alloc(a, (size_t)(g->n_outputs + 1) * sizeof *outs);
-  float *out_ptrs[RT_MAX_IO] = {0};
-  for (int o = 0; o < g->n_outputs; o++) {
-    const IrNode *nd = &g->nodes[g->outputs[o].value];
-    Tensor *t = &outs[o];
-    t->name = g->outputs[o].name;
-    t->dtype = nd->type.dtype;
-    t->rank = nd->type.rank;
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->dims[d] = sym_value_or(syms, nd->type.dims[d]);
-    /* output pointers are typed float* in RtRunArgs; i32 / bool outputs
-     * (test graphs) use the same storage reinterpreted */
-    t->data = out_ptrs[o] = arena_alloc(a, (size_t)n * (nd->type.dtype == IR_BOOL ? 1 : 4) + 4);
-  }
   if (!arena) {
-    snprintf(err, errlen, "out of memory for the %lld-byte activation arena", (long long)prog->arena_bytes);
+    snprintf(err, errlen, "out of memory for the %lld-byte activation arena",
+             (long long)prog->arena_bytes);
     goto done;
   }
   RtModelRunFn run;
@@ -119,7 +57,7 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
   }
   double t1 = rt_timing_now_ms();
   pool = rt_pool_create(eo->threads);
-  RtRunArgs args = {syms, inputs, out_ptrs, packed, arena, pool, NULL /* no profile */};
+  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena, pool, NULL /* no profile */};
   run(&args);
   if (eo->repeat > 0) {
     RtTiming rt;
@@ -130,19 +68,86 @@ static int jit_run(Arena *a, const IrGraph *g, const WeightSet *w, const Tensor 
     if (timing) timing_set(timing, &rt);
   }
   if (timing) timing->compile_ms = t1 - t0;
-  if (eo->profile && rt_profile_runs(pass_kernel_table(a, g, prog), prog->n_kernels, run, &args,
+  if (eo->profile && rt_profile_runs(c->info->kernels, prog->n_kernels, run, &args,
                                      eo->repeat > 0 ? eo->repeat : 1, stderr)) {
     snprintf(err, errlen, "out of memory");
     goto done;
   }
-  *outputs = outs;
-  *n_outputs = g->n_outputs;
+  (void)a;
   rc = 0;
 done:
   if (pool) rt_pool_destroy(pool);
   if (jit) llvm_jit_destroy(jit);
-  free(packed);
   free(arena);
+  return rc;
+}
+
+static IrDtype dtype_of(RtElem e) {
+  switch (e) {
+  case RT_ELEM_F32: return IR_F32;
+  case RT_ELEM_I32: return IR_I32;
+  case RT_ELEM_U8: return IR_BOOL;
+  case RT_ELEM_COUNT: break;
+  }
+  TFMC_ASSERT(!"bad element type");
+  return IR_F32;
+}
+
+static size_t elem_size(RtElem e) { return e == RT_ELEM_U8 ? 1 : 4; }
+
+/* The bound inputs as the interpreter's tensors (sharing b's storage). */
+static Tensor *tensors_of_bound(Arena *a, const RtModelInfo *info, const RtBound *b) {
+  Tensor *t = arena_alloc(a, (size_t)(info->n_inputs + 1) * sizeof *t);
+  for (int i = 0; i < info->n_inputs; i++) {
+    const RtTensorInfo *ti = &info->inputs[i];
+    t[i].name = ti->name;
+    t[i].dtype = dtype_of(ti->elem);
+    t[i].rank = ti->rank;
+    for (int d = 0; d < ti->rank; d++) t[i].dims[d] = rt_model_dim(&ti->dims[d], b->syms);
+    t[i].data = b->inputs[i];
+  }
+  return t;
+}
+
+/* Runs the interpreter on b, copying its outputs into b->outputs. */
+static int interp_run_bound(Arena *a, const Compiled *c, RtBound *b, Arena *scratch, char *err,
+                            size_t errlen) {
+  Tensor *out;
+  int n_out;
+  const RtModelInfo *info = c->info;
+  if (interp_run(c->g, c->w, tensors_of_bound(a, info, b), info->n_inputs, scratch, &out, &n_out,
+                 err, errlen))
+    return 1;
+  TFMC_ASSERT(n_out == info->n_outputs);
+  for (int i = 0; i < n_out; i++)
+    memcpy(b->outputs[i], out[i].data, (size_t)tensor_numel(&out[i]) * elem_size(info->outputs[i].elem));
+  return 0;
+}
+
+static int interp_run_timed(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *eo,
+                            ExecTiming *timing, char *err, size_t errlen) {
+  if (interp_run_bound(a, c, b, a, err, errlen)) return 1;
+  if (eo->repeat <= 0) return 0;
+  double *ms = malloc((size_t)eo->repeat * sizeof *ms);
+  if (!ms) {
+    snprintf(err, errlen, "out of memory");
+    return 1;
+  }
+  int rc = 0;
+  for (int r = 0; r < eo->repeat && !rc; r++) {
+    /* each run allocates its tensors in a fresh arena, dropped after */
+    Arena *scratch = arena_create();
+    double s0 = rt_timing_now_ms();
+    rc = interp_run_bound(scratch, c, b, scratch, err, errlen);
+    ms[r] = rt_timing_now_ms() - s0;
+    arena_destroy(scratch);
+  }
+  if (!rc && timing) {
+    RtTiming rt;
+    rt_timing_summarise(ms, eo->repeat, &rt);
+    timing_set(timing, &rt);
+  }
+  free(ms);
   return rc;
 }
 
@@ -158,41 +163,124 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
   }
 }
 
-int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,
-                int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
+int backend_run(const char *backend, const Compiled *c, RtBound *b, const ExecOptions *opt,
                 ExecTiming *timing, char *err, size_t errlen) {
   ExecOptions none = {0, 0, false};
   const ExecOptions *eo = opt ? opt : &none;
   if (timing) memset(timing, 0, sizeof *timing);
+  Arena *a = arena_create();
+  int rc;
   if (strcmp(backend, "interp") == 0) {
-    if (interp_run(g, w, inputs, n_inputs, a, outputs, n_outputs, err, errlen)) return 1;
-    if (eo->repeat <= 0) return 0;
-    double *ms = malloc((size_t)eo->repeat * sizeof *ms);
-    if (!ms) {
-      snprintf(err, errlen, "out of memory");
-      return 1;
-    }
-    int rc = 0;
-    for (int r = 0; r < eo->repeat && !rc; r++) {
-      /* each run allocates its tensors in a fresh arena, dropped after */
-      Arena *scratch = arena_create();
-      Tensor *o;
-      int n;
-      double s0 = rt_timing_now_ms();
-      rc = interp_run(g, w, inputs, n_inputs, scratch, &o, &n, err, errlen);
-      ms[r] = rt_timing_now_ms() - s0;
-      arena_destroy(scratch);
-    }
-    if (!rc && timing) {
-      RtTiming rt;
-      rt_timing_summarise(ms, eo->repeat, &rt);
-      timing_set(timing, &rt);
-    }
-    free(ms);
-    return rc;
+    rc = interp_run_timed(a, c, b, eo, timing, err, errlen);
+  } else if (strcmp(backend, "jit") == 0) {
+    rc = jit_run(a, c, b, eo, timing, err, errlen);
+  } else {
+    snprintf(err, errlen, "unknown backend '%s' (available: jit, interp)", backend);
+    rc = 1;
   }
-  if (strcmp(backend, "jit") == 0)
-    return jit_run(a, g, w, inputs, n_inputs, eo, outputs, n_outputs, timing, err, errlen);
-  snprintf(err, errlen, "unknown backend '%s' (available: jit, interp)", backend);
-  return 1;
+  arena_destroy(a);
+  return rc;
+}
+
+bool backend_known(const char *backend, DriverStage *stage) {
+  if (strcmp(backend, "interp") == 0) {
+    *stage = DRIVER_GRAPH;
+    return true;
+  }
+  if (strcmp(backend, "jit") == 0) {
+    *stage = DRIVER_PACKED;
+    return true;
+  }
+  return false;
+}
+
+int backend_bind_tensors(const RtModelInfo *info, const Tensor *in, int n_in, RtBound *b,
+                         char *err, size_t errlen) {
+  memset(b, 0, sizeof *b);
+  for (int i = 0; i < info->n_inputs; i++) {
+    const RtTensorInfo *ti = &info->inputs[i];
+    const Tensor *t = NULL;
+    for (int k = 0; k < n_in; k++)
+      if (strcmp(in[k].name, ti->name) == 0) t = &in[k];
+    if (!t || t->rank != ti->rank) {
+      rt_model_unbind(info, b);
+      return rt_errorf(err, errlen, "missing input '%s'", ti->name);
+    }
+    for (int d = 0; d < t->rank; d++) {
+      const RtDim *dim = &ti->dims[d];
+      const char *why = NULL;
+      if (dim->sym < 0 && t->dims[d] != dim->value) why = "fixed";
+      else if (dim->sym >= 0 && b->syms[dim->sym] == 0 &&
+               (t->dims[d] < 1 || t->dims[d] > info->sym_max[dim->sym]))
+        why = "range";
+      else if (dim->sym >= 0 && b->syms[dim->sym] != 0 && b->syms[dim->sym] != t->dims[d])
+        why = "bound";
+      if (why) {
+        rt_model_unbind(info, b);
+        if (why[0] == 'f')
+          return rt_errorf(err, errlen, "input '%s' dim %d is %lld, expected %lld", ti->name, d,
+                           (long long)t->dims[d], (long long)dim->value);
+        if (why[0] == 'r')
+          return rt_errorf(err, errlen, "input '%s' dim %d is %lld but %s must be in 1..%lld",
+                           ti->name, d, (long long)t->dims[d], info->sym_names[dim->sym],
+                           (long long)info->sym_max[dim->sym]);
+        return rt_errorf(err, errlen, "input '%s' dim %d is %lld but %s is %lld", ti->name, d,
+                         (long long)t->dims[d], info->sym_names[dim->sym],
+                         (long long)b->syms[dim->sym]);
+      }
+      if (dim->sym >= 0) b->syms[dim->sym] = t->dims[d];
+    }
+    size_t bytes = (size_t)tensor_numel(t) * elem_size(ti->elem);
+    if (!(b->inputs[i] = malloc(bytes ? bytes : 1))) {
+      rt_model_unbind(info, b);
+      return rt_errorf(err, errlen, "out of memory for input '%s'", ti->name);
+    }
+    memcpy(b->inputs[i], t->data, bytes);
+  }
+  if (rt_model_outputs_alloc(info, b, "inputs", err, errlen)) {
+    rt_model_unbind(info, b);
+    return 1;
+  }
+  return 0;
+}
+
+int backend_run_tensors(const char *backend, const IrGraph *g, const WeightSet *w,
+                        const Tensor *inputs,
+                        int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs,
+                        int *n_outputs, ExecTiming *timing, char *err, size_t errlen) {
+  DriverStage stage;
+  if (!backend_known(backend, &stage)) {
+    snprintf(err, errlen, "unknown backend '%s' (available: jit, interp)", backend);
+    return 1;
+  }
+  Diags d;
+  diags_init(&d, a, stderr);
+  Compiled c;
+  DriverOptions o = {.stage = stage};
+  /* no passes run, so neither g nor w is changed */
+  if (driver_compile_graph(a, &d, (IrGraph *)g, (WeightSet *)w, &o, &c, err, errlen)) {
+    if (!*err) snprintf(err, errlen, "the graph does not compile (%d errors above)", d.n_errors);
+    return 1;
+  }
+  RtBound b;
+  if (backend_bind_tensors(c.info, inputs, n_inputs, &b, err, errlen)) return 1;
+  int rc = backend_run(backend, &c, &b, opt, timing, err, errlen);
+  if (!rc) {
+    Tensor *outs = arena_alloc(a, (size_t)(c.info->n_outputs + 1) * sizeof *outs);
+    for (int o = 0; o < c.info->n_outputs; o++) {
+      const RtTensorInfo *ti = &c.info->outputs[o];
+      Tensor *t = &outs[o];
+      t->name = ti->name;
+      t->dtype = dtype_of(ti->elem);
+      t->rank = ti->rank;
+      for (int k = 0; k < ti->rank; k++) t->dims[k] = b.output_dims[o][k];
+      size_t bytes = (size_t)tensor_numel(t) * elem_size(ti->elem);
+      t->data = arena_alloc(a, bytes + 4);
+      memcpy(t->data, b.outputs[o], bytes);
+    }
+    *outputs = outs;
+    *n_outputs = c.info->n_outputs;
+  }
+  rt_model_unbind(c.info, &b);
+  return rc;
 }

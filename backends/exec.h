@@ -1,14 +1,17 @@
-/* backends/exec.h — run a graph on a named backend ("interp" or "jit").
+/* backends/exec.h — run a compiled model (backends/driver.h) on a named
+ * backend ("interp" or "jit").
  *
- *     Tensor *out; int n_out; char err[512];
- *     if (backend_run("jit", g, weights, inputs, n_in, NULL, arena, &out, &n_out,
- *                     NULL, err, sizeof err)) fprintf(stderr, "%s\n", err);
+ *     Compiled c;   // driver_compile_file(..., &(DriverOptions){.stage = stage}, &c, ...)
+ *     RtBound b;    // rt_model_bind / rt_text_bind against c.info: inputs bound once
+ *     if (backend_run("jit", &c, &b, NULL, NULL, err, sizeof err)) fprintf(stderr, "%s\n", err);
+ *     // b.outputs hold the outputs, shaped b.output_dims, in c.info->outputs order
  *
- * Inputs as for interp_run (matched to input nodes by name: ids int32,
- * masks uint8); outputs in g->outputs order, allocated in `a`. */
+ * backend_known says which driver stage a backend needs (the interpreter
+ * runs the graph; the JIT needs the loop program and packed weights). */
 #ifndef TFMC_EXEC_H
 #define TFMC_EXEC_H
 
+#include "backends/driver.h"
 #include "backends/interp/interp.h"
 
 typedef struct ExecOptions {
@@ -20,16 +23,36 @@ typedef struct ExecOptions {
 } ExecOptions;
 
 typedef struct ExecTiming {
-  double compile_ms;                /* JIT: lowering + LLVM compilation */
+  double compile_ms;                /* JIT: LLVM compilation (the driver lowered already) */
   double run_ms_median, run_ms_min, run_ms_max;
   int runs;                         /* timed runs (0: no timing asked) */
 } ExecTiming;
 
-/* timing may be NULL. With opt->repeat > 0 the forward runs once untimed,
- * then repeat times timed (the outputs are those of the last run). */
-int backend_run(const char *backend, const IrGraph *g, const WeightSet *w, const Tensor *inputs,
-                int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs, int *n_outputs,
+/* True for a backend this build has, with the driver stage it needs. */
+bool backend_known(const char *backend, DriverStage *stage);
+
+/* Runs c on b's inputs into b's outputs. timing may be NULL. With
+ * opt->repeat > 0 the forward runs once untimed, then repeat times timed
+ * (the outputs are those of the last run). Returns 0, or 1 with a message. */
+int backend_run(const char *backend, const Compiled *c, RtBound *b, const ExecOptions *opt,
                 ExecTiming *timing, char *err, size_t errlen);
+
+/* Binds in-memory tensors (matched to info's inputs by name: ids int32,
+ * masks uint8; every symbol bound from its first use, checked against the
+ * others and 1..max) and allocates the outputs, as the runtime's binders
+ * do; ids are not range-checked (the interpreter refuses bad ids, compiled
+ * code trusts its binder: use rt_model_bind for untrusted data). Returns 0,
+ * or 1 with a message and nothing left allocated; rt_model_unbind frees. */
+int backend_bind_tensors(const RtModelInfo *info, const Tensor *in, int n_in, RtBound *b,
+                         char *err, size_t errlen);
+
+/* For tests and tools holding a graph in memory: driver_compile_graph (no
+ * passes) + backend_bind_tensors + backend_run, outputs as tensors
+ * allocated in a, in g->outputs order. */
+int backend_run_tensors(const char *backend, const IrGraph *g, const WeightSet *w,
+                        const Tensor *inputs,
+                        int n_inputs, const ExecOptions *opt, Arena *a, Tensor **outputs,
+                        int *n_outputs, ExecTiming *timing, char *err, size_t errlen);
 
 /* Copies every param of w into dst at the loop program's weight offsets:
  * the packed layout compiled code addresses (LoopProgram.weights_floats

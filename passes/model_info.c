@@ -55,6 +55,24 @@ const RtKernelInfo *pass_kernel_table(Arena *a, const IrGraph *g, const LoopProg
   return t;
 }
 
+void pass_input_vocabs(const IrGraph *g, int64_t *input_vocab) {
+  int k = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != IR_OP_INPUT) continue;
+    int64_t v = 0;
+    for (int j = i + 1; j < g->n_nodes; j++) {
+      const IrNode *n = &g->nodes[j];
+      /* embed(table f32[V,D], ids) */
+      if (n->op != IR_OP_EMBED || n->operands[1] != i) continue;
+      IrDim rows_dim = g->nodes[n->operands[0]].type.dims[0];
+      if (rows_dim.sym >= 0) continue; /* a computed table: no static bound */
+      int64_t rows = rows_dim.value;
+      if (v == 0 || rows < v) v = rows;
+    }
+    input_vocab[k++] = v;
+  }
+}
+
 RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
                              const int64_t *input_vocab, int64_t pad_id) {
   RtModelInfo *m = arena_alloc(a, sizeof *m);

@@ -49,6 +49,11 @@ struct RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const struct Loo
 struct RtKernelInfo;
 const struct RtKernelInfo *pass_kernel_table(Arena *a, const IrGraph *g,
                                              const struct LoopProgram *p);
+/* Every input's exclusive id bound, in input-node order (input_vocab of
+ * pass_model_info): the rows of the embedding tables an ids input feeds
+ * directly (the smallest, if several); 0 for masks and for ids that feed no
+ * embedding (unbounded). */
+void pass_input_vocabs(const IrGraph *g, int64_t *input_vocab);
 /* The ids input a mask input pads and the name of its lengths alternative. */
 void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths);
 

@@ -4,6 +4,7 @@
  * decision about models is made by the frontend, passes and backends.
  * Exit status: 0 success, 1 user error (spec, weights, inputs), 2 usage. */
 #include "backends/c/c_backend.h"
+#include "backends/driver.h"
 #include "backends/exec.h"
 #include "backends/llvm/llvm_backend.h"
 #include "ir/loop.h"
@@ -95,17 +96,6 @@ static const char *opt(const Args *a, const char *name) {
 
 /* ---- shared steps ---- */
 
-static Spec *load_spec(Arena *a, Diags *d, const char *path) {
-  char err[512];
-  SrcFile *src = src_file_read(a, path, err, sizeof err);
-  if (!src) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    return NULL;
-  }
-  diags_add_source(d, src);
-  return spec_parse(a, src, d);
-}
-
 static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
   size_t k = (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < rank && k < n; i++)
@@ -124,27 +114,10 @@ static const char *human(double v, char *buf, size_t n) {
   return buf;
 }
 
-/* Weights from a checkpoint through the spec's weight map, or random
- * (path NULL) with the seed. *st must be closed by the caller. */
-/* The checkpoint is unmapped before returning: the WeightSet holds its own
- * f32 copies, and a mapping kept open would stay in the resident set (a
- * whole model's worth: bert-base's peak RSS under the JIT fell by ~440 MB)
- * while the backend packs and runs. */
-static WeightSet *load_weights(Arena *a, Diags *d, const IrGraph *g, const Spec *spec,
-                               const char *path, uint64_t seed) {
-  char err[1024];
-  RtSafetensors *st = NULL;
-  if (!path) return weights_random(a, g, seed);
-  if (rt_st_open(path, &st, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    return NULL;
-  }
-  WeightSet *w = weights_load(a, g, spec, st, d);
-  if (!w)
-    fprintf(stderr, "tfmc: %s does not fit model '%s' (%d problem%s above)\n", path,
-            spec->model->name, d->n_errors, d->n_errors == 1 ? "" : "s");
-  rt_st_close(st);
-  return w;
+/* Reports a failed driver_compile_file: its message, when the diagnostics
+ * do not already say it all. */
+static void compile_failed(const char *err) {
+  if (*err) fprintf(stderr, "tfmc: %s\n", err);
 }
 
 /* --weights W | --init random [--seed N]: the weights every command that
@@ -170,6 +143,12 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
 }
 
 /* ---- tfmc check ---- */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 
 static const char *arch_name(Arch a) {
   switch (a) {
@@ -197,11 +176,19 @@ static int cmd_check(int argc, char **argv) {
   Diags d;
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
-  Spec *spec = load_spec(a, &d, args.pos[0]);
-  if (!spec) goto done;
-  IrGraph *g = spec_lower(a, spec, &(LowerOptions){0}, &d);
-  if (!g || !ir_graph_verify(g, &d)) goto done;
-  const ModelSpec *m = spec->model;
+  char err[1024];
+  Compiled c;
+  if (ends_with(args.pos[0], ".tfir")) {
+    arena_destroy(a);
+    return usage_error("check", "expected a spec (.tfm); 'tfmc ir' reads .tfir graphs");
+  }
+  DriverOptions dopt = {.no_weights = true, .stage = DRIVER_LOOP};
+  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  const IrGraph *g = c.g;
+  const ModelSpec *m = c.spec->model;
   int64_t sym[IR_MAX_SYMS];
   int64_t tokens = 0;
   for (int i = 0; i < g->n_syms; i++) {
@@ -231,7 +218,7 @@ static int cmd_check(int argc, char **argv) {
          human(st.flops / (double)tokens, b3, sizeof b3), (long long)tokens,
          human(st.flops_linear / (double)tokens, b4, sizeof b4),
          human(st.flops_attention / (double)tokens, b1, sizeof b1));
-  LoopProgram *lp = pass_lower_loops(a, g);
+  const LoopProgram *lp = c.prog;
   printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
          (long long)lp->arena_bytes, lp->n_kernels);
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
@@ -319,11 +306,6 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
 
 /* ---- tfmc ir ---- */
 
-static bool ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), k = strlen(suffix);
-  return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 static int cmd_ir(int argc, char **argv) {
   Opt o[] = {{"format", true, NULL}, {"attention", true, NULL}, {"level", true, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
@@ -365,34 +347,26 @@ static int cmd_ir(int argc, char **argv) {
   PassContext pctx = {.diags = &d};
   FILE *print_file;
   if ((r = pass_options("ir", &args, olevel, 0, args.pos, 1, &pl, &pctx, &print_file))) return r;
+  if (ends_with(args.pos[0], ".tfir") && opt(&args, "attention")) {
+    if (print_file) fclose(print_file);
+    return usage_error("ir", "--attention applies to specs, not .tfir files");
+  }
   Arena *a = arena_create();
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
-  IrGraph *g = NULL;
-  if (ends_with(args.pos[0], ".tfir")) {
-    if (opt(&args, "attention")) {
-      if (print_file) fclose(print_file);
-      arena_destroy(a);
-      return usage_error("ir", "--attention applies to specs, not .tfir files");
-    }
-    char err[512];
-    SrcFile *src = src_file_read(a, args.pos[0], err, sizeof err);
-    if (!src) {
-      fprintf(stderr, "tfmc: %s\n", err);
-      goto done;
-    }
-    diags_add_source(&d, src);
-    g = ir_graph_parse(a, src, &d);
-  } else {
-    Spec *spec = load_spec(a, &d, args.pos[0]);
-    if (spec) g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
-    if (g && !ir_graph_verify(g, &d)) g = NULL;
+  char err[1024];
+  Compiled c;
+  bool loop = strcmp(level, "loop") == 0;
+  DriverOptions dopt = {.attention = opt(&args, "attention"), .no_weights = true,
+                        .passes = &pl, .pass_ctx = &pctx,
+                        .stage = loop ? DRIVER_LOOP : DRIVER_GRAPH};
+  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
   }
-  if (!g) goto done;
-  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(g, &pl, &pctx)) goto done;
-  if (strcmp(level, "loop") == 0) loop_program_print(pass_lower_loops(a, g), stdout);
-  else if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(g, stdout);
-  else ir_graph_print(g, stdout);
+  if (loop) loop_program_print(c.prog, stdout);
+  else if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(c.g, stdout);
+  else ir_graph_print(c.g, stdout);
   rc = 0;
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
@@ -400,124 +374,31 @@ done:
   return rc;
 }
 
-/* ---- building the interpreter's inputs ---- */
+/* ---- inputs: bound once, by the runtime's binders (the ones built
+ * executables use), against the compiled model's I/O contract ---- */
 
-typedef struct InputSet {
-  Tensor t[8];
-  int n;
-} InputSet;
-
-static Tensor *input_add(InputSet *in, Arena *a, const char *name, IrDtype dt,
-                         int64_t b, int64_t len) {
-  TFMC_ASSERT(in->n < 8);
-  Tensor *t = &in->t[in->n++];
-  t->name = arena_strdup(a, name);
-  t->dtype = dt;
-  t->rank = 2;
-  t->dims[0] = b;
-  t->dims[1] = len;
-  t->data = arena_alloc(a, (size_t)(b * len) * (dt == IR_BOOL ? 1 : 4));
-  return t;
-}
-
-static int64_t ids_vocab(const ModelSpec *m, const char *name) {
-  if (strcmp(name, "token_types") == 0) return m->token_types;
-  if (strcmp(name, "tgt") == 0) return m->vocab_tgt;
-  if (strcmp(name, "src") == 0) return m->vocab_src;
-  return m->arch == ARCH_DECODER ? m->vocab_tgt : m->vocab_src;
-}
-
-/* Every ids input's exclusive bound, in input-node order (the I/O contract
- * of pass_model_info). */
-static void input_vocabs(const IrGraph *g, const ModelSpec *m, int64_t *vocab) {
-  int k = 0;
-  for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == IR_OP_INPUT) vocab[k++] = ids_vocab(m, g->nodes[i].attrs.name);
-}
-
-/* The run-time I/O description of g (no weights, no arena): what the
- * runtime's binders check inputs against. */
-static RtModelInfo *io_info(Arena *a, const IrGraph *g, const ModelSpec *m) {
-  int64_t vocab[RT_MAX_IO] = {0};
-  input_vocabs(g, m, vocab);
-  return pass_model_info(a, g, NULL, vocab, m->pad_id);
-}
-
-/* Copies the bound inputs into the interpreter's tensors and unbinds. */
-static void inputs_from_bound(Arena *a, const RtModelInfo *info, RtBound *b, InputSet *in) {
-  for (int i = 0; i < info->n_inputs; i++) {
-    const RtTensorInfo *ti = &info->inputs[i];
-    bool mask = ti->kind == RT_INPUT_MASK;
-    TFMC_ASSERT(ti->rank == 2 && in->n < 8);
-    Tensor *t = input_add(in, a, ti->name, mask ? IR_BOOL : IR_I32, rt_model_dim(&ti->dims[0], b->syms),
-                          rt_model_dim(&ti->dims[1], b->syms));
-    memcpy(t->data, b->inputs[i], (size_t)(t->dims[0] * t->dims[1]) * (mask ? 1 : 4));
-  }
-  rt_model_unbind(info, b);
-}
-
-/* Reads every graph input from the safetensors file through the runtime's
- * binder (the one built executables use): ids range-checked, masks derived
- * from mask / lengths / pad ids, dims bound and checked, tensors the model
- * would ignore refused. */
-static int inputs_from_file(Arena *a, const IrGraph *g, const ModelSpec *m,
-                            const char *path, InputSet *in) {
+/* Reads every model input from the safetensors file: ids range-checked,
+ * masks derived from mask / lengths / pad ids, dims bound and checked,
+ * tensors the model would ignore refused. */
+static int inputs_from_file(const RtModelInfo *info, const char *path, RtBound *b) {
   RtSafetensors *st;
   char err[1024];
   if (rt_st_open(path, &st, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  RtModelInfo *info = io_info(a, g, m);
-  RtBound b;
-  int rc = rt_model_bind(info, st, path, &b, err, sizeof err);
+  int rc = rt_model_bind(info, st, path, b, err, sizeof err);
   rt_st_close(st);
-  if (rc) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    return 1;
-  }
-  inputs_from_bound(a, info, &b, in);
-  return 0;
+  if (rc) fprintf(stderr, "tfmc: %s\n", err);
+  return rc ? 1 : 0;
 }
 
-/* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1,
- * parsed and checked by the runtime (as executables do). */
-static int inputs_from_ids(Arena *a, const IrGraph *g, const ModelSpec *m,
-                           const char *tokens, const char *text, const RtVocab *v,
-                           InputSet *in) {
+/* --tokens "3 1 4" or --text "a b c" --vocab V: one sequence, batch 1. */
+static int inputs_from_ids(const RtModelInfo *info, const char *tokens, const char *text,
+                           const RtVocab *v, RtBound *b) {
   char err[1024];
-  RtModelInfo *info = io_info(a, g, m);
-  RtBound b;
-  if (rt_text_bind(info, tokens, text, v, &b, err, sizeof err)) {
+  if (rt_text_bind(info, tokens, text, v, b, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
-    return 1;
-  }
-  inputs_from_bound(a, info, &b, in);
-  return 0;
-}
-
-/* ---- printing results ---- */
-
-/* The runtime's summary (rt_text.h) of the outputs, under the input rows
- * of "tokens" (or "tgt"). */
-static int print_outputs(Arena *a, const Tensor *out, int n_out, const InputSet *in,
-                         const RtVocab *v) {
-  RtTextTensor *outs = arena_alloc(a, (size_t)(n_out > 0 ? n_out : 1) * sizeof *outs);
-  RtTextTensor ids = {0};
-  const RtTextTensor *idp = NULL;
-  for (int i = 0; i < n_out; i++) {
-    TFMC_ASSERT(out[i].rank <= RT_MAX_RANK);
-    outs[i] = (RtTextTensor){out[i].name, out[i].rank, {0}, out[i].data};
-    for (int d = 0; d < out[i].rank; d++) outs[i].dims[d] = out[i].dims[d];
-  }
-  for (int i = 0; i < in->n; i++)
-    if (strcmp(in->t[i].name, "tokens") == 0 || strcmp(in->t[i].name, "tgt") == 0) {
-      ids = (RtTextTensor){in->t[i].name, in->t[i].rank, {0}, in->t[i].data};
-      for (int d = 0; d < in->t[i].rank && d < RT_MAX_RANK; d++) ids.dims[d] = in->t[i].dims[d];
-      idp = &ids;
-    }
-  if (rt_text_print_outputs(stdout, outs, n_out, idp, v)) {
-    fprintf(stderr, "tfmc: out of memory\n");
     return 1;
   }
   return 0;
@@ -580,7 +461,8 @@ static int cmd_run(int argc, char **argv) {
   bool profile = opt(&args, "profile") != NULL;
   if (profile && strcmp(backend, "jit") != 0)
     return usage_error("run", "--profile needs --backend jit");
-  if (strcmp(backend, "interp") != 0 && strcmp(backend, "jit") != 0)
+  DriverStage stage_unused;
+  if (!backend_known(backend, &stage_unused))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
   int threads = 0;
   if (opt(&args, "threads")) {
@@ -618,29 +500,27 @@ static int cmd_run(int argc, char **argv) {
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtVocab vocab = {0};
-  Spec *spec = load_spec(a, &d, args.pos[0]);
-  if (!spec) goto done;
-  IrGraph *g = spec_lower(a, spec, &(LowerOptions){opt(&args, "attention")}, &d);
-  if (!g || !ir_graph_verify(g, &d)) goto done;
+  RtBound bound = {0};
   char err[1024];
-  WeightSet *w = load_weights(a, &d, g, spec, weights, seed);
-  if (!w) goto done;
+  Compiled c = {0};
+  DriverStage stage;
+  TFMC_ASSERT(backend_known(backend, &stage));
+  DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
+                        .passes = &pl, .pass_ctx = &pctx, .stage = stage};
+  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  InputSet in = {0};
-  if (inputs ? inputs_from_file(a, g, spec->model, inputs, &in)
-             : inputs_from_ids(a, g, spec->model, tokens, text, &vocab, &in))
+  if (inputs ? inputs_from_file(c.info, inputs, &bound)
+             : inputs_from_ids(c.info, tokens, text, &vocab, &bound))
     goto done;
-  Tensor *out;
-  int n_out;
   ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
-  /* after the weights and inputs were checked against the spec's graph:
-   * passes keep the inputs, and weights are bound by name */
-  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(g, &pl, &pctx)) goto done;
-  if (backend_run(backend, g, w, in.t, in.n, &eo, a, &out, &n_out, &tm, err, sizeof err)) {
+  if (backend_run(backend, &c, &bound, &eo, &tm, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -650,27 +530,18 @@ static int cmd_run(int argc, char **argv) {
             "runs\n",
             backend, tm.compile_ms, tm.run_ms_median, tm.run_ms_min, tm.run_ms_max, tm.runs);
   if (outputs) {
-    RtStWrite wr[8];
-    TFMC_ASSERT(n_out <= 8);
-    for (int i = 0; i < n_out; i++) {
-      memset(&wr[i], 0, sizeof wr[i]);
-      wr[i].name = out[i].name;
-      wr[i].dtype = RT_F32;
-      wr[i].rank = out[i].rank;
-      for (int k = 0; k < out[i].rank; k++) wr[i].shape[k] = out[i].dims[k];
-      wr[i].data = out[i].data;
-    }
-    const char *meta[] = {"producer", "tfmc", "model", spec->model->name};
-    if (rt_st_write(outputs, wr, n_out, meta, 2, err, sizeof err)) {
+    if (rt_model_write_outputs(c.info, &bound, outputs, err, sizeof err)) {
       fprintf(stderr, "tfmc: %s\n", err);
       goto done;
     }
-  } else if (print_outputs(a, out, n_out, &in, vocab_path ? &vocab : NULL)) {
+  } else if (rt_text_print_bound(stdout, c.info, &bound, vocab_path ? &vocab : NULL)) {
+    fprintf(stderr, "tfmc: out of memory\n");
     goto done;
   }
   rc = 0;
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (c.info) rt_model_unbind(c.info, &bound);
   rt_text_vocab_free(&vocab);
   arena_destroy(a);
   return rc;
@@ -765,19 +636,9 @@ done:
 
 /* ---- tfmc build / tfmc emit-c: compiled artefacts ---- */
 
-/* The lowered model, its run-time description and its packed weights. */
-typedef struct Compiled {
-  Spec *spec;
-  IrGraph *g;
-  LoopProgram *prog;
-  RtModelInfo *info;
-  float *packed; /* arena-owned */
-} Compiled;
-
 /* The shared front of build and emit-c: the pass options (default -O2;
- * --print-file must not be one of the n files), the spec args->pos[0], its
- * weights, the passes, the loop program, its run-time description and the
- * packed weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
+ * --print-file must not be one of the n files) and the driver, to packed
+ * weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
 static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, int olevel,
                          const char *weights, uint64_t seed, const char *const *files, int n,
                          Compiled *c) {
@@ -787,24 +648,11 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   int rc = pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx,
                         &print_file);
   if (rc) return rc;
-  rc = EXIT_USER;
-  c->spec = load_spec(a, d, args->pos[0]);
-  if (!c->spec) goto done;
-  c->g = spec_lower(a, c->spec, &(LowerOptions){opt(args, "attention")}, d);
-  if (!c->g || !ir_graph_verify(c->g, d)) goto done;
-  WeightSet *w = load_weights(a, d, c->g, c->spec, weights, seed);
-  if (!w) goto done;
-  /* after the weights were checked against the graph as built (passes keep
-   * the inputs; weights are packed by name) */
-  if ((pl.n || pctx.stats_out) && !pass_pipeline_run(c->g, &pl, &pctx)) goto done;
-  c->prog = pass_lower_loops(a, c->g);
-  int64_t vocab[RT_MAX_IO] = {0};
-  input_vocabs(c->g, c->spec->model, vocab);
-  c->info = pass_model_info(a, c->g, c->prog, vocab, c->spec->model->pad_id);
-  c->packed = arena_alloc(a, (size_t)c->info->weights_floats * 4 + 64);
-  backend_pack_weights(c->prog, w, c->packed);
-  rc = 0;
-done:
+  char err[1024];
+  DriverOptions dopt = {.attention = opt(args, "attention"), .weights = weights, .seed = seed,
+                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED};
+  rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
+  if (rc) compile_failed(err);
   if (print_file && fclose(print_file)) rc = EXIT_USER;
   return rc;
 }

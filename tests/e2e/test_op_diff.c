@@ -19,8 +19,8 @@ static void run_case(int op) {
   Tensor *ri, *rj;
   int ni, nj;
   char err[1024];
-  cr_assert_eq(backend_run("interp", c.g, &ws, c.in, c.n_in, &(ExecOptions){2, 0}, c.a, &ri, &ni, NULL, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(backend_run("jit", c.g, &ws, c.in, c.n_in, &(ExecOptions){2, 0}, c.a, &rj, &nj, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(backend_run_tensors("interp", c.g, &ws, c.in, c.n_in, &(ExecOptions){2, 0}, c.a, &ri, &ni, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(backend_run_tensors("jit", c.g, &ws, c.in, c.n_in, &(ExecOptions){2, 0}, c.a, &rj, &nj, NULL, err, sizeof err), 0, "%s", err);
   cr_assert_eq(ni, nj);
   for (int o = 0; o < ni; o++) {
     cr_assert_eq(ri[o].rank, rj[o].rank);

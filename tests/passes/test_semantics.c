@@ -153,7 +153,7 @@ static Tensor *run(const char *backend, const IrGraph *g, const WeightSet *w, co
                    int n_in, Arena *a, int *n_out) {
   Tensor *out;
   char err[1024];
-  int rc = backend_run(backend, g, w, in, n_in, NULL, a, &out, n_out, NULL, err, sizeof err);
+  int rc = backend_run_tensors(backend, g, w, in, n_in, NULL, a, &out, n_out, NULL, err, sizeof err);
   cr_assert_eq(rc, 0, "%s: %s", backend, err);
   return out;
 }

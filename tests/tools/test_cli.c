@@ -469,3 +469,29 @@ Test(cli, profile_built_executable_and_jit, .timeout = 300) {
   free(exe_err);
   free(listing);
 }
+
+/* tfmc run FILE.tfir: a graph IR file (as `tfmc ir` prints it, perhaps
+ * edited by hand) runs through the same driver as its spec: the same
+ * outputs, random weights by name, checkpoints by canonical names, and ids
+ * bounded by the embedding they feed. */
+Test(cli, runs_a_graph_ir_file) {
+  /* a graph does not know the spec's pad id: padding comes as lengths */
+  int64_t ids[6] = {5, 7, 9, 0, 3, 0}, lengths[2] = {3, 2};
+  RtStWrite t[2] = {ids_tensor("tokens", RT_I64, ids, 2, 3),
+                    {"lengths", RT_I64, 1, {2}, lengths}};
+  write_inputs("in.safetensors", t, 2);
+  cr_assert_eq(tfmc("ir cls.tfm -O2"), 0, "%s", err_text);
+  write_file("cls.tfir", out_text);
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 3 --inputs in.safetensors --outputs a.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("run cls.tfir --init random --seed 3 --inputs in.safetensors --outputs b.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare b.safetensors a.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
+  cr_assert_eq(tfmc("run cls.tfir --init random --seed 3 --backend interp --inputs in.safetensors --outputs c.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare c.safetensors a.safetensors"), 0, "%s", out_text);
+  cr_assert_eq(tfmc("run cls.tfir --init random --tokens \"4 8 15\""), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "class_logits"), "%s", out_text);
+  EXPECT_ERR(tfmc("run cls.tfir --init random --tokens \"4 50\""), "out of range [0, 50)");
+  /* no weight map: a checkpoint needs the canonical names */
+  write_inputs("w.safetensors", t, 1);
+  EXPECT_ERR(tfmc("run cls.tfir --weights w.safetensors --tokens 4"), "does not fit graph 'cls'");
+  EXPECT_ERR(tfmc("run cls.tfir --init random --tokens 4 --attention encoder.0"), "applies to specs");
+}

@@ -1,0 +1,77 @@
+/* backends/driver.h — the one compile driver. Every command (check, ir,
+ * run, build, emit-c) and every backend (interp, jit, object files, C)
+ * gets its program from here, so the pipeline exists once:
+ *
+ *     DriverOptions o = {.weights = "w.safetensors", .passes = &pl, .pass_ctx = &pctx,
+ *                        .stage = DRIVER_PACKED};
+ *     Compiled c;
+ *     char err[1024];
+ *     if (driver_compile_file(a, &d, "model.tfm", &o, &c, err, sizeof err)) {
+ *       if (*err) fprintf(stderr, "tfmc: %s\n", err);   // spec errors went to d
+ *       ...
+ *     }
+ *     // c.g: the optimised graph; c.prog: its loop program; c.info: the
+ *     // run-time description (I/O contract, weights layout, kernels);
+ *     // c.packed: the weights as compiled code addresses them
+ *
+ * The pipeline (driver.c reads as this list):
+ *   1. front end   a .tfm spec parsed, checked and lowered to graph IR, or a
+ *                  .tfir textual graph parsed; verified
+ *   2. weights     a checkpoint through the spec's weight map (canonical
+ *                  names for .tfir graphs), or random from a seed; checked
+ *                  against the graph as built, before any pass
+ *   3. graph passes of the pipeline, verified after each
+ *   4. lowering to loop IR, with the activation arena planned
+ *   5. loop passes of the pipeline, verified after each
+ *   6. the run-time description (RtModelInfo) and the packed weights
+ * Each stage after the one asked for (DriverOptions.stage) is skipped.
+ *
+ * Ownership: everything a Compiled points to lives in the arena passed in. */
+#ifndef TFMC_DRIVER_H
+#define TFMC_DRIVER_H
+
+#include "frontend/spec.h"
+#include "ir/loop.h"
+#include "passes/passes.h"
+#include "runtime/rt_model.h"
+
+typedef enum DriverStage {
+  DRIVER_GRAPH,  /* stop after the graph passes (c.info holds the I/O part only) */
+  DRIVER_LOOP,   /* ... after lowering and the loop passes */
+  DRIVER_PACKED, /* ... with the weights packed for compiled code */
+  DRIVER_STAGE_COUNT
+} DriverStage;
+
+typedef struct DriverOptions {
+  const char *attention;    /* spec only: a layer whose probabilities become an output */
+  bool no_weights;          /* check / ir: neither load nor make weights */
+  const char *weights;      /* checkpoint (safetensors); NULL: random weights from seed */
+  uint64_t seed;
+  const PassPipeline *passes; /* NULL or empty: no passes */
+  PassContext *pass_ctx;      /* required with passes; its diags are the driver's */
+  DriverStage stage;
+} DriverOptions;
+
+typedef struct Compiled {
+  Spec *spec;        /* NULL for a .tfir graph or a graph handed in */
+  IrGraph *g;        /* after the graph passes */
+  WeightSet *w;      /* NULL with no_weights */
+  LoopProgram *prog; /* NULL at DRIVER_GRAPH */
+  RtModelInfo *info; /* the run-time description of g (and prog) */
+  float *packed;     /* DRIVER_PACKED: info->weights_floats floats, 64-byte aligned */
+} Compiled;
+
+/* Compiles a spec (.tfm) or a textual graph (.tfir, by its extension).
+ * Returns 0; or 1 after reporting to d (spec, IR, weight-map errors) or
+ * writing a message to err (I/O; err is "" when d has it all). */
+int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
+                        Compiled *c, char *err, size_t errlen);
+
+/* The same pipeline from stage 2 (or 3, when w is given) on a graph built
+ * in memory (tests, tools): g must verify; w NULL loads o->weights or makes
+ * random ones (unless o->no_weights). Ids inputs are bounded by the tables
+ * of the embeddings they feed (unbounded when they feed none). */
+int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const DriverOptions *o,
+                         Compiled *c, char *err, size_t errlen);
+
+#endif
