@@ -84,7 +84,8 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   }
   /* 4. lowering to loop IR */
   c->prog = pass_lower_loops(a, c->g);
-  /* 5. loop passes: none registered yet */
+  /* 5. loop passes */
+  pass_share_kernels_run(c->prog, NULL);
   /* 6. the run-time description and the packed weights */
   c->info = model_info(a, c);
   if (o->stage == DRIVER_PACKED) {

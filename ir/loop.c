@@ -41,6 +41,7 @@ LKernel *loop_kernel_add(LoopProgram *p, const char *name, const char *comment, 
   k->comment = arena_strdup(p->arena, comment ? comment : "");
   k->node = node;
   k->grain = 1;
+  k->shares = -1;
   k->outer_var = loop_var_new(p, k, LT_I64);
   k->body = ls_block(p);
   return k;

@@ -192,6 +192,10 @@ typedef struct LKernel {
   LStmt *body;         /* LS_BLOCK run once per outer iteration */
   int n_vars;          /* variables used: 0..n_vars-1 (outer_var included) */
   LType *var_types;    /* type of each variable */
+  int shares;          /* -1: generated as its own function; else the index of an
+                          earlier kernel (itself not sharing) with the same body up to
+                          buffers (loop_kernel_same), whose function runs this one
+                          with this kernel's buffers as its parameters */
 } LKernel;
 
 typedef struct LoopProgram {
@@ -248,6 +252,23 @@ bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t err
 /* Evaluates an integer expression of constants and symbols (what kernel
  * extents are) with symbol values syms[i]; false if e holds anything else. */
 bool loop_expr_eval_i64(const LExpr *e, const int64_t *syms, int64_t *out);
+
+/* ---- loop_kernel.c: kernels as functions of their buffers ---- */
+
+/* The buffers k's extent and body reference, each once, in the order a
+ * pre-order walk meets them (statements in order, a store's buffer before
+ * its index and value, operands a, b, c): the parameters of k's generated
+ * function. params needs room for p->n_bufs; returns the count. */
+int loop_kernel_params(const LoopProgram *p, const LKernel *k, int *params);
+/* The memory region of a buffer, as alias information sees it: 0 the
+ * weights, 1 the arena, then one per input and one per output. */
+int loop_buffer_region(const LBuffer *b);
+/* True when a and b are the same kernel up to a one-to-one renaming of
+ * buffers that keeps each buffer's region and element type: one generated
+ * function, called with each one's loop_kernel_params, computes both. */
+bool loop_kernel_same(const LoopProgram *p, const LKernel *a, const LKernel *b);
+/* A hash of what loop_kernel_same compares: same kernels, same hash. */
+uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k);
 
 /* Human-readable listing (tfmc ir --level loop). */
 void loop_program_print(const LoopProgram *p, FILE *out);

@@ -162,4 +162,11 @@ bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
  * and FFN for that one row. Same values up to summation order. */
 bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
 
+/* ---- loop passes ---- */
+
+/* share_kernels.c: kernels equal up to the buffers they touch
+ * (loop_kernel_same) share one generated function (LKernel.shares). */
+struct LoopProgram;
+bool pass_share_kernels_run(struct LoopProgram *p, PassContext *ctx);
+
 #endif

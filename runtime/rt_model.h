@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 2
+#define RT_ABI_VERSION 3 /* 3: kernels take a context (rt_kernel_run) */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -115,13 +115,17 @@ typedef void (*RtModelRunFn)(const RtRunArgs *args);
 
 /* ---- rt_profile.c: what generated code calls for each kernel ----
  * Runs kernel number `kernel` (fn, over [0, n)) for tfmc_model_run: nothing
- * when n <= 0; rt_pool_parallel_for(args->pool, n, grain, fn, args) when
- * parallel; else fn(args, 0, n) on the calling thread. When args->profile
+ * when n <= 0; rt_pool_parallel_for(args->pool, n, grain, fn, ctx) when
+ * parallel; else fn(ctx, 0, n) on the calling thread. Generated code passes
+ * as ctx an array of pointers: args, then the base of each buffer the
+ * kernel's function takes (kernels that differ only in their buffers share
+ * one function: ir/loop.h, share-kernels); ctx is only read, and only
+ * until rt_kernel_run returns. When args->profile
  * is set it also adds the kernel's wall time and one call to the profile's
  * entry `kernel` (ignored when out of its range). Without a profile it
  * costs one branch more than calling the pool directly. */
-void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, int64_t n, int64_t grain,
-                   int parallel);
+void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, void *ctx, int64_t n,
+                   int64_t grain, int parallel);
 
 /* FNV-1a 64 of the weights layout (what layout_hash holds): for each
  * weight in order, its name bytes, a 0 byte, rank and shape and offset as

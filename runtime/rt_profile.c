@@ -28,28 +28,26 @@ _Static_assert(sizeof(void *) != 8 || (offsetof(RtRunArgs, pool) == 40 &&
                                        offsetof(RtRunArgs, profile) == 48),
                "RtRunArgs no longer has the byte offsets rt_model.h promises");
 
-static void kernel_call(const RtRunArgs *args, RtTaskFn fn, int64_t n, int64_t grain,
-                        int parallel) {
+static void kernel_call(const RtRunArgs *args, RtTaskFn fn, void *ctx, int64_t n,
+                        int64_t grain, int parallel) {
   if (n <= 0)
     return;
-  /* kernels only read through args (the const is the generated code's promise) */
-  void *ctx = (void *)args;
   if (parallel)
     rt_pool_parallel_for(args->pool, n, grain, fn, ctx);
   else
     fn(ctx, 0, n);
 }
 
-void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, int64_t n, int64_t grain,
-                   int parallel) {
+void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, void *ctx, int64_t n,
+                   int64_t grain, int parallel) {
   RtProfile *prof = args->profile;
   if (!prof) {
-    kernel_call(args, fn, n, grain, parallel);
+    kernel_call(args, fn, ctx, n, grain, parallel);
     return;
   }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  kernel_call(args, fn, n, grain, parallel);
+  kernel_call(args, fn, ctx, n, grain, parallel);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (kernel < 0 || kernel >= prof->n_kernels)
     return;

@@ -778,12 +778,12 @@ static void put_buffer_comment(Em *E, const LBuffer *b) {
   }
 }
 
-static void put_buffer_decl(Em *E, int i) {
+/* The address of buffer i computed from args (in tfmc_model_run), typed
+ * with cq ("" or "const "). */
+static void put_buffer_base(Em *E, int i, const char *cq) {
   const LBuffer *b = &E->p->bufs[i];
   FILE *o = E->out;
   const char *ty = elem_ctype(b->elem);
-  const char *cq = E->buf_written[i] ? "" : "const ";
-  fprintf(o, "  %s%s *b%d = ", cq, ty, i);
   switch (b->kind) {
   case LB_INPUT: fprintf(o, "(%s%s *)args->inputs[%d]", cq, ty, b->index); break;
   case LB_OUTPUT:
@@ -809,7 +809,15 @@ static void put_buffer_decl(Em *E, int i) {
     break;
   case LB_KIND_COUNT: break;
   }
-  fputs("; /* ", o);
+}
+
+/* A kernel's buffer: its parameter `param` of the context. */
+static void put_buffer_decl(Em *E, int i, int param) {
+  const LBuffer *b = &E->p->bufs[i];
+  FILE *o = E->out;
+  const char *ty = elem_ctype(b->elem);
+  const char *cq = E->buf_written[i] ? "" : "const ";
+  fprintf(o, "  %s%s *b%d = (%s%s *)ctx[%d]; /* ", cq, ty, i, cq, ty, 1 + param);
   put_buffer_comment(E, b);
   fputs(" */\n", o);
 }
@@ -840,19 +848,27 @@ static void put_kernel(Em *E, int ki) {
   put_comment_expr(E, k->extent);
   bool one = k->extent->kind == LX_CONST_I && k->extent->ival == 1;
   fputs(one ? " iteration" : " iterations", o);
-  if (k->parallel) fprintf(o, ", in parallel (grain %lld) */\n", (long long)k->grain);
-  else fputs(", on the calling thread */\n", o);
+  if (k->parallel) fprintf(o, ", in parallel (grain %lld)", (long long)k->grain);
+  else fputs(", on the calling thread", o);
+  int sharers = 0;
+  for (int i = ki + 1; i < E->p->n_kernels; i++) sharers += E->p->kernels[i].shares == ki;
+  if (sharers)
+    fprintf(o, "\n * also runs %d later kernel%s with their own buffers (share-kernels)", sharers,
+            sharers == 1 ? "" : "s");
+  fputs(" */\n", o);
 
-  fprintf(o, "static void %s(void *args_, int64_t lo, int64_t hi) {\n", name);
+  /* ctx: args, then the kernel's buffers in loop_kernel_params order */
+  fprintf(o, "static void %s(void *ctx_, int64_t lo, int64_t hi) {\n", name);
+  int *params = arena_alloc(E->p->arena, (size_t)(E->p->n_bufs + 1) * sizeof *params);
+  int n_params = loop_kernel_params(E->p, k, params);
   bool uses_args = E->uses_pool;
   for (int s = 0; s < E->p->n_syms; s++) uses_args |= E->sym_used[s];
-  for (int b = 0; b < E->p->n_bufs; b++) uses_args |= E->buf_used[b];
-  if (uses_args) fputs("  const RtRunArgs *args = (const RtRunArgs *)args_;\n", o);
-  else fputs("  (void)args_;\n", o);
+  if (uses_args || n_params) fputs("  void *const *ctx = (void *const *)ctx_;\n", o);
+  else fputs("  (void)ctx_;\n", o);
+  if (uses_args) fputs("  const RtRunArgs *args = (const RtRunArgs *)ctx[0];\n", o);
   for (int s = 0; s < E->p->n_syms; s++)
     if (E->sym_used[s]) put_sym_decl(E, s, 1);
-  for (int b = 0; b < E->p->n_bufs; b++)
-    if (E->buf_used[b]) put_buffer_decl(E, b);
+  for (int j = 0; j < n_params; j++) put_buffer_decl(E, params[j], j);
   for (int v = 0; v < k->n_vars; v++) {
     if (!E->seen[v] || !E->hoist[v]) continue;
     fprintf(o, "  %s v%d = 0;\n", ctype(k->var_types[v]), v);
@@ -877,22 +893,37 @@ static void put_run(Em *E) {
     for (int s = 0; s < p->n_syms; s++) sym[s] |= E->sym_used[s];
   }
   fputs("/* The forward pass (runtime/rt_model.h): the kernels in order, each through\n"
-        " * rt_kernel_run(args, kernel number, function, extent, grain, parallel), which\n"
-        " * skips an extent that is not positive and times the kernel under --profile. */\n"
+        " * rt_kernel_run(args, kernel number, function, context, extent, grain,\n"
+        " * parallel), which skips an extent that is not positive and times the\n"
+        " * kernel under --profile. A kernel's context is args and then its\n"
+        " * buffers: kernels that differ only in their buffers share one function. */\n"
         "void tfmc_model_run(const RtRunArgs *args) {\n",
         o);
   for (int s = 0; s < p->n_syms; s++)
     if (sym[s]) put_sym_decl(E, s, 1);
   if (p->n_kernels == 0) fputs("  (void)args;\n", o);
+  int *params = arena_alloc(p->arena, (size_t)(p->n_bufs + 1) * sizeof *params);
+  bool *written = arena_alloc(p->arena, (size_t)(p->n_bufs + 1) * sizeof *written);
   for (int i = 0; i < p->n_kernels; i++) {
     const LKernel *k = &p->kernels[i];
     char name[96];
-    c_kernel_name(p, i, name, sizeof name);
-    fprintf(o, "  rt_kernel_run(args, %d, %s, ", i, name);
+    c_kernel_name(p, k->shares >= 0 ? k->shares : i, name, sizeof name);
+    /* the context: args, then each buffer's address as the kernel sees it */
+    analyse_kernel(E, k);
+    memcpy(written, E->buf_written, (size_t)p->n_bufs * sizeof *written);
+    E->k = NULL;
+    int np = loop_kernel_params(p, k, params);
+    fputs("  {\n    void *const ctx[] = {(void *)args", o);
+    for (int j = 0; j < np; j++) {
+      fputs(",\n                         (void *)(", o);
+      put_buffer_base(E, params[j], written[params[j]] ? "" : "const ");
+      fputc(')', o);
+    }
+    fprintf(o, "};\n    rt_kernel_run(args, %d, %s, (void *)ctx, ", i, name);
     put_expr(E, k->extent, true);
     fputs(", ", o);
     c_put_i64(o, k->parallel ? k->grain : 1);
-    fprintf(o, ", %d);\n", k->parallel ? 1 : 0);
+    fprintf(o, ", %d);\n  }\n", k->parallel ? 1 : 0);
   }
   fputs("}\n", o);
 }
@@ -1002,7 +1033,9 @@ void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
     for (int i = 0; i < p->n_kernels; i++) analyse_kernel(&E, &p->kernels[i]);
     put_prologue(&E);
     fputs("/* ---- kernels ---- */\n\n", out);
-    for (int i = 0; i < p->n_kernels; i++) put_kernel(&E, i);
+    /* one function per kernel that shares no other's (share-kernels) */
+    for (int i = 0; i < p->n_kernels; i++)
+      if (p->kernels[i].shares < 0) put_kernel(&E, i);
     put_run(&E);
     if (info) {
       fputc('\n', out);

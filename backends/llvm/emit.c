@@ -111,6 +111,8 @@ typedef struct Emit {
   /* per function */
   const LKernel *k; /* NULL while emitting tfmc_model_run */
   LLVMValueRef fn, args;
+  LLVMValueRef ctx_arg;   /* in a kernel: its i8** context (args, then its parameters) */
+  int *param_of;          /* in a kernel: buffer -> parameter index, -1 if none */
   LLVMValueRef *vars; /* allocas [k->n_vars] */
   bool *in_loop;      /* [k->n_vars]: the variable drives an enclosing loop */
   LLVMValueRef *base; /* typed element pointer per buffer, NULL if unused */
@@ -281,11 +283,11 @@ static bool module_create(Emit *E, const char *name) {
   LLVMTypeRef kp[3] = {E->t_i8p, E->t_i64, E->t_i64};
   E->t_kernel = LLVMFunctionType(E->t_void, kp, 3, 0);
   E->t_entry = LLVMFunctionType(E->t_void, &E->t_i8p, 1, 0);
-  /* void rt_kernel_run(const RtRunArgs *, int kernel, RtTaskFn, int64_t n,
-   *                    int64_t grain, int parallel) */
-  LLVMTypeRef rp[6] = {E->t_i8p, E->t_i32, LLVMPointerType(E->t_kernel, 0),
+  /* void rt_kernel_run(const RtRunArgs *, int kernel, RtTaskFn, void *ctx,
+   *                    int64_t n, int64_t grain, int parallel) */
+  LLVMTypeRef rp[7] = {E->t_i8p, E->t_i32, LLVMPointerType(E->t_kernel, 0), E->t_i8p,
                        E->t_i64, E->t_i64, E->t_i32};
-  E->t_kernel_run = LLVMFunctionType(E->t_void, rp, 6, 0);
+  E->t_kernel_run = LLVMFunctionType(E->t_void, rp, 7, 0);
 
   for (int c = 0; c < LC_CALLEE_COUNT; c++) {
     const LCalleeInfo *ci = &loop_callee_info[c];
@@ -458,6 +460,18 @@ static bool load_args(Emit *E) {
     const LBuffer *bf = &p->bufs[i];
     LLVMTypeRef ety = elem_type(E, bf->elem);
     LLVMValueRef ptr = NULL;
+    if (E->k) {
+      /* a kernel's buffers are its parameters: ctx[1 + j] */
+      TFMC_ASSERT(E->param_of[i] >= 0);
+      LLVMValueRef idx = ci64(E, 1 + E->param_of[i]);
+      LLVMValueRef at = LLVMBuildInBoundsGEP2(E->b, E->t_i8p, E->ctx_arg, &idx, 1, "");
+      ptr = LLVMBuildLoad2(E->b, E->t_i8p, at, "");
+      LLVMSetAlignment(ptr, 8);
+      char name[32];
+      snprintf(name, sizeof name, "b%d", i);
+      E->base[i] = LLVMBuildBitCast(E->b, ptr, LLVMPointerType(ety, 0), name);
+      continue;
+    }
     switch (bf->kind) {
     case LB_INPUT:
     case LB_OUTPUT: {
@@ -1100,8 +1114,8 @@ static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
   E->fn = fn;
   add_fn_attr(E, fn, "nounwind");
   add_fn_attr(E, fn, "noinline");
-  E->args = LLVMGetParam(fn, 0);
-  LLVMSetValueName2(E->args, "args", 4);
+  LLVMValueRef ctx_i8 = LLVMGetParam(fn, 0);
+  LLVMSetValueName2(ctx_i8, "ctx", 3);
   LLVMValueRef lo = LLVMGetParam(fn, 1), hi = LLVMGetParam(fn, 2);
   LLVMSetValueName2(lo, "lo", 2);
   LLVMSetValueName2(hi, "hi", 2);
@@ -1113,6 +1127,23 @@ static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
 
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(E->ctx, fn, "entry");
   LLVMPositionBuilderAtEnd(E->b, entry);
+  /* ctx: the RtRunArgs pointer, then the kernel's buffer bases in
+   * loop_kernel_params order (what tfmc_model_run hands over) */
+  E->ctx_arg = LLVMBuildBitCast(E->b, ctx_i8, LLVMPointerType(E->t_i8p, 0), "ctxv");
+  {
+    LLVMValueRef at = LLVMBuildLoad2(E->b, E->t_i8p, E->ctx_arg, "args");
+    LLVMSetAlignment(at, 8);
+    E->args = at;
+    int *params = calloc((size_t)E->p->n_bufs + 1, sizeof *params);
+    if (!params) {
+      fail(E, "out of memory");
+      return NULL;
+    }
+    for (int b = 0; b < E->p->n_bufs; b++) E->param_of[b] = -1;
+    int n = loop_kernel_params(E->p, k, params);
+    for (int j = 0; j < n; j++) E->param_of[params[j]] = j;
+    free(params);
+  }
   E->vars = calloc((size_t)k->n_vars, sizeof *E->vars);
   E->in_loop = calloc((size_t)k->n_vars, sizeof *E->in_loop);
   if (!E->vars || !E->in_loop) {
@@ -1148,14 +1179,35 @@ static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, 
   scratch_reset(E, sc);
   for (int i = 0; i < p->n_kernels; i++)
     walk_expr(E, p->kernels[i].extent);
+  /* every kernel's parameters, as base pointers computed once here */
+  int *params = calloc((size_t)p->n_bufs + 1, sizeof *params);
+  if (!params)
+    return fail(E, "out of memory");
+  int max_params = 0;
   for (int i = 0; i < p->n_bufs; i++)
     E->use_buf[i] = false; /* extents read no buffers */
+  for (int i = 0; i < p->n_kernels; i++) {
+    int n = loop_kernel_params(p, &p->kernels[i], params);
+    for (int j = 0; j < n; j++)
+      E->use_buf[params[j]] = true;
+    if (n > max_params)
+      max_params = n;
+  }
   E->fn = entry_fn;
   E->args = LLVMGetParam(entry_fn, 0);
   LLVMSetValueName2(E->args, "args", 4);
   LLVMPositionBuilderAtEnd(E->b, LLVMAppendBasicBlockInContext(E->ctx, entry_fn, "entry"));
-  if (!load_args(E))
+  if (!load_args(E)) {
+    free(params);
     return false;
+  }
+  /* one context array, filled before each kernel runs: rt_kernel_run
+   * returns only when every task of the kernel is done */
+  LLVMValueRef ctx_arr =
+      LLVMBuildArrayAlloca(E->b, E->t_i8p, ci64(E, 1 + max_params), "ctx");
+  LLVMSetAlignment(ctx_arr, 8);
+  LLVMValueRef ctx_i8 = LLVMBuildBitCast(E->b, ctx_arr, E->t_i8p, "");
+  LLVMBuildStore(E->b, E->args, ctx_arr);
   for (int i = 0; i < p->n_kernels; i++) {
     const LKernel *k = &p->kernels[i];
     E->where = k->name;
@@ -1164,17 +1216,27 @@ static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, 
     if (k->parallel && k->grain < 1)
       return fail(E, "grain %lld is not positive", (long long)k->grain);
     LLVMValueRef n = emit_expr(E, k->extent);
-    if (!n)
+    if (!n) {
+      free(params);
       return false;
-    LLVMValueRef a[6] = {E->args,
+    }
+    int np = loop_kernel_params(p, k, params);
+    for (int j = 0; j < np; j++) {
+      LLVMValueRef idx = ci64(E, 1 + j);
+      LLVMValueRef at = LLVMBuildInBoundsGEP2(E->b, E->t_i8p, ctx_arr, &idx, 1, "");
+      LLVMBuildStore(E->b, LLVMBuildBitCast(E->b, E->base[params[j]], E->t_i8p, ""), at);
+    }
+    LLVMValueRef a[7] = {E->args,
                          LLVMConstInt(E->t_i32, (unsigned long long)i, 0),
-                         kernels[i],
+                         kernels[k->shares >= 0 ? k->shares : i],
+                         ctx_i8,
                          n,
                          ci64(E, k->parallel ? k->grain : 1),
                          LLVMConstInt(E->t_i32, k->parallel ? 1 : 0, 0)};
-    call(E, E->fn_kernel_run, a, 6, "");
+    call(E, E->fn_kernel_run, a, 7, "");
   }
   LLVMBuildRetVoid(E->b);
+  free(params);
   return true;
 }
 
@@ -1223,7 +1285,24 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
     fail(&E, "out of memory");
     goto fail;
   }
+  E.param_of = calloc((size_t)p->n_bufs + 1, sizeof *E.param_of);
+  if (!E.param_of) {
+    fail(&E, "out of memory");
+    goto fail;
+  }
+  /* one function per kernel that shares no other's (share-kernels) */
   for (int i = 0; i < p->n_kernels; i++) {
+    int sh = p->kernels[i].shares;
+    if (sh >= 0) {
+      if (sh >= i || p->kernels[sh].shares >= 0 ||
+          !loop_kernel_same(p, &p->kernels[sh], &p->kernels[i])) {
+        E.where = p->kernels[i].name;
+        fail(&E, "shares kernel %d, which is not an earlier unshared kernel with the same body",
+             sh);
+        goto fail;
+      }
+      continue;
+    }
     kernels[i] = define_kernel(&E, &p->kernels[i], &sc);
     if (!kernels[i])
       goto fail;
@@ -1242,6 +1321,7 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
   LLVMDisposeMessage(msg);
 
   free(kernels);
+  free(E.param_of);
   scratch_free(&E, &sc);
   LLVMDisposeBuilder(E.b);
   *out = E.mod;
@@ -1249,6 +1329,7 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
 
 fail:
   free(kernels);
+  free(E.param_of);
   scratch_free(&E, &sc);
   if (E.b)
     LLVMDisposeBuilder(E.b);

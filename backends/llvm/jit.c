@@ -76,9 +76,10 @@ static void (*callee_address(LCallee c))(void) {
 }
 
 /* emit.c declares rt_kernel_run as void (i8*, i32, void (i8*, i64, i64)*,
- * i64, i64, i32): a runtime prototype that drifts from that fails here. */
+ * i8*, i64, i64, i32): a runtime prototype that drifts from that fails here. */
 _Static_assert(_Generic(&rt_kernel_run,
-                        void (*)(const RtRunArgs *, int, RtTaskFn, int64_t, int64_t, int): 1,
+                        void (*)(const RtRunArgs *, int, RtTaskFn, void *, int64_t, int64_t,
+                                 int): 1,
                         default: 0),
                "rt_kernel_run does not have the parameters backends/llvm/emit.c declares");
 

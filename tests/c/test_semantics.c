@@ -301,8 +301,8 @@ Test(semantics, printed_shape) {
                 strstr(buf, "NAN") && strstr(buf, "tfmc_min_i64(") && strstr(buf, "INT64_C(5000000000)"),
             "%s", buf);
   /* every kernel goes through the runtime, which skips extents <= 0 */
-  cr_assert(strstr(buf, "  rt_kernel_run(args, 3, k3_never, 0, 1, 0);\n") &&
-                strstr(buf, "  rt_kernel_run(args, 4, k4_never, s0 - s0, 1, 1);\n"),
+  cr_assert(strstr(buf, "    rt_kernel_run(args, 3, k3_never, (void *)ctx, 0, 1, 0);\n") &&
+                strstr(buf, "    rt_kernel_run(args, 4, k4_never, (void *)ctx, s0 - s0, 1, 1);\n"),
             "%s", buf);
   cr_assert(strstr(buf, "rt_linear(args->pool, s0, 2, 3, b9, 3, b7 + 6, b8 + 2, b6, 2);"), "%s", buf);
   cr_assert(strstr(buf, "b3[v0] = (int32_t)"), "%s", buf);

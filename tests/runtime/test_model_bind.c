@@ -109,8 +109,8 @@ static void fake_run(const RtRunArgs *a) {
   cr_assert_eq((uintptr_t)a->weights % 64, 0, "weights not aligned");
   memset(a->arena, 0xab, 1000); /* the whole arena is ours */
   last_pool_size = rt_pool_size(a->pool);
-  rt_kernel_run(a, 0, fake_rows, a->syms[SYM_B], 1, 1);
-  rt_kernel_run(a, 1, fake_wsum, 1, 1, 0);
+  rt_kernel_run(a, 0, fake_rows, (void *)a, a->syms[SYM_B], 1, 1);
+  rt_kernel_run(a, 1, fake_wsum, (void *)a, 1, 1, 0);
 }
 
 /* ---- files ---- */

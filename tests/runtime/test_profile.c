@@ -65,25 +65,25 @@ Test(profile, kernel_run_covers_the_extent_once) {
     /* empty and negative extents run nothing */
     for (int parallel = 0; parallel < 2; parallel++) {
       reset_hits();
-      rt_kernel_run(&args, 0, record, 0, 1, parallel);
-      rt_kernel_run(&args, 0, record, -5, 1, parallel);
+      rt_kernel_run(&args, 0, record, &args, 0, 1, parallel);
+      rt_kernel_run(&args, 0, record, &args, -5, 1, parallel);
       cr_assert_eq(atomic_load(&calls), 0);
     }
     /* serial: one call over [0, n) on this thread */
     reset_hits();
-    rt_kernel_run(&args, 0, record, 100, 1, 0);
+    rt_kernel_run(&args, 0, record, &args, 100, 1, 0);
     cr_assert_eq(atomic_load(&calls), 1);
     expect_covered_once(100);
     /* parallel: split by the pool, every index once */
     int64_t sizes[] = {1, 7, 8, 1000, N_MAX};
     for (int s = 0; s < 5; s++) {
       reset_hits();
-      rt_kernel_run(&args, 3, record, sizes[s], 7, 1);
+      rt_kernel_run(&args, 3, record, &args, sizes[s], 7, 1);
       expect_covered_once(sizes[s]);
     }
     if (pools[pi] && rt_pool_size(pools[pi]) > 1) {
       reset_hits();
-      rt_kernel_run(&args, 0, record, N_MAX, 7, 1);
+      rt_kernel_run(&args, 0, record, &args, N_MAX, 7, 1);
       cr_assert_gt(atomic_load(&calls), 1, "a parallel kernel was not split over the pool");
     }
   }
@@ -99,13 +99,13 @@ Test(profile, kernel_run_times_and_counts_into_the_profile) {
   RtRunArgs args = {.pool = pool, .profile = prof};
   expect_args = &args;
   reset_hits();
-  rt_kernel_run(&args, 0, record, 50, 4, 1);
-  rt_kernel_run(&args, 0, record, 50, 4, 0);
-  rt_kernel_run(&args, 1, record_slowly, 10, 1, 0);
-  rt_kernel_run(&args, 2, record, 0, 1, 1); /* runs nothing, still one call of kernel 2 */
+  rt_kernel_run(&args, 0, record, &args, 50, 4, 1);
+  rt_kernel_run(&args, 0, record, &args, 50, 4, 0);
+  rt_kernel_run(&args, 1, record_slowly, &args, 10, 1, 0);
+  rt_kernel_run(&args, 2, record, &args, 0, 1, 1); /* runs nothing, still one call of kernel 2 */
   /* outside the profile: run, but recorded nowhere */
-  rt_kernel_run(&args, 3, record, 10, 1, 0);
-  rt_kernel_run(&args, -1, record, 10, 1, 0);
+  rt_kernel_run(&args, 3, record, &args, 10, 1, 0);
+  rt_kernel_run(&args, -1, record, &args, 10, 1, 0);
   for (int i = 0; i < N_MAX; i++) {
     int want = i < 10 ? 5 : i < 50 ? 2 : 0;
     cr_assert_eq(atomic_load(&hits[i]), want, "index %d ran %d times, want %d", i,
@@ -121,7 +121,7 @@ Test(profile, kernel_run_times_and_counts_into_the_profile) {
   cr_assert_lt(prof->ms[0], prof->ms[1]);
   /* without a profile nothing is recorded */
   args.profile = NULL;
-  rt_kernel_run(&args, 1, record_slowly, 1, 1, 0);
+  rt_kernel_run(&args, 1, record_slowly, &args, 1, 1, 0);
   cr_assert_eq(prof->calls[1], 1);
   rt_profile_destroy(prof);
   rt_pool_destroy(pool);
