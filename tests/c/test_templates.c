@@ -1,10 +1,11 @@
 /* tests/c/test_templates.c — the fixed sources under runtime/templates
- * (main.c, api.c, model.h) that tfmc emit-c copies as they are: each
- * compiles on its own against the runtime headers, with
- * gcc and clang, as C99 with -Wall -Wextra -pedantic -Werror, for both
- * settings of the model_config.h the emitter writes; so a broken template
- * fails here, not in a user's build. Every file of the folder is covered
- * (a new template needs no new test row). */
+ * (main.c, api.c, model.h, weights.S) that tfmc emit-c and tfmc build copy
+ * as they are: each compiles (or assembles) on its own against the runtime
+ * headers, with gcc and clang, C as C99 with -Wall -Wextra -pedantic
+ * -Werror, for both settings of the model_config.h the emitter writes; so
+ * a broken template fails here, not in a user's build. Every file of the
+ * folder is covered (a new template needs no new test row), and both
+ * commands write the same bytes. */
 #include "backends/c/c_internal.h"
 #include "c_test_util.h"
 
@@ -47,13 +48,16 @@ static void write_config(const char *dir, bool embed) {
 static void compile_all(const char *cc) {
   if (!ct_have(cc)) cr_skip_test("%s is not installed (Debian package %s)", cc, cc);
   char *names = list_templates();
-  for (const char *want = "api.c\0main.c\0model.h\0"; *want; want += strlen(want) + 1) {
+  for (const char *want = "api.c\0main.c\0model.h\0weights.S\0"; *want; want += strlen(want) + 1) {
     char line[64];
     snprintf(line, sizeof line, "%s\n", want);
     cr_assert(strstr(names, line), "runtime/templates has no %s", want);
   }
   char *dir = ct_mkdtemp("tmpl");
+  /* weights.S includes the packed image; any bytes do for assembling */
   char path[512];
+  snprintf(path, sizeof path, "%s/model.weights", dir);
+  ct_write_text(path, "0123456789abcdef");
   for (int embed = 0; embed < 2; embed++) {
     write_config(dir, embed);
     char *copy = strdup(names); /* strtok cuts it up */
@@ -71,6 +75,8 @@ static void compile_all(const char *cc) {
         cr_assert_eq(fclose(f), 0);
         CT_RUN("%s -std=c99 " CT_WARN " -I%s -I%s -I%s -c %s/inc.c -o %s/t.o", cc, TEMPLATES,
                TFMC_SOURCE_DIR, dir, dir, dir);
+      } else if (ends_with(name, ".S")) {
+        CT_RUN("%s -Wa,-I%s -c %s/%s -o %s/t.o", cc, dir, TEMPLATES, name, dir);
       } else {
         cr_assert_fail("runtime/templates/%s: no rule to check it (add one here)", name);
       }
@@ -83,6 +89,29 @@ static void compile_all(const char *cc) {
 
 Test(templates, compile_with_gcc, .timeout = 120) { compile_all("gcc"); }
 Test(templates, compile_with_clang, .timeout = 120) { compile_all("clang"); }
+
+/* weights.S gives main.c the image and its size, as weights.c does. */
+Test(templates, weights_S_links_with_main_c, .timeout = 60) {
+  if (!ct_have("gcc")) cr_skip_test("gcc is not installed");
+  char *dir = ct_mkdtemp("tmplS");
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.weights", dir);
+  ct_write_text(path, "0123456789abcdefXYZ");
+  snprintf(path, sizeof path, "%s/check.c", dir);
+  ct_write_text(path, "#include <stddef.h>\n"
+                      "#include <stdint.h>\n"
+                      "#include <string.h>\n"
+                      "extern const unsigned char tfmc_weights_image[];\n"
+                      "extern const size_t tfmc_weights_image_size;\n"
+                      "int main(void) {\n"
+                      "  if ((uintptr_t)tfmc_weights_image % 64 != 0) return 3;\n"
+                      "  if (tfmc_weights_image_size != 19) return 4;\n"
+                      "  return memcmp(tfmc_weights_image, \"0123456789abcdefXYZ\", 19) != 0;\n"
+                      "}\n");
+  CT_RUN("cd %s && gcc -std=c99 " CT_WARN " check.c -Wa,-I%s %s/weights.S -o check && ./check", dir,
+         dir, TEMPLATES);
+  ct_rmdir(dir);
+}
 
 static void same_as_template(const char *path, const char *name, bool suffix_only) {
   char tpath[512];
@@ -98,8 +127,8 @@ static void same_as_template(const char *path, const char *name, bool suffix_onl
   free(want);
 }
 
-/* emit-c puts the templates into the project, byte for byte. */
-Test(templates, emit_c_copies_them, .timeout = 300) {
+/* Both commands put the templates into what they write, byte for byte. */
+Test(templates, emit_c_and_build_copy_them, .timeout = 300) {
   char *dir = ct_mkdtemp("tmplcp");
   const char *sort = TFMC_SOURCE_DIR "/examples/sort";
   char path[600];
@@ -120,6 +149,15 @@ Test(templates, emit_c_copies_them, .timeout = 300) {
     cr_assert(cfg && strstr(cfg, want), "%s lacks %s", path, want);
     free(cfg);
 
+    CT_RUN("cd %s && %s build %s/model.tfm --weights %s/weights.safetensors -o exe%d --keep %s && "
+           "./exe%d --text '7 3 9 1' --vocab %s/vocab.txt | grep -q 'output: 1 3 7 9'",
+           dir, TFMC, sort, sort, embed, flag, embed, sort);
+    snprintf(path, sizeof path, "%s/exe%d.build/main.c", dir, embed);
+    same_as_template(path, "main.c", false);
+    if (embed) {
+      snprintf(path, sizeof path, "%s/exe%d.build/weights.S", dir, embed);
+      same_as_template(path, "weights.S", false);
+    }
   }
   ct_rmdir(dir);
 }
