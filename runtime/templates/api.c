@@ -35,6 +35,11 @@ const char *rt_gemm_backend(void);
 
 #define TFMC_MAX_THREADS 256
 
+/* model.h stands alone, so it restates the runtime's rank limit; shapes
+ * are copied between the two (C99 has no static_assert: a negative array
+ * size stops the build when they differ). */
+typedef char tfmc_max_rank_is_rt_max_rank[TFMC_MAX_RANK == RT_MAX_RANK ? 1 : -1];
+
 struct TfmcModel {
   RtWeights *weights;             /* mapped file or validated embedded image */
   RtPool *pool;                   /* NULL: runs on the calling thread */
