@@ -66,7 +66,7 @@ typedef struct BuildOptions {
   const char *exe;         /* the executable to write; EXE.build/ holds intermediates */
   bool embed_weights;      /* weights in .rodata, else packed into EXE.weights */
   bool keep;               /* leave EXE.build/ in place */
-  const char *include_dir; /* holds runtime/rt_model.h */
+  const char *include_dir; /* holds runtime/rt_model.h and runtime/templates/ */
   const char *runtime_lib; /* libtfmc_rt.a */
 } BuildOptions;
 

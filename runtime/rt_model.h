@@ -20,7 +20,11 @@
  * Layout contract (generated code reads RtRunArgs by these byte offsets, on
  * 64-bit targets): syms 0, inputs 8, outputs 16, weights 24, arena 32,
  * pool 40, profile 48 (the entry function only passes args on to
- * rt_kernel_run, which reads the pool and the profile). Inputs are int32
+ * rt_kernel_run, which reads the pool and the profile). The LLVM backend
+ * takes the offsets from offsetof on this struct and static-asserts these
+ * values (backends/llvm/emit.c), so changing the struct means changing
+ * this contract and RT_ABI_VERSION together; the C backend reads fields by
+ * name. Inputs are int32
  * (ids) or uint8 (masks, 1 = real token) arrays in row-major order with the
  * bound dims; outputs are f32 arrays sized for the bound dims. Weights are
  * f32, each tensor starting at a 64-byte aligned offset from the weights

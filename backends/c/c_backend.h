@@ -8,6 +8,9 @@
  *   DIR/model.h        the C API of the static library (create / run /
  *                      destroy; who owns what)
  *   DIR/main.c         the standalone executable (calls rt_main)
+ *   DIR/api.c, DIR/model_config.h   model.h over the runtime; main.c and
+ *                      api.c are runtime/templates copied as they are,
+ *                      model_config.h their per-model settings
  *   DIR/runtime/...    the runtime sources it needs (copied)
  *   DIR/EXE.weights    packed weights, named after the executable EXE (which
  *                      looks for them next to itself), or, with
@@ -27,7 +30,8 @@
 
 typedef struct CEmitOptions {
   bool embed_weights;      /* weights as a C array in weights.c */
-  const char *runtime_dir; /* the runtime source folder (its .c and .h files are copied) */
+  const char *runtime_dir; /* the runtime source folder: its rt_*.c / rt_*.h files and its
+                              templates/ (main.c, api.c, model.h) are copied */
 } CEmitOptions;
 
 /* Writes the project into dir (created if missing; files written there are
@@ -42,5 +46,15 @@ void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out);
 /* Writes just `const RtModelInfo tfmc_model_info = {...};` with its arrays
  * (used by `tfmc build` next to the LLVM object). */
 void c_emit_model_info(const RtModelInfo *info, FILE *out);
+
+/* The fixed sources of a project (runtime_dir/templates: main.c, api.c,
+ * model.h; `tfmc build` uses main.c and weights.S): appends template name
+ * to out byte for byte. Returns 0 or non-zero with a message. */
+int c_template_put(const char *runtime_dir, const char *name, FILE *out, char *err,
+                   size_t errlen);
+
+/* Writes model_config.h: what the templates main.c and api.c need to know
+ * about this model (TFMC_EMBEDDED_WEIGHTS). */
+void c_emit_model_config(const RtModelInfo *info, bool embed_weights, FILE *out);
 
 #endif

@@ -41,23 +41,36 @@
  * asserted on; the verifier's complaint about a module we built is an
  * internal bug, returned as an error with its message. */
 #include "backends/llvm/llvm_internal.h"
+#include "runtime/rt_model.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/IRReader.h>
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* RtRunArgs byte offsets (runtime/rt_model.h layout contract). */
+/* RtRunArgs byte offsets, taken from the runtime's own struct: tfmc runs on
+ * and targets 64-bit hosts, so the host's layout is the target's. The
+ * asserts pin that layout to the contract runtime/rt_model.h documents: a
+ * change to RtRunArgs (or a 32-bit host) stops the build here instead of
+ * silently changing the ABI of every compiled model. */
+_Static_assert(sizeof(void *) == 8, "the LLVM backend assumes 64-bit pointers");
+_Static_assert(offsetof(RtRunArgs, syms) == 0 && offsetof(RtRunArgs, inputs) == 8 &&
+                   offsetof(RtRunArgs, outputs) == 16 && offsetof(RtRunArgs, weights) == 24 &&
+                   offsetof(RtRunArgs, arena) == 32 && offsetof(RtRunArgs, pool) == 40 &&
+                   offsetof(RtRunArgs, profile) == 48 && sizeof(RtRunArgs) == 56,
+               "RtRunArgs changed: update its layout contract in runtime/rt_model.h and "
+               "bump RT_ABI_VERSION");
 enum {
-  ARGS_SYMS = 0,
-  ARGS_INPUTS = 8,
-  ARGS_OUTPUTS = 16,
-  ARGS_WEIGHTS = 24,
-  ARGS_ARENA = 32,
-  ARGS_POOL = 40
+  ARGS_SYMS = offsetof(RtRunArgs, syms),
+  ARGS_INPUTS = offsetof(RtRunArgs, inputs),
+  ARGS_OUTPUTS = offsetof(RtRunArgs, outputs),
+  ARGS_WEIGHTS = offsetof(RtRunArgs, weights),
+  ARGS_ARENA = offsetof(RtRunArgs, arena),
+  ARGS_POOL = offsetof(RtRunArgs, pool)
 };
 
 /* Reassociable float operations provided by the prelude. */

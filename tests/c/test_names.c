@@ -163,8 +163,9 @@ static void names_with(const char *cc, bool embed) {
     cr_assert((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
                   *c == '_',
               "executable name %s", exe);
-  for (const char *f = "model.c\0model.h\0api.c\0main.c\0Makefile\0CMakeLists.txt\0"; *f;
-       f += strlen(f) + 1)
+  for (const char *f = "model.c\0model.h\0model_config.h\0api.c\0main.c\0Makefile\0"
+                        "CMakeLists.txt\0";
+       *f; f += strlen(f) + 1)
     check_ascii(dir, f);
   if (embed) check_ascii(dir, "weights.c");
 

@@ -125,6 +125,7 @@ Test(project, regenerating_gives_the_same_bytes) {
   }
   char *l = list_files(d1);
   cr_assert(strstr(l, "./model.c\n") && strstr(l, "./model.h\n") && strstr(l, "./api.c\n") &&
+                strstr(l, "./model_config.h\n") &&
                 strstr(l, "./main.c\n") && strstr(l, "./Makefile\n") &&
                 strstr(l, "./CMakeLists.txt\n") && strstr(l, "./small.weights\n") &&
                 strstr(l, "./weights.c\n") && strstr(l, "./runtime/rt_model.h\n") &&
