@@ -16,8 +16,8 @@
 _Static_assert(IR_ATTR_ID_COUNT <= 31, "IR_ATTR_* masks are int constants: at most 31 attributes");
 
 const IrAttrInfo ir_attr_info[IR_ATTR_ID_COUNT] = {
-#define IR_ATTR(E, field, kind, check)                                                        \
-  [IR_ATTR_ID_##E] = {#field, IR_ATTR_##E, IR_ATTR_KIND_##kind, IR_ATTR_CHECK_##check,        \
+#define IR_ATTR(E, field, kind, check)                                                             \
+  [IR_ATTR_ID_##E] = {#field, IR_ATTR_##E, IR_ATTR_KIND_##kind, IR_ATTR_CHECK_##check,             \
                       offsetof(IrAttrs, field)},
 #include "attrs.def"
 #undef IR_ATTR

@@ -20,7 +20,7 @@ typedef struct KeyRow {
 #define KEY_LOC(f) offsetof(ModelSpec, f)
 #define KEY_NO_LOC SIZE_MAX
 static const KeyRow rows[] = {
-#define SPEC_MODEL_KEY(E, name, required, repeatable, handler, loc)                           \
+#define SPEC_MODEL_KEY(E, name, required, repeatable, handler, loc)                                \
   {name, required, repeatable, loc},
 #include "frontend/model_keys.def"
 #undef SPEC_MODEL_KEY
@@ -67,7 +67,8 @@ TestSuite(model_keys, .init = setup, .fini = teardown);
 
 static const char *example_of(const char *key) {
   for (int i = 0; i < N_EXAMPLES; i++)
-    if (strcmp(examples[i].key, key) == 0) return examples[i].line;
+    if (strcmp(examples[i].key, key) == 0)
+      return examples[i].line;
   return NULL;
 }
 
@@ -78,7 +79,8 @@ static const char *model_text(const char *skip, const char *twice, const char *r
   const char *t = "model t {\n";
   for (int i = 0; i < N_ROWS; i++) {
     const char *line = example_of(rows[i].name);
-    if (skip && strcmp(rows[i].name, skip) == 0) continue;
+    if (skip && strcmp(rows[i].name, skip) == 0)
+      continue;
     if (replace && twice && strcmp(rows[i].name, twice) == 0)
       t = arena_printf(arena, "%s  %s%s\n", t, replace, line + strlen(rows[i].name));
     else
@@ -143,8 +145,8 @@ Test(model_keys, misspelt_keys_are_suggested) {
     bad[0] = (char)(bad[0] - 'a' + 'A');
     const char *text = model_text(NULL, rows[i].name, bad);
     cr_assert_null(parse(text), "%s", text);
-    const char *want = arena_printf(arena, "error: unknown key '%s' in model 't' (did you mean '%s'?)",
-                                    bad, rows[i].name);
+    const char *want = arena_printf(
+        arena, "error: unknown key '%s' in model 't' (did you mean '%s'?)", bad, rows[i].name);
     cr_assert(strstr(captured(), want), "%s\n%s", text, captured());
   }
 }
@@ -153,7 +155,8 @@ Test(model_keys, locations_recorded) {
   Spec *s = parse(model_text(NULL, NULL, NULL));
   cr_assert(s, "%s", captured());
   for (int i = 0; i < N_ROWS; i++) {
-    if (rows[i].loc == SIZE_MAX) continue;
+    if (rows[i].loc == SIZE_MAX)
+      continue;
     const IrLoc *l = (const IrLoc *)((const char *)s->model + rows[i].loc);
     cr_assert_eq(l->line, i + 2, "'%s' recorded at line %d, written at %d", rows[i].name, l->line,
                  i + 2);

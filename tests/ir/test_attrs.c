@@ -32,8 +32,7 @@ Test(attrs, rows_well_formed) {
     cr_assert_eq(ir_attr_lookup(r->name, strlen(r->name)), i, "'%s' is not unique", r->name);
     cr_assert_eq(r->bit, 1u << i, "'%s'", r->name);
     cr_assert((int)r->kind >= 0 && r->kind < IR_ATTR_KIND_COUNT, "'%s'", r->name);
-    cr_assert(check_fits_kind(r->check, r->kind), "'%s': its CHECK does not fit its KIND",
-              r->name);
+    cr_assert(check_fits_kind(r->check, r->kind), "'%s': its CHECK does not fit its KIND", r->name);
     cr_assert(r->offset < sizeof(IrAttrs), "'%s'", r->name);
   }
   cr_assert_eq(ir_attr_lookup("nosuch", 6), -1);
@@ -80,7 +79,7 @@ Test(attrs, accessors_reach_only_their_field) {
     /* clear the field's bytes: the rest must be as it was */
     memset((char *)&at + ir_attr_info[i].offset, 0, size);
     cr_assert(memcmp(&at, &zero, sizeof at) == 0, "'%s' wrote outside its field",
-                 ir_attr_info[i].name);
+              ir_attr_info[i].name);
   }
 }
 
