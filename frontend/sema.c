@@ -1,5 +1,10 @@
 /* frontend/sema.c — checks a model block and fills the ModelSpec.
  *
+ * Every key is one row of model_keys.def (name, required, repeatable,
+ * handler, where its location is recorded); the enum, the names unknown keys
+ * are matched against, the missing/duplicate checks and the dispatch are
+ * all derived from it.
+ *
  * Each key has a handler that reads the line's values through a cursor
  * (Cur); a line that does not fit its key's grammar gets one message (the
  * first problem on the line) and is otherwise ignored. Range errors do not
@@ -23,32 +28,18 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
+/* One constant per model key (model_keys.def); the rest of the key table
+ * (names, required, repeatable, handler, loc) is `keys` below the handlers. */
 typedef enum Key {
-  K_ARCH, K_VOCAB, K_D_MODEL, K_HEADS, K_LAYERS, K_FFN, K_NORM, K_FINAL_NORM,
-  K_POSITION, K_EMBED_SCALE, K_EMBED_NORM, K_TOKEN_TYPES, K_MASK, K_TOKENS,
-  K_HEAD, K_MAX_BATCH, K_MAX_LEN, K_COUNT
+#define SPEC_MODEL_KEY(E, name, required, repeatable, handler, loc) K_##E,
+#include "frontend/model_keys.def"
+#undef SPEC_MODEL_KEY
+  K_COUNT
 } Key;
-
-static const char *const key_names[K_COUNT] = {
-    "arch",        "vocab",       "d_model",    "heads",      "layers",   "ffn",
-    "norm",        "final_norm",  "position",   "embed_scale", "embed_norm", "token_types",
-    "mask",        "tokens",      "head",       "max_batch",  "max_len",
-};
-
-static bool key_required(Key k) {
-  switch (k) {
-  case K_ARCH: case K_VOCAB: case K_D_MODEL: case K_HEADS: case K_LAYERS: case K_FFN:
-  case K_POSITION: case K_HEAD:
-    return true;
-  case K_NORM: case K_FINAL_NORM: case K_EMBED_SCALE: case K_EMBED_NORM:
-  case K_TOKEN_TYPES: case K_MASK: case K_TOKENS: case K_MAX_BATCH: case K_MAX_LEN:
-  case K_COUNT:
-    return false;
-  }
-  return false;
-}
 
 enum { SIDE_ENCODER, SIDE_DECODER, SIDE_CROSS, SIDE_COUNT };
 static const char *const side_names[SIDE_COUNT] = {"encoder", "decoder", "cross"};
@@ -595,29 +586,32 @@ static bool key_head(Sema *s, const Entry *e) {
   return ok;
 }
 
-static bool key_dispatch(Sema *s, Key k, const Entry *e) {
-  switch (k) {
-  case K_ARCH: return key_arch(s, e);
-  case K_VOCAB: return key_vocab(s, e);
-  case K_D_MODEL: return key_d_model(s, e);
-  case K_HEADS: return key_heads(s, e);
-  case K_LAYERS: return key_layers(s, e);
-  case K_FFN: return key_ffn(s, e);
-  case K_NORM: return key_norm(s, e);
-  case K_FINAL_NORM: return key_final_norm(s, e);
-  case K_POSITION: return key_position(s, e);
-  case K_EMBED_SCALE: return key_embed_scale(s, e);
-  case K_EMBED_NORM: return key_embed_norm(s, e);
-  case K_TOKEN_TYPES: return key_token_types(s, e);
-  case K_MASK: return key_mask(s, e);
-  case K_TOKENS: return key_tokens(s, e);
-  case K_HEAD: return key_head(s, e);
-  case K_MAX_BATCH: return key_max_batch(s, e);
-  case K_MAX_LEN: return key_max_len(s, e);
-  case K_COUNT: break;
-  }
-  return false;
-}
+/* ---- the key table ---- */
+
+typedef struct KeyInfo {
+  bool required, repeatable;
+  bool (*handler)(Sema *s, const Entry *e);
+  size_t loc; /* offsetof the ModelSpec IrLoc that records the key, or KEY_NO_LOC */
+} KeyInfo;
+
+/* The offset of an IrLoc field of ModelSpec; any other type fails to
+ * compile (the _Generic has no other association). */
+#define KEY_LOC(f) (offsetof(ModelSpec, f) + 0 * sizeof(_Generic(((ModelSpec *)0)->f, IrLoc: 1)))
+#define KEY_NO_LOC SIZE_MAX
+
+/* also the words an unknown key is matched against */
+static const char *const key_names[K_COUNT] = {
+#define SPEC_MODEL_KEY(E, name, required, repeatable, handler, loc) [K_##E] = name,
+#include "frontend/model_keys.def"
+#undef SPEC_MODEL_KEY
+};
+
+static const KeyInfo keys[K_COUNT] = {
+#define SPEC_MODEL_KEY(E, name, required, repeatable, handler, loc)                           \
+  [K_##E] = {required, repeatable, handler, loc},
+#include "frontend/model_keys.def"
+#undef SPEC_MODEL_KEY
+};
 
 /* ---- after all lines: checks across keys, defaults ---- */
 
@@ -696,7 +690,7 @@ static void check_max_len(Sema *s) {
 static void finish(Sema *s) {
   ModelSpec *m = s->m;
   for (int k = 0; k < K_COUNT; k++)
-    if (key_required((Key)k) && !s->first[k] && s->b->name)
+    if (keys[k].required && !s->first[k] && s->b->name)
       diag_error(s->d, m->loc, "model '%s' is missing required key '%s'",
                  spec_clip(s->a, m->name), key_names[k]);
   if (s->ok[K_HEADS] && s->ok[K_D_MODEL] && m->d_model % m->heads != 0)
@@ -715,18 +709,9 @@ static void finish(Sema *s) {
     if (!has_encoder(s)) m->vocab_src = m->layers_enc = m->max_src = 0;
     if (!has_decoder(s)) m->vocab_tgt = m->layers_dec = m->max_tgt = 0;
   }
-  const Entry *f;
-  if ((f = s->first[K_ARCH])) m->loc_arch = f->key->loc;
-  if ((f = s->first[K_HEADS])) m->loc_heads = f->key->loc;
-  if ((f = s->first[K_MASK])) m->loc_mask = f->key->loc;
-  if ((f = s->first[K_HEAD])) m->loc_head = f->key->loc;
-  if ((f = s->first[K_POSITION])) m->loc_position = f->key->loc;
-  if ((f = s->first[K_VOCAB])) m->loc_vocab = f->key->loc;
-  if ((f = s->first[K_LAYERS])) m->loc_layers = f->key->loc;
-  if ((f = s->first[K_FFN])) m->loc_ffn = f->key->loc;
-  if ((f = s->first[K_NORM])) m->loc_norm = f->key->loc;
-  if ((f = s->first[K_EMBED_NORM])) m->loc_embed_norm = f->key->loc;
-  if ((f = s->first[K_FINAL_NORM])) m->loc_final_norm = f->key->loc;
+  for (int k = 0; k < K_COUNT; k++)
+    if (keys[k].loc != KEY_NO_LOC && s->first[k])
+      *(IrLoc *)((char *)m + keys[k].loc) = s->first[k]->key->loc;
 }
 
 /* Reads the arch line quietly, before the others (errors in it are reported
@@ -734,7 +719,7 @@ static void finish(Sema *s) {
 static void preread_arch(Sema *s) {
   for (int i = 0; i < s->b->n_entries; i++) {
     const Entry *e = &s->b->entries[i];
-    if (e->kind != ENTRY_PLAIN || strcmp(e->key->str, "arch") != 0) continue;
+    if (e->kind != ENTRY_PLAIN || strcmp(e->key->str, key_names[K_ARCH]) != 0) continue;
     if (!e->bad && e->n_vals == 1 && e->vals[0].kind == TOK_IDENT)
       for (int k = 0; k < ARCH_COUNT; k++)
         if (strcmp(e->vals[0].str, arch_names[k]) == 0) {
@@ -775,7 +760,7 @@ ModelSpec *sema_model(Arena *a, const Block *b, Diags *d) {
         diag_error(d, e->key->loc, "unknown key '%s'%s", spec_clip(a, e->key->str), in_model);
       continue;
     }
-    if (s.first[k] && k != K_MASK) {
+    if (s.first[k] && !keys[k].repeatable) {
       diag_error(d, e->key->loc, "duplicate key '%s'%s", key_names[k], in_model);
       diag_note(d, s.first[k]->key->loc, "first given here");
       continue;
@@ -783,7 +768,7 @@ ModelSpec *sema_model(Arena *a, const Block *b, Diags *d) {
     bool first = !s.first[k];
     if (first) s.first[k] = e;
     if (e->bad) continue;
-    bool ok = key_dispatch(&s, (Key)k, e);
+    bool ok = keys[k].handler(&s, e);
     if (first) s.ok[k] = ok;
     else s.ok[k] = s.ok[k] && ok;
   }

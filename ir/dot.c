@@ -87,41 +87,27 @@ static void attr_sep(FILE *out, bool *any) {
   *any = true;
 }
 
+/* The attributes other than the name, in attrs.def order; numbers shorter
+ * than in the text form (%.6g), since a label is for reading. */
 static void label_attrs(const IrNode *nd, FILE *out) {
   unsigned at = ir_op_info[nd->op].attrs;
   const IrAttrs *a = &nd->attrs;
   bool any = false;
-  if (at & IR_ATTR_VALUE) {
+  for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
+    const IrAttrInfo *info = &ir_attr_info[i];
+    IrAttrId id = (IrAttrId)i;
+    if (!(at & info->bit) || info->kind == IR_ATTR_KIND_STRING)
+      continue;
     attr_sep(out, &any);
-    fprintf(out, "value=%.6g", a->value);
-  }
-  if (at & IR_ATTR_FACTOR) {
-    attr_sep(out, &any);
-    fprintf(out, "factor=%.6g", a->factor);
-  }
-  if (at & IR_ATTR_EPS) {
-    attr_sep(out, &any);
-    fprintf(out, "eps=%.6g", a->eps);
-  }
-  if (at & IR_ATTR_UNBIASED) {
-    attr_sep(out, &any);
-    fprintf(out, "unbiased=%s", a->unbiased ? "true" : "false");
-  }
-  if (at & IR_ATTR_AXIS) {
-    attr_sep(out, &any);
-    fprintf(out, "axis=%d", a->axis);
-  }
-  if (at & IR_ATTR_INDEX) {
-    attr_sep(out, &any);
-    fprintf(out, "index=%" PRId64, a->index);
-  }
-  if (at & IR_ATTR_HEADS) {
-    attr_sep(out, &any);
-    fprintf(out, "heads=%d", a->heads);
-  }
-  if (at & IR_ATTR_SCALE) {
-    attr_sep(out, &any);
-    fprintf(out, "scale=%.6g", a->scale);
+    fprintf(out, "%s=", info->name);
+    switch (info->kind) {
+    case IR_ATTR_KIND_F64: fprintf(out, "%.6g", ir_attrs_get_f64(a, id)); break;
+    case IR_ATTR_KIND_BOOL: fputs(ir_attrs_get_bool(a, id) ? "true" : "false", out); break;
+    case IR_ATTR_KIND_INT:
+    case IR_ATTR_KIND_I64: fprintf(out, "%" PRId64, ir_attrs_get_int(a, id)); break;
+    case IR_ATTR_KIND_STRING: /* shown after the op name */
+    case IR_ATTR_KIND_COUNT: TFMC_ASSERT(!"attribute without a label");
+    }
   }
 }
 
@@ -137,10 +123,12 @@ static char *node_label(const IrGraph *g, int id) {
     fprintf(f, "%%%d %s", id, ir_op_info[nd->op].name);
   else
     fprintf(f, "%%%d ?op%d", id, (int)nd->op);
-  if (op_ok && (ir_op_info[nd->op].attrs & IR_ATTR_NAME)) {
-    fputc(' ', f);
-    label_name(nd->attrs.name, f);
-  }
+  for (int i = 0; op_ok && i < IR_ATTR_ID_COUNT; i++)
+    if ((ir_op_info[nd->op].attrs & ir_attr_info[i].bit) &&
+        ir_attr_info[i].kind == IR_ATTR_KIND_STRING) {
+      fputc(' ', f);
+      label_name(ir_attrs_get_string(&nd->attrs, (IrAttrId)i), f);
+    }
   if (op_ok)
     label_attrs(nd, f);
   /* the type, with symbol names made safe the same way */

@@ -138,35 +138,83 @@ typedef enum IrOpKind {
   IR_KIND_COUNT
 } IrOpKind;
 
-/* Typed attribute fields. An op carries those named by its table row. */
+/* ---- the attribute table (attrs.def) ----
+ * Typed attribute fields. An op carries those named by its table row (a
+ * mask of IR_ATTR_* bits); printer, parser, Graphviz output and verifier
+ * walk ir_attr_info instead of naming fields, so a new attribute is one row. */
+
+typedef enum IrAttrId {
+#define IR_ATTR(E, field, kind, check) IR_ATTR_ID_##E,
+#include "attrs.def"
+#undef IR_ATTR
+  IR_ATTR_ID_COUNT
+} IrAttrId;
+
+/* The mask bits ops.def rows use: IR_ATTR_NAME, IR_ATTR_EPS, ... */
 enum {
-  IR_ATTR_NAME = 1 << 0,     /* name: input / param name */
-  IR_ATTR_VALUE = 1 << 1,    /* value: const */
-  IR_ATTR_FACTOR = 1 << 2,   /* factor: scale */
-  IR_ATTR_EPS = 1 << 3,      /* eps: layernorm */
-  IR_ATTR_UNBIASED = 1 << 4, /* unbiased: layernorm flavour */
-  IR_ATTR_AXIS = 1 << 6,     /* axis: take */
-  IR_ATTR_INDEX = 1 << 7,    /* index: take */
-  IR_ATTR_HEADS = 1 << 8,    /* heads: attention */
-  IR_ATTR_SCALE = 1 << 9,    /* scale: attention (usually 1/sqrt(d_head)) */
+#define IR_ATTR(E, field, kind, check) IR_ATTR_##E = 1u << IR_ATTR_ID_##E,
+#include "attrs.def"
+#undef IR_ATTR
 };
 
+typedef enum IrAttrKind {
+  IR_ATTR_KIND_STRING, /* the op's quoted name, right after the op name */
+  IR_ATTR_KIND_F64,
+  IR_ATTR_KIND_BOOL,
+  IR_ATTR_KIND_INT,
+  IR_ATTR_KIND_I64,
+  IR_ATTR_KIND_COUNT
+} IrAttrKind;
+
+/* The C type of each kind's field. */
+#define IR_ATTR_CTYPE_STRING const char *
+#define IR_ATTR_CTYPE_F64 double
+#define IR_ATTR_CTYPE_BOOL bool
+#define IR_ATTR_CTYPE_INT int
+#define IR_ATTR_CTYPE_I64 int64_t
+
+typedef enum IrAttrCheck {
+  IR_ATTR_CHECK_NONE,
+  IR_ATTR_CHECK_NONEMPTY, /* STRING: non-NULL and not "" */
+  IR_ATTR_CHECK_FINITE,   /* F64: finite */
+  IR_ATTR_CHECK_NONNEG,   /* F64: finite and >= 0 */
+  IR_ATTR_CHECK_POSITIVE, /* INT, I64: >= 1 */
+  IR_ATTR_CHECK_COUNT
+} IrAttrCheck;
+
 typedef struct IrAttrs {
-  const char *name; /* arena-owned */
-  double value;
-  double factor;
-  double eps;
-  bool unbiased;
-  int axis;
-  int64_t index;
-  int heads;
-  double scale;
+#define IR_ATTR(E, field, kind, check) IR_ATTR_CTYPE_##kind field;
+#include "attrs.def"
+#undef IR_ATTR
 } IrAttrs;
+
+typedef struct IrAttrInfo {
+  const char *name; /* the field's name, as the text form spells it */
+  unsigned bit;     /* IR_ATTR_<ENUM> */
+  IrAttrKind kind;
+  IrAttrCheck check;
+  size_t offset; /* offsetof(IrAttrs, field) */
+} IrAttrInfo;
+
+extern const IrAttrInfo ir_attr_info[IR_ATTR_ID_COUNT];
+/* The attribute with that textual name, or -1. */
+int ir_attr_lookup(const char *name, size_t len);
+/* Typed views of attribute `id` of at; each asserts the row's kind. */
+const char *ir_attrs_get_string(const IrAttrs *at, IrAttrId id);
+double ir_attrs_get_f64(const IrAttrs *at, IrAttrId id);
+bool ir_attrs_get_bool(const IrAttrs *at, IrAttrId id);
+/* INT and I64 alike, widened. */
+int64_t ir_attrs_get_int(const IrAttrs *at, IrAttrId id);
+void ir_attrs_set_string(IrAttrs *at, IrAttrId id, const char *v);
+void ir_attrs_set_f64(IrAttrs *at, IrAttrId id, double v);
+void ir_attrs_set_bool(IrAttrs *at, IrAttrId id, bool v);
+/* INT and I64 alike; the caller keeps v within the field's range. */
+void ir_attrs_set_int(IrAttrs *at, IrAttrId id, int64_t v);
 
 typedef struct IrOpInfo {
   const char *name;
   int min_operands, max_operands;
-  unsigned attrs;
+  unsigned attrs; /* IR_ATTR_* bits */
   IrOpKind kind;
 } IrOpInfo;
 
@@ -262,7 +310,7 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
  *     output "logits" = %9
  *   }
  *
- * Attributes are printed in table order, floats with the shortest of
+ * Attributes are printed in attrs.def order, floats with the shortest of
  * %.9g..%.17g that reads back bit-identical. A node without a location
  * prints no @ part. */
 void ir_graph_print(const IrGraph *g, FILE *out);

@@ -17,8 +17,9 @@
  *  - value numbers in the text must strictly increase in definition order;
  *    they are renumbered to node indices, and an operand must name a value
  *    defined before it, so the graph is in topological order;
- *  - the op's name attribute (input, param) is the STRING after the op name;
- *    its other attributes must each be given exactly once in the braces;
+ *  - the op's string attributes (the name of input, param) are the STRINGs
+ *    after the op name, in attrs.def order; its other attributes must each
+ *    be given exactly once in the braces (ir_attr_info says how each reads);
  *  - location file names are interned in the arena (nodes share them);
  *  - every error is reported at file:line:col of the offending token; after an
  *    error the parser skips to the next line that starts a statement, so one
@@ -603,60 +604,55 @@ static bool parse_type(Parser *ps, IrType *out) {
 
 /* ---- statements ---- */
 
-typedef struct AttrField {
-  unsigned bit;
-  const char *name;
-} AttrField;
-
-/* IR_ATTR bit order (the printer's order). */
-static const AttrField attr_fields[] = {
-    {IR_ATTR_VALUE, "value"},       {IR_ATTR_FACTOR, "factor"}, {IR_ATTR_EPS, "eps"},
-    {IR_ATTR_UNBIASED, "unbiased"}, {IR_ATTR_AXIS, "axis"},     {IR_ATTR_INDEX, "index"},
-    {IR_ATTR_HEADS, "heads"},       {IR_ATTR_SCALE, "scale"},
-};
-#define N_ATTR_FIELDS ((int)(sizeof attr_fields / sizeof attr_fields[0]))
-
-static bool parse_attr_value(Parser *ps, unsigned bit, IrAttrs *at) {
+/* Reads the value of attribute id (not a string: those are read after the
+ * op name) in its kind's text form. */
+static bool parse_attr_value(Parser *ps, IrAttrId id, IrAttrs *at) {
+  const IrAttrInfo *info = &ir_attr_info[id];
+  char what[64];
   int64_t v;
-  switch (bit) {
-  case IR_ATTR_VALUE: return parse_float(ps, "a number for 'value'", &at->value);
-  case IR_ATTR_FACTOR: return parse_float(ps, "a number for 'factor'", &at->factor);
-  case IR_ATTR_EPS: return parse_float(ps, "a number for 'eps'", &at->eps);
-  case IR_ATTR_SCALE: return parse_float(ps, "a number for 'scale'", &at->scale);
-  case IR_ATTR_UNBIASED:
+  double f;
+  switch (info->kind) {
+  case IR_ATTR_KIND_F64:
+    snprintf(what, sizeof what, "a number for '%s'", info->name);
+    if (!parse_float(ps, what, &f))
+      return false;
+    ir_attrs_set_f64(at, id, f);
+    return true;
+  case IR_ATTR_KIND_BOOL:
     if (tok_is_word(&ps->tok, "true"))
-      at->unbiased = true;
+      ir_attrs_set_bool(at, id, true);
     else if (tok_is_word(&ps->tok, "false"))
-      at->unbiased = false;
+      ir_attrs_set_bool(at, id, false);
     else {
-      expected(ps, "true or false for 'unbiased'");
+      snprintf(what, sizeof what, "true or false for '%s'", info->name);
+      expected(ps, what);
       return false;
     }
     lex_next(ps);
     return true;
-  case IR_ATTR_AXIS:
-    if (!parse_int(ps, INT_MIN, INT_MAX, true, "an integer for 'axis'", &v))
+  case IR_ATTR_KIND_INT:
+  case IR_ATTR_KIND_I64:
+    snprintf(what, sizeof what, "an integer for '%s'", info->name);
+    if (!parse_int(ps, info->kind == IR_ATTR_KIND_INT ? INT_MIN : INT64_MIN,
+                   info->kind == IR_ATTR_KIND_INT ? INT_MAX : INT64_MAX, true, what, &v))
       return false;
-    at->axis = (int)v;
+    ir_attrs_set_int(at, id, v);
     return true;
-  case IR_ATTR_INDEX:
-    return parse_int(ps, INT64_MIN, INT64_MAX, true, "an integer for 'index'", &at->index);
-  case IR_ATTR_HEADS:
-    if (!parse_int(ps, INT_MIN, INT_MAX, true, "an integer for 'heads'", &v))
-      return false;
-    at->heads = (int)v;
-    return true;
-  default: break;
+  case IR_ATTR_KIND_STRING:
+  case IR_ATTR_KIND_COUNT: break;
   }
   TFMC_ASSERT(!"attribute without a parser");
   return false;
 }
 
 /* attrs := '{' [IDENT '=' literal (',' IDENT '=' literal)*] '}'  (all the
- * op's attributes except its name, each exactly once) */
+ * op's attributes except its strings, each exactly once) */
 static bool parse_attrs(Parser *ps, IrOp op, const Tok *op_tok, IrAttrs *at) {
   const IrOpInfo *info = &ir_op_info[op];
-  unsigned want = info->attrs & ~(unsigned)IR_ATTR_NAME, seen = 0;
+  unsigned want = 0, seen = 0;
+  for (int f = 0; f < IR_ATTR_ID_COUNT; f++)
+    if (ir_attr_info[f].kind != IR_ATTR_KIND_STRING)
+      want |= info->attrs & ir_attr_info[f].bit;
   if (tok_is_punct(&ps->tok, '{')) {
     lex_next(ps);
     while (!tok_is_punct(&ps->tok, '}')) {
@@ -665,31 +661,34 @@ static bool parse_attrs(Parser *ps, IrOp op, const Tok *op_tok, IrAttrs *at) {
         expected(ps, "an attribute name or '}'");
         return false;
       }
-      int f = 0;
-      while (f < N_ATTR_FIELDS && !tok_is_word(&nt, attr_fields[f].name))
-        f++;
+      int f = ir_attr_lookup(nt.start, nt.len);
       char buf[64];
-      if (f == N_ATTR_FIELDS) {
-        if (tok_is_word(&nt, "name") && (info->attrs & IR_ATTR_NAME))
-          error_at(ps, &nt, "the name of '%s' goes in quotes right after the op name", info->name);
+      if (f >= 0 && ir_attr_info[f].kind == IR_ATTR_KIND_STRING) {
+        if (info->attrs & ir_attr_info[f].bit)
+          error_at(ps, &nt, "the %s of '%s' goes in quotes right after the op name",
+                   ir_attr_info[f].name, info->name);
         else
           error_at(ps, &nt, "unknown attribute %s", tok_describe(&nt, buf, sizeof buf));
         return false;
       }
-      unsigned bit = attr_fields[f].bit;
+      if (f < 0) {
+        error_at(ps, &nt, "unknown attribute %s", tok_describe(&nt, buf, sizeof buf));
+        return false;
+      }
+      unsigned bit = ir_attr_info[f].bit;
       if (!(want & bit)) {
-        error_at(ps, &nt, "attribute '%s' is not allowed for '%s'", attr_fields[f].name,
+        error_at(ps, &nt, "attribute '%s' is not allowed for '%s'", ir_attr_info[f].name,
                  info->name);
         return false;
       }
       if (seen & bit) {
-        error_at(ps, &nt, "duplicate attribute '%s'", attr_fields[f].name);
+        error_at(ps, &nt, "duplicate attribute '%s'", ir_attr_info[f].name);
         return false;
       }
       lex_next(ps);
       if (!expect_punct(ps, '=', "'=' after the attribute name"))
         return false;
-      if (!parse_attr_value(ps, bit, at))
+      if (!parse_attr_value(ps, (IrAttrId)f, at))
         return false;
       seen |= bit;
       if (tok_is_punct(&ps->tok, ','))
@@ -701,9 +700,9 @@ static bool parse_attrs(Parser *ps, IrOp op, const Tok *op_tok, IrAttrs *at) {
     }
     lex_next(ps);
   }
-  for (int f = 0; f < N_ATTR_FIELDS; f++)
-    if ((want & attr_fields[f].bit) && !(seen & attr_fields[f].bit)) {
-      error_at(ps, op_tok, "'%s' needs attribute '%s'", info->name, attr_fields[f].name);
+  for (int f = 0; f < IR_ATTR_ID_COUNT; f++)
+    if ((want & ir_attr_info[f].bit) && !(seen & ir_attr_info[f].bit)) {
+      error_at(ps, op_tok, "'%s' needs attribute '%s'", info->name, ir_attr_info[f].name);
       return false;
     }
   return true;
@@ -773,14 +772,16 @@ static bool parse_node(Parser *ps) {
   const IrOpInfo *info = &ir_op_info[op];
   lex_next(ps);
 
-  if (info->attrs & IR_ATTR_NAME) {
+  for (int f = 0; f < IR_ATTR_ID_COUNT; f++) {
+    if (!(info->attrs & ir_attr_info[f].bit) || ir_attr_info[f].kind != IR_ATTR_KIND_STRING)
+      continue;
     if (ps->tok.kind != TK_STRING) {
       char what[64];
-      snprintf(what, sizeof what, "the quoted name after '%s'", info->name);
+      snprintf(what, sizeof what, "the quoted %s after '%s'", ir_attr_info[f].name, info->name);
       expected(ps, what);
       return false;
     }
-    nd->attrs.name = ps->tok.str;
+    ir_attrs_set_string(&nd->attrs, (IrAttrId)f, ps->tok.str);
     lex_next(ps);
   }
 

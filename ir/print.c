@@ -15,8 +15,9 @@
  *    DEL; bytes >= 0x80 pass through, so UTF-8 stays readable;
  *  - symbol names print bare when they are identifiers the parser lexes as
  *    one token ([A-Za-z_][A-Za-z0-9_.]*), quoted otherwise;
- *  - an op's attributes print in IR_ATTR bit order, only those its table row
- *    carries; the name attribute goes, quoted, right after the op name;
+ *  - an op's attributes print in attrs.def row order, only those its ops.def
+ *    row carries; string attributes (the name) go, quoted, right after the
+ *    op name, the others in braces as name=value;
  *  - floating-point attributes print with the fewest significant digits, 9 to
  *    17, that read back (strtod) to the identical double, so values that came
  *    from floats print as %.9g and every double reads back bit-identical;
@@ -106,29 +107,15 @@ void ir_type_print(const IrGraph *g, const IrType *t, FILE *out) {
   fputc(']', out);
 }
 
-typedef struct AttrField {
-  unsigned bit;
-  const char *name;
-} AttrField;
-
-/* IR_ATTR bit order, without IR_ATTR_NAME (printed after the op name). */
-static const AttrField attr_fields[] = {
-    {IR_ATTR_VALUE, "value"},       {IR_ATTR_FACTOR, "factor"}, {IR_ATTR_EPS, "eps"},
-    {IR_ATTR_UNBIASED, "unbiased"}, {IR_ATTR_AXIS, "axis"},     {IR_ATTR_INDEX, "index"},
-    {IR_ATTR_HEADS, "heads"},       {IR_ATTR_SCALE, "scale"},
-};
-
-static void print_attr_value(unsigned bit, const IrAttrs *at, FILE *out) {
-  switch (bit) {
-  case IR_ATTR_VALUE: print_double(at->value, out); break;
-  case IR_ATTR_FACTOR: print_double(at->factor, out); break;
-  case IR_ATTR_EPS: print_double(at->eps, out); break;
-  case IR_ATTR_UNBIASED: fputs(at->unbiased ? "true" : "false", out); break;
-  case IR_ATTR_AXIS: fprintf(out, "%d", at->axis); break;
-  case IR_ATTR_INDEX: fprintf(out, "%" PRId64, at->index); break;
-  case IR_ATTR_HEADS: fprintf(out, "%d", at->heads); break;
-  case IR_ATTR_SCALE: print_double(at->scale, out); break;
-  default: TFMC_ASSERT(!"attribute without a printer");
+/* Writes attribute id of at in its kind's text form (parse.c reads it back). */
+static void print_attr_value(IrAttrId id, const IrAttrs *at, FILE *out) {
+  switch (ir_attr_info[id].kind) {
+  case IR_ATTR_KIND_STRING: print_string(ir_attrs_get_string(at, id), out); break;
+  case IR_ATTR_KIND_F64: print_double(ir_attrs_get_f64(at, id), out); break;
+  case IR_ATTR_KIND_BOOL: fputs(ir_attrs_get_bool(at, id) ? "true" : "false", out); break;
+  case IR_ATTR_KIND_INT:
+  case IR_ATTR_KIND_I64: fprintf(out, "%" PRId64, ir_attrs_get_int(at, id)); break;
+  case IR_ATTR_KIND_COUNT: TFMC_ASSERT(!"attribute without a printer");
   }
 }
 
@@ -141,23 +128,25 @@ static void print_node(const IrGraph *g, int id, FILE *out) {
   else
     fprintf(out, "?op%d", (int)nd->op);
   unsigned attrs = op_ok ? ir_op_info[nd->op].attrs : 0;
-  if (attrs & IR_ATTR_NAME) {
-    fputc(' ', out);
-    print_string(nd->attrs.name, out);
-  }
+  /* string attributes (the name) go quoted right after the op name */
+  for (int i = 0; i < IR_ATTR_ID_COUNT; i++)
+    if ((attrs & ir_attr_info[i].bit) && ir_attr_info[i].kind == IR_ATTR_KIND_STRING) {
+      fputc(' ', out);
+      print_attr_value((IrAttrId)i, &nd->attrs, out);
+    }
   int n = nd->n_operands < 0                 ? 0
           : nd->n_operands > IR_MAX_OPERANDS ? IR_MAX_OPERANDS
                                              : nd->n_operands;
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%%%d", i ? ", " : " ", nd->operands[i]);
   bool first = true;
-  for (size_t i = 0; i < sizeof attr_fields / sizeof attr_fields[0]; i++) {
-    if (!(attrs & attr_fields[i].bit))
+  for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
+    if (!(attrs & ir_attr_info[i].bit) || ir_attr_info[i].kind == IR_ATTR_KIND_STRING)
       continue;
     fputs(first ? " {" : ", ", out);
     first = false;
-    fprintf(out, "%s=", attr_fields[i].name);
-    print_attr_value(attr_fields[i].bit, &nd->attrs, out);
+    fprintf(out, "%s=", ir_attr_info[i].name);
+    print_attr_value((IrAttrId)i, &nd->attrs, out);
   }
   if (!first)
     fputc('}', out);

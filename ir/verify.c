@@ -5,7 +5,8 @@
  * types have a valid dtype, rank 0..IR_MAX_RANK, symbol indices that exist,
  * constant dims >= 1 (zero-sized tensors are not supported) and an element
  * count that fits in 64 bits; attributes make sense (a non-empty name on
- * input/param, heads >= 1, eps finite and >= 0, factor/scale/value finite);
+ * input/param, heads >= 1, eps finite and >= 0, factor/scale/value finite:
+ * each attrs.def row's CHECK, reported in table order);
  * input names unique among inputs, param names unique among params, output
  * names unique, outputs referring to existing values; symbols named, unique,
  * max >= 1.
@@ -118,34 +119,53 @@ static bool type_check(const IrGraph *g, int id, const IrType *t, Diags *d) {
   return ok;
 }
 
-static bool finite_attr(const IrGraph *g, int id, const char *name, double v, Diags *d) {
-  if (isfinite(v))
-    return true;
-  node_error(d, g, id, "%s must be a finite number, got %g", name, v);
-  return false;
-}
-
+/* Checks each attribute the op carries against its attrs.def CHECK, in
+ * table order. */
 static bool attrs_check(const IrGraph *g, int id, Diags *d) {
   const IrNode *nd = &g->nodes[id];
-  unsigned at = ir_op_info[nd->op].attrs;
+  unsigned carried = ir_op_info[nd->op].attrs;
   bool ok = true;
-  if ((at & IR_ATTR_NAME) && (!nd->attrs.name || !nd->attrs.name[0])) {
-    node_error(d, g, id, "has no name");
-    ok = false;
-  }
-  if ((at & IR_ATTR_VALUE) && !finite_attr(g, id, "value", nd->attrs.value, d))
-    ok = false;
-  if ((at & IR_ATTR_FACTOR) && !finite_attr(g, id, "factor", nd->attrs.factor, d))
-    ok = false;
-  if ((at & IR_ATTR_SCALE) && !finite_attr(g, id, "scale", nd->attrs.scale, d))
-    ok = false;
-  if ((at & IR_ATTR_EPS) && !(isfinite(nd->attrs.eps) && nd->attrs.eps >= 0)) {
-    node_error(d, g, id, "eps must be a finite number >= 0, got %g", nd->attrs.eps);
-    ok = false;
-  }
-  if ((at & IR_ATTR_HEADS) && nd->attrs.heads < 1) {
-    node_error(d, g, id, "heads must be >= 1, got %d", nd->attrs.heads);
-    ok = false;
+  for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
+    const IrAttrInfo *info = &ir_attr_info[i];
+    IrAttrId aid = (IrAttrId)i;
+    if (!(carried & info->bit))
+      continue;
+    switch (info->check) {
+    case IR_ATTR_CHECK_NONE: break;
+    case IR_ATTR_CHECK_NONEMPTY: {
+      const char *v = ir_attrs_get_string(&nd->attrs, aid);
+      if (!v || !v[0]) {
+        node_error(d, g, id, "has no %s", info->name);
+        ok = false;
+      }
+      break;
+    }
+    case IR_ATTR_CHECK_FINITE: {
+      double v = ir_attrs_get_f64(&nd->attrs, aid);
+      if (!isfinite(v)) {
+        node_error(d, g, id, "%s must be a finite number, got %g", info->name, v);
+        ok = false;
+      }
+      break;
+    }
+    case IR_ATTR_CHECK_NONNEG: {
+      double v = ir_attrs_get_f64(&nd->attrs, aid);
+      if (!(isfinite(v) && v >= 0)) {
+        node_error(d, g, id, "%s must be a finite number >= 0, got %g", info->name, v);
+        ok = false;
+      }
+      break;
+    }
+    case IR_ATTR_CHECK_POSITIVE: {
+      int64_t v = ir_attrs_get_int(&nd->attrs, aid);
+      if (v < 1) {
+        node_error(d, g, id, "%s must be >= 1, got %lld", info->name, (long long)v);
+        ok = false;
+      }
+      break;
+    }
+    case IR_ATTR_CHECK_COUNT: TFMC_ASSERT(!"attribute without a check");
+    }
   }
   return ok;
 }
