@@ -1,8 +1,8 @@
 /* ir/loop.c — loop IR construction helpers and the listing printer.
  *
  * Also the table of runtime functions calls may name (ir/callees.def) and
- * the one set of rules a call's arguments obey (loop_call_check), which both
- * code generators apply before they emit a call.
+ * the names of types every consumer prints (loop_type_str, ...). The rules
+ * a program obeys are checked in one place, ir/loop_verify.c.
  *
  * Invariants: every expression gets its result type at construction (the
  * emitters never infer); constant I64 arithmetic is folded so index
@@ -10,8 +10,29 @@
 #include "ir/loop.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
+
+const char *loop_type_str(LType t) {
+  switch (t) {
+  case LT_I64: return "i64";
+  case LT_F32: return "f32";
+  case LT_F64: return "f64";
+  case LT_COUNT: break;
+  }
+  return "bad type";
+}
+
+const char *loop_elem_str(LElem e) {
+  switch (e) {
+  case LE_F32: return "f32";
+  case LE_I32: return "i32";
+  case LE_U8: return "u8";
+  case LE_COUNT: break;
+  }
+  return "bad element type";
+}
+
+bool loop_type_is_float(LType t) { return t == LT_F32 || t == LT_F64; }
 
 LoopProgram *loop_program_create(Arena *a, const char *name) {
   LoopProgram *p = arena_alloc(a, sizeof *p);
@@ -267,92 +288,6 @@ const char *loop_arg_ctype(LArgKind k) {
   case LA_KIND_COUNT: break;
   }
   return "?";
-}
-
-static const char *arg_kind_what(LArgKind k) {
-  switch (k) {
-#define LOOP_ARG_KIND_WHAT(kind, ctype, what) \
-  case LA_##kind: return what;
-    LOOP_ARG_KINDS(LOOP_ARG_KIND_WHAT)
-#undef LOOP_ARG_KIND_WHAT
-  case LA_KIND_COUNT: break;
-  }
-  return "?";
-}
-
-/* What a pointer kind points at and may be; false for value kinds. */
-static bool arg_kind_pointer(LArgKind k, LElem *elem, bool *nullable, bool *written) {
-  *nullable = *written = false;
-  *elem = LE_F32;
-  switch (k) {
-  case LA_POOL:
-  case LA_I64:
-  case LA_F32: return false;
-  case LA_F32_PTR: return true;
-  case LA_F32_PTR_OR_NULL: *nullable = true; return true;
-  case LA_F32_OUT: *written = true; return true;
-  case LA_F32_OUT_OR_NULL: *nullable = *written = true; return true;
-  case LA_U8_PTR_OR_NULL: *elem = LE_U8; *nullable = true; return true;
-  case LA_KIND_COUNT: break;
-  }
-  return false;
-}
-
-static bool is_pointer_expr(const LExpr *e) {
-  return e->kind == LX_ADDR || e->kind == LX_POOL || e->kind == LX_NULL;
-}
-
-static bool call_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool call_fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
-bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen) {
-  if ((unsigned)s->callee >= LC_CALLEE_COUNT)
-    return call_fail(err, errlen, "unknown runtime function %d", (int)s->callee);
-  const LCalleeInfo *ci = &loop_callee_info[s->callee];
-  if (s->n_args != ci->n_args || (s->n_args > 0 && !s->args))
-    return call_fail(err, errlen, "%s takes %d arguments, given %d", ci->name, ci->n_args,
-                     s->n_args);
-  static const char *elem_name[LE_COUNT] = {"f32", "i32", "u8"};
-  for (int i = 0; i < ci->n_args; i++) {
-    const LExpr *a = s->args[i];
-    LArgKind kind = ci->args[i].kind;
-    const char *fn = ci->name, *an = ci->args[i].name;
-    if (!a) return call_fail(err, errlen, "%s argument %d (%s) is missing", fn, i, an);
-    LElem elem;
-    bool nullable, written;
-    if (kind == LA_POOL) {
-      if (a->kind != LX_POOL && a->kind != LX_NULL)
-        return call_fail(err, errlen, "%s argument %d (%s) must be %s", fn, i, an,
-                         arg_kind_what(kind));
-    } else if (!arg_kind_pointer(kind, &elem, &nullable, &written)) {
-      LType want = kind == LA_I64 ? LT_I64 : LT_F32;
-      if (a->t != want || is_pointer_expr(a))
-        return call_fail(err, errlen, "%s argument %d (%s) must be %s", fn, i, an,
-                         arg_kind_what(kind));
-    } else if (a->kind == LX_NULL) {
-      if (!nullable)
-        return call_fail(err, errlen, "%s argument %d (%s) may not be null", fn, i, an);
-    } else if (a->kind != LX_ADDR) {
-      return call_fail(err, errlen, "%s argument %d (%s) must be %s", fn, i, an,
-                       arg_kind_what(kind));
-    } else if (a->buf < 0 || a->buf >= p->n_bufs) {
-      return call_fail(err, errlen, "%s argument %d (%s): buffer b%d out of range", fn, i, an,
-                       a->buf);
-    } else if (p->bufs[a->buf].elem != elem) {
-      return call_fail(err, errlen, "%s argument %d (%s) points into b%d, which is not %s", fn, i,
-                       an, a->buf, elem_name[elem]);
-    } else if (written && p->bufs[a->buf].kind == LB_WEIGHT) {
-      return call_fail(err, errlen, "%s writes b%d, which is in the weights", fn, a->buf);
-    }
-  }
-  return true;
 }
 
 /* ---- evaluation of integer expressions (kernel extents) ---- */

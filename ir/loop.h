@@ -127,8 +127,8 @@ typedef enum LCallee {
 /* What a call argument may be, and the C type of the parameter:
  * X(KIND, C type, what the argument must be).  Pointer kinds take LX_ADDR
  * (or LX_NULL when the kind says so); *_OUT kinds are written by the callee
- * (never into the weights), the others only read; POOL takes LX_POOL or
- * LX_NULL (run on the calling thread). */
+ * (never into the weights or an input), the others only read; POOL takes
+ * LX_POOL or LX_NULL (run on the calling thread). */
 #define LOOP_ARG_KINDS(X)                                                          \
   X(POOL, RtPool *, "the pool or null")                                            \
   X(I64, int64_t, "an i64 value")                                                  \
@@ -211,6 +211,12 @@ typedef struct LoopProgram {
 } LoopProgram;
 
 /* ---- loop.c: construction helpers and the printer ---- */
+
+/* "i64", "f32", "f64" ("bad type" for anything else); "f32", "i32", "u8"
+ * ("bad element type"). Static strings. */
+const char *loop_type_str(LType t);
+const char *loop_elem_str(LElem e);
+bool loop_type_is_float(LType t); /* F32 or F64 */
 LoopProgram *loop_program_create(Arena *a, const char *name);
 int loop_buffer_add(LoopProgram *p, LBufKind kind, int index, int64_t offset, LElem elem,
                     const char *name);
@@ -240,15 +246,6 @@ LStmt *ls_set(LoopProgram *p, int var, LExpr *value);
 LStmt *ls_store(LoopProgram *p, int buf, LExpr *index, LExpr *value);
 LStmt *ls_call(LoopProgram *p, LCallee callee, LExpr **args, int n);
 
-/* Checks an LS_CALL against its callee's row: a known callee, the argument
- * count, each argument of its kind (pointer kinds: LX_ADDR into an existing
- * buffer of the right element type, outputs not in the weights; LX_NULL
- * only where the kind allows it; value kinds: typed I64 / F32 expressions,
- * never a pointer). Index and value expressions themselves are left to the
- * backend's own expression checks. Returns false with a message such as
- * "rt_linear argument 8 (y) points into b3, which is not f32" in err. */
-bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen);
-
 /* Evaluates an integer expression of constants and symbols (what kernel
  * extents are) with symbol values syms[i]; false if e holds anything else. */
 bool loop_expr_eval_i64(const LExpr *e, const int64_t *syms, int64_t *out);
@@ -272,5 +269,50 @@ uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k);
 
 /* Human-readable listing (tfmc ir --level loop). */
 void loop_program_print(const LoopProgram *p, FILE *out);
+
+/* ---- loop_verify.c: the loop IR verifier ----
+ *
+ * The one set of well-formedness rules of loop IR; both code generators
+ * (backends/llvm, backends/c) rely on them and only assert. A program
+ * verifies when
+ *   - its counts are sane: buffers, kernels >= 0, symbols 0..RT_MAX_SYMS,
+ *     arena bytes and weight floats >= 0;
+ *   - every buffer has a known kind and element type; inputs / outputs an
+ *     index in 0..RT_MAX_IO-1; weights an offset in 0..weights_floats
+ *     floats; arena buffers an offset in 0..arena_bytes bytes that is a
+ *     multiple of 64;
+ *   - every kernel is named by a C identifier that no other kernel, no
+ *     runtime function (ir/callees.def, rt_kernel_run, ...), no libm / libc
+ *     function code generators may call and no tfmc_model_* symbol takes;
+ *     its extent is an I64 expression of integer constants and symbols only
+ *     (loop_expr_eval_i64 evaluates it); a parallel kernel's grain >= 1; its
+ *     outer variable an I64 variable of the kernel; its body an LS_BLOCK;
+ *     every variable of a known type; statements nested at most 64 deep;
+ *   - every expression is typed as LExpr says: constants of their type;
+ *     variables in range, read at their declared type and defined (by an
+ *     LS_LET, LS_SET or the LS_FOR driving them) by a statement that starts
+ *     before the read (a let / set may read the variable's previous value,
+ *     0 before the first write); symbols in range; loads from existing
+ *     buffers, of the type of their element, at I64 indices; LX_BIN operands
+ *     of one type, compares and LB_AND giving I64, no LB_REM / LB_AND on
+ *     floats, no integer division or remainder by the constant 0; unary ops
+ *     on floats keeping their type; select on an I64 condition; casts of
+ *     known types; LX_ADDR / LX_POOL / LX_NULL only as call arguments;
+ *   - LS_FOR bounds are I64 and the loop variable an I64 variable that no
+ *     enclosing loop drives and that its body never assigns; LS_LET values
+ *     of the let's type; LS_LET / LS_SET targets of the value's type;
+ *     LS_STORE indices I64, values F32 for f32 buffers and I64 otherwise,
+ *     never into the weights or an input;
+ *   - every LS_CALL matches its ir/callees.def row: a known callee, the
+ *     argument count, each argument of its kind (pointer kinds: LX_ADDR
+ *     into an existing buffer of the right element type, written ones not
+ *     into the weights or an input; LX_NULL only where the kind allows it;
+ *     value kinds: I64 / F32 expressions, never a pointer).
+ * Returns true, or false with the first problem in err, naming the kernel
+ * ("kernel 3 (k3_softmax): store to b7 needs a f32 value"). Only reads p.
+ *
+ * The compile driver runs it after lowering and after every loop pass; until
+ * then the code generators' entry points call it. */
+bool loop_program_verify(const LoopProgram *p, char *err, size_t errlen);
 
 #endif

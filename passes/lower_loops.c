@@ -650,5 +650,11 @@ LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g) {
     int dst = loop_buffer_add(p, LB_OUTPUT, o, 0, elem_of(g->nodes[v].type.dtype), g->outputs[o].name);
     lower_copy(&L, v, v, dst);
   }
+#ifndef NDEBUG
+  /* what this file builds must verify: a failure is a lowering bug, not a
+   * user error (the compile driver will also verify after every loop pass) */
+  char bad[400];
+  if (!loop_program_verify(p, bad, sizeof bad)) tfmc_assert_fail(__FILE__, __LINE__, bad);
+#endif
   return p;
 }

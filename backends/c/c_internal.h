@@ -3,7 +3,8 @@
  *
  *   text.c     putting arbitrary bytes into generated text safely: C
  *              comments, C string literals, numbers; the executable's name
- *   check.c    validation of a loop program before it is printed
+ *   check.c    validation of a loop program (the loop IR verifier) and of
+ *              its model description before they are printed
  *   emit.c     loop IR -> model.c (kernels, tfmc_model_run)
  *   info.c     RtModelInfo -> C data (tfmc_model_info)
  *   project.c  the project directory: model.h, api.c, main.c, weights,
@@ -57,11 +58,10 @@ int c_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format
 
 /* ---- check.c ---- */
 
-/* Checks everything the printer relies on: buffer kinds and element types,
- * index / symbol / variable ranges, expression and statement typing,
- * pointer operands only as rt_linear arguments of the right kind, no
- * stores into the weights, extents over constants and symbols only.
- * Returns 0, or non-zero with a message naming the kernel. */
+/* loop_program_verify (ir/loop.h: the rules the printer relies on), its
+ * message prefixed "c: ". Returns 0, or non-zero with a message naming the
+ * kernel. (The compile driver will own the verifier call; c_emit_model and
+ * c_emit_project call this until it does.) */
 int c_program_check(const LoopProgram *p, char *err, size_t errlen);
 
 /* Checks the model description against the program: counts within the

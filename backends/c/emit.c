@@ -38,9 +38,10 @@
  * listing), variables vN, as in the listing; everything else (buffer names, comments) goes through the
  * escaping printers of text.c.
  *
- * Invariant: c_emit_model prints only programs that c_program_check
- * accepts; otherwise the output is an #error line with the reason, so a
- * broken program can never compile silently. */
+ * Invariant: c_emit_model prints only programs that the loop IR verifier
+ * (ir/loop_verify.c, through c_program_check) accepts and relies on its
+ * rules without checking them again; otherwise the output is an #error
+ * line with the reason, so a broken program can never compile silently. */
 #include "backends/c/c_internal.h"
 
 #include <stdlib.h>
@@ -219,7 +220,7 @@ static void an_stmt(Em *E, const LStmt *s, int depth) {
     E->buf_used[s->buf] = E->buf_written[s->buf] = true;
     return;
   case LS_CALL: {
-    /* c_program_check accepted the call: its arguments match its row */
+    /* the verifier accepted the call: its arguments match its row */
     const LCalleeInfo *ci = &loop_callee_info[s->callee];
     E->use_callee[s->callee] = true;
     for (int i = 0; i < s->n_args; i++) {
@@ -885,7 +886,7 @@ static void put_run(Em *E) {
   const LoopProgram *p = E->p;
   FILE *o = E->out;
   bool sym[RT_MAX_SYMS] = {false};
-  /* extents read symbols and constants only (c_program_check) */
+  /* extents read symbols and constants only (loop_program_verify) */
   E->k = NULL;
   for (int i = 0; i < p->n_kernels; i++) {
     memset(E->sym_used, 0, sizeof E->sym_used);
@@ -1010,6 +1011,8 @@ static void put_prologue(Em *E) {
 
 void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
   char err[512];
+  /* the compile driver will verify the program after lowering and after
+   * every loop pass; until it does, the entry point does */
   if (c_program_check(p, err, sizeof err) || (info && c_info_check(info, p, err, sizeof err))) {
     fputs("#error ", out);
     c_put_string(out, err);

@@ -37,9 +37,11 @@
  *     access to another. Two buffers in the same region (two arena buffers,
  *     or a buffer read and written in place) get no claim at all.
  *
- * Errors: malformed loop IR is reported with the kernel's name, never
- * asserted on; the verifier's complaint about a module we built is an
- * internal bug, returned as an error with its message. */
+ * Errors: malformed loop IR is the loop IR verifier's to report
+ * (ir/loop_verify.c, run at the top of llvm_module_emit): everything below
+ * relies on its rules and only asserts them. LLVM's verifier complaining
+ * about a module we built is an internal bug, returned as an error with its
+ * message. */
 #include "backends/llvm/llvm_internal.h"
 #include "runtime/rt_model.h"
 
@@ -81,22 +83,6 @@ static const char *reassoc_name[RA_COUNT] = {"fadd", "fsub", "fmul", "fdiv", "mi
 typedef enum MathFn { MF_TANHF, MF_ERFF, MF_TANH, MF_ERF, MF_COUNT } MathFn;
 static const char *math_name[MF_COUNT] = {"tanhf", "erff", "tanh", "erf"};
 
-/* Names a kernel may not take: ours, and libm/libc functions LLVM may emit
- * calls to while lowering intrinsics (and the runtime functions of
- * ir/callees.def, checked in define_kernel). */
-static const char *reserved_names[] = {"expf",          "exp",
-                                       "logf",          "log",
-                                       "sinf",          "sin",
-                                       "cosf",          "cos",
-                                       "sincosf",       "sincos",
-                                       "sqrtf",         "sqrt",
-                                       "tanhf",         "tanh",
-                                       "erff",          "erf",
-                                       "memcpy",        "memset",
-                                       "memmove",       "main",
-                                       "rt_pool_parallel_for", "rt_kernel_run",
-                                       "tfmc_model_run"};
-
 typedef struct Emit {
   const LoopProgram *p;
   LLVMContextRef ctx;
@@ -127,7 +113,6 @@ typedef struct Emit {
   LLVMValueRef ctx_arg;   /* in a kernel: its i8** context (args, then its parameters) */
   int *param_of;          /* in a kernel: buffer -> parameter index, -1 if none */
   LLVMValueRef *vars; /* allocas [k->n_vars] */
-  bool *in_loop;      /* [k->n_vars]: the variable drives an enclosing loop */
   LLVMValueRef *base; /* typed element pointer per buffer, NULL if unused */
   LLVMValueRef *syms; /* i64 per symbol, NULL if unused */
   LLVMValueRef pool;  /* i8*, NULL if unused */
@@ -149,23 +134,6 @@ static bool fail(Emit *E, const char *fmt, ...) {
   va_end(ap);
   llvm_fail(E->err, E->errlen, "llvm: %s: %s", E->where ? E->where : "module", msg);
   return false;
-}
-
-static const char *type_str(LType t) {
-  switch (t) {
-  case LT_I64: return "i64";
-  case LT_F32: return "f32";
-  case LT_F64: return "f64";
-  case LT_COUNT: break;
-  }
-  return "bad type";
-}
-
-static bool type_ok(LType t) {
-  return t == LT_I64 || t == LT_F32 || t == LT_F64;
-}
-static bool is_float(LType t) {
-  return t == LT_F32 || t == LT_F64;
 }
 
 static LLVMTypeRef ltype(Emit *E, LType t) {
@@ -344,8 +312,8 @@ static LLVMValueRef intrinsic(Emit *E, const char *name, LLVMTypeRef overload) {
   return LLVMGetIntrinsicDeclaration(E->mod, id, &overload, 1);
 }
 
-/* ---- validation and pre-walk: which buffers, symbols, regions a function
- * reads through args ---- */
+/* ---- pre-walk: which buffers, symbols, regions a function reads through
+ * args ---- */
 
 static int region_of(const LBuffer *b) {
   switch (b->kind) {
@@ -358,33 +326,15 @@ static int region_of(const LBuffer *b) {
   return -1;
 }
 
-static bool check_buffers(Emit *E) {
-  const LoopProgram *p = E->p;
+/* regions 0 and 1 (weights, arena) and two per input / output index */
+static void count_regions(Emit *E) {
   int max_io = 0;
-  for (int i = 0; i < p->n_bufs; i++) {
-    const LBuffer *b = &p->bufs[i];
-    if (b->elem != LE_F32 && b->elem != LE_I32 && b->elem != LE_U8)
-      return fail(E, "buffer b%d has an unknown element type %d", i, (int)b->elem);
-    if ((unsigned)b->kind >= LB_KIND_COUNT)
-      return fail(E, "buffer b%d has an unknown kind %d", i, (int)b->kind);
-    switch (b->kind) {
-    case LB_INPUT:
-    case LB_OUTPUT:
-      if (b->index < 0 || b->index >= (1 << 16))
-        return fail(E, "buffer b%d: input/output index %d out of range", i, b->index);
-      if (b->index + 1 > max_io)
-        max_io = b->index + 1;
-      break;
-    case LB_WEIGHT:
-    case LB_ARENA:
-      if (b->offset < 0 || b->offset > INT64_MAX / 8)
-        return fail(E, "buffer b%d: offset %lld out of range", i, (long long)b->offset);
-      break;
-    case LB_KIND_COUNT: return fail(E, "buffer b%d has an unknown kind %d", i, (int)b->kind);
-    }
+  for (int i = 0; i < E->p->n_bufs; i++) {
+    const LBuffer *b = &E->p->bufs[i];
+    if ((b->kind == LB_INPUT || b->kind == LB_OUTPUT) && b->index + 1 > max_io)
+      max_io = b->index + 1;
   }
   E->n_regions = 2 + 2 * max_io;
-  return true;
 }
 
 static void walk_expr(Emit *E, const LExpr *e) {
@@ -392,17 +342,12 @@ static void walk_expr(Emit *E, const LExpr *e) {
     return;
   const LoopProgram *p = E->p;
   switch (e->kind) {
-  case LX_SYM:
-    if (e->sym >= 0 && e->sym < p->n_syms)
-      E->use_sym[e->sym] = true;
-    break;
+  case LX_SYM: E->use_sym[e->sym] = true; break;
   case LX_LOAD:
   case LX_ADDR:
-    if (e->buf >= 0 && e->buf < p->n_bufs) {
-      E->use_buf[e->buf] = true;
-      if (e->kind == LX_LOAD)
-        E->use_region[region_of(&p->bufs[e->buf])] = true;
-    }
+    E->use_buf[e->buf] = true;
+    if (e->kind == LX_LOAD)
+      E->use_region[region_of(&p->bufs[e->buf])] = true;
     break;
   case LX_POOL: E->use_pool = true; break;
   case LX_CONST_I:
@@ -427,14 +372,14 @@ static void walk_stmt(Emit *E, const LStmt *s) {
   walk_expr(E, s->hi);
   walk_expr(E, s->value);
   walk_expr(E, s->index);
-  if (s->kind == LS_STORE && s->buf >= 0 && s->buf < E->p->n_bufs) {
+  if (s->kind == LS_STORE) {
     E->use_buf[s->buf] = true;
     E->use_region[region_of(&E->p->bufs[s->buf])] = true;
   }
-  if (s->kind == LS_CALL && s->args)
+  if (s->kind == LS_CALL)
     for (int i = 0; i < s->n_args; i++)
       walk_expr(E, s->args[i]);
-  if ((s->kind == LS_BLOCK || s->kind == LS_FOR) && s->stmts)
+  if (s->kind == LS_BLOCK || s->kind == LS_FOR)
     for (int i = 0; i < s->n_stmts; i++)
       walk_stmt(E, s->stmts[i]);
 }
@@ -513,7 +458,7 @@ static bool load_args(Emit *E) {
       ptr = LLVMBuildInBoundsGEP2(E->b, E->t_i8, arena, &off, 1, "");
       break;
     }
-    case LB_KIND_COUNT: return fail(E, "buffer b%d has an unknown kind", i);
+    case LB_KIND_COUNT: TFMC_ASSERT(!"a buffer of a known kind"); break;
     }
     char name[32];
     snprintf(name, sizeof name, "b%d", i);
@@ -582,21 +527,10 @@ static void tag_access(Emit *E, LLVMValueRef inst, int buf) {
 
 static LLVMValueRef emit_expr(Emit *E, const LExpr *e);
 
-static bool check_buf(Emit *E, int buf) {
-  if (buf < 0 || buf >= E->p->n_bufs)
-    return fail(E, "buffer index b%d out of range", buf);
-  if (!E->base[buf])
-    return fail(E, "reads buffer b%d outside a kernel", buf);
-  return true;
-}
-
+/* the element buf[index] (the verifier checked buf, the index type and
+ * that only kernels read buffers) */
 static LLVMValueRef elem_ptr(Emit *E, int buf, const LExpr *index) {
-  if (!check_buf(E, buf))
-    return NULL;
-  if (!index || index->t != LT_I64) {
-    fail(E, "index into b%d is not i64", buf);
-    return NULL;
-  }
+  TFMC_ASSERT(E->base[buf] && index->t == LT_I64);
   LLVMValueRef i = emit_expr(E, index);
   if (!i)
     return NULL;
@@ -608,11 +542,7 @@ static LLVMValueRef emit_load(Emit *E, const LExpr *e) {
   if (!ptr)
     return NULL;
   LElem el = E->p->bufs[e->buf].elem;
-  LType want = el == LE_F32 ? LT_F32 : LT_I64;
-  if (e->t != want) {
-    fail(E, "load from b%d has type %s, expected %s", e->buf, type_str(e->t), type_str(want));
-    return NULL;
-  }
+  TFMC_ASSERT(e->t == (el == LE_F32 ? LT_F32 : LT_I64));
   LLVMValueRef v = LLVMBuildLoad2(E->b, elem_type(E, el), ptr, "");
   LLVMSetAlignment(v, elem_align(el));
   tag_access(E, v, e->buf);
@@ -630,30 +560,9 @@ static LLVMValueRef bool_to_i64(Emit *E, LLVMValueRef c) {
 }
 
 static LLVMValueRef emit_bin(Emit *E, const LExpr *e) {
-  if (!e->a || !e->b) {
-    fail(E, "binary expression lacks an operand");
-    return NULL;
-  }
-  if (e->op < 0 || e->op >= LB_BINOP_COUNT) {
-    fail(E, "unknown binary operator %d", e->op);
-    return NULL;
-  }
   LBinOp op = (LBinOp)e->op;
   LType t = e->a->t;
-  if (!type_ok(t) || e->b->t != t) {
-    fail(E, "binary operands have types %s and %s", type_str(t), type_str(e->b->t));
-    return NULL;
-  }
-  bool cmp = op == LB_LT || op == LB_LE || op == LB_EQ || op == LB_NE;
-  LType want = cmp || op == LB_AND ? LT_I64 : t;
-  if (e->t != want) {
-    fail(E, "binary expression has type %s, expected %s", type_str(e->t), type_str(want));
-    return NULL;
-  }
-  if (is_float(t) && (op == LB_REM || op == LB_AND)) {
-    fail(E, "%s on floats", op == LB_REM ? "remainder" : "logical and");
-    return NULL;
-  }
+  TFMC_ASSERT(e->b->t == t);
   LLVMValueRef a = emit_expr(E, e->a);
   if (!a)
     return NULL;
@@ -683,8 +592,7 @@ static LLVMValueRef emit_bin(Emit *E, const LExpr *e) {
     }
     case LB_BINOP_COUNT: break;
     }
-    fail(E, "unknown binary operator %d", e->op);
-    return NULL;
+    TFMC_ASSERT(!"a known i64 binary operator");
   }
 
   int ti = t == LT_F64;
@@ -726,23 +634,12 @@ static LLVMValueRef emit_bin(Emit *E, const LExpr *e) {
   case LB_AND:
   case LB_BINOP_COUNT: break;
   }
-  fail(E, "unknown binary operator %d", e->op);
+  TFMC_ASSERT(!"a binary operator defined on floats");
   return NULL;
 }
 
 static LLVMValueRef emit_un(Emit *E, const LExpr *e) {
-  if (!e->a) {
-    fail(E, "unary expression lacks an operand");
-    return NULL;
-  }
-  if (!is_float(e->a->t) || e->t != e->a->t) {
-    fail(E, "unary operator on %s giving %s (floats only)", type_str(e->a->t), type_str(e->t));
-    return NULL;
-  }
-  if (e->op < 0 || e->op >= LU_UNOP_COUNT) {
-    fail(E, "unknown unary operator %d", e->op);
-    return NULL;
-  }
+  TFMC_ASSERT(loop_type_is_float(e->t) && e->a->t == e->t);
   LLVMValueRef a = emit_expr(E, e->a);
   if (!a)
     return NULL;
@@ -760,19 +657,12 @@ static LLVMValueRef emit_un(Emit *E, const LExpr *e) {
   case LU_ERF: return call(E, E->fn_math[f32 ? MF_ERFF : MF_ERF], &a, 1, "");
   case LU_UNOP_COUNT: break;
   }
-  if (!intr) {
-    fail(E, "unknown unary operator %d", e->op);
-    return NULL;
-  }
+  TFMC_ASSERT(intr);
   LLVMValueRef fn = intrinsic(E, intr, ty);
   return fn ? call(E, fn, &a, 1, "") : NULL;
 }
 
 static LLVMValueRef emit_cast(Emit *E, const LExpr *e) {
-  if (!e->a || !type_ok(e->a->t) || !type_ok(e->t)) {
-    fail(E, "malformed cast");
-    return NULL;
-  }
   LLVMValueRef a = emit_expr(E, e->a);
   if (!a)
     return NULL;
@@ -792,64 +682,20 @@ static LLVMValueRef emit_cast(Emit *E, const LExpr *e) {
 static LLVMValueRef emit_expr(Emit *E, const LExpr *e) {
   if (E->failed)
     return NULL;
-  if (!e) {
-    fail(E, "missing expression");
-    return NULL;
-  }
-  if (!type_ok(e->t)) {
-    fail(E, "expression has an unknown type %d", (int)e->t);
-    return NULL;
-  }
   switch (e->kind) {
-  case LX_CONST_I:
-    if (e->t != LT_I64)
-      break;
-    return ci64(E, e->ival);
-  case LX_CONST_F:
-    if (!is_float(e->t))
-      break;
-    return LLVMConstReal(ltype(E, e->t), e->fval);
+  case LX_CONST_I: return ci64(E, e->ival);
+  case LX_CONST_F: return LLVMConstReal(ltype(E, e->t), e->fval);
   case LX_VAR:
-    if (!E->k) {
-      fail(E, "uses variable v%d outside a kernel (extents may use symbols and constants only)",
-           e->var);
-      return NULL;
-    }
-    if (e->var < 0 || e->var >= E->k->n_vars) {
-      fail(E, "variable v%d out of range (the kernel has %d)", e->var, E->k->n_vars);
-      return NULL;
-    }
-    if (E->k->var_types[e->var] != e->t) {
-      fail(E, "v%d is %s but read as %s", e->var, type_str(E->k->var_types[e->var]),
-           type_str(e->t));
-      return NULL;
-    }
+    TFMC_ASSERT(E->k && E->k->var_types[e->var] == e->t);
     return LLVMBuildLoad2(E->b, ltype(E, e->t), E->vars[e->var], "");
-  case LX_SYM:
-    if (e->sym < 0 || e->sym >= E->p->n_syms) {
-      fail(E, "symbol sym%d out of range (the program has %d)", e->sym, E->p->n_syms);
-      return NULL;
-    }
-    if (e->t != LT_I64)
-      break;
-    if (!E->syms[e->sym]) {
-      fail(E, "internal error: sym%d was not loaded", e->sym);
-      return NULL;
-    }
-    return E->syms[e->sym];
+  case LX_SYM: TFMC_ASSERT(E->syms[e->sym]); return E->syms[e->sym];
   case LX_LOAD: return emit_load(E, e);
   case LX_ADDR:
   case LX_POOL:
-  case LX_NULL:
-    fail(E, "a pointer operand (address, pool or null) used outside a call argument");
-    return NULL;
+  case LX_NULL: break; /* call arguments only: emit_call */
   case LX_BIN: return emit_bin(E, e);
   case LX_UN: return emit_un(E, e);
   case LX_SELECT: {
-    if (!e->a || !e->b || !e->c || e->a->t != LT_I64 || e->b->t != e->t || e->c->t != e->t) {
-      fail(E, "malformed select");
-      return NULL;
-    }
     LLVMValueRef c = emit_expr(E, e->a);
     LLVMValueRef x = c ? emit_expr(E, e->b) : NULL;
     LLVMValueRef y = x ? emit_expr(E, e->c) : NULL;
@@ -860,7 +706,7 @@ static LLVMValueRef emit_expr(Emit *E, const LExpr *e) {
   case LX_CAST: return emit_cast(E, e);
   case LX_KIND_COUNT: break;
   }
-  fail(E, "malformed expression (kind %d, type %s)", (int)e->kind, type_str(e->t));
+  TFMC_ASSERT(!"a value expression of a known kind");
   return NULL;
 }
 
@@ -868,14 +714,10 @@ static LLVMValueRef emit_expr(Emit *E, const LExpr *e) {
 
 static bool emit_stmts(Emit *E, LStmt *const *stmts, int n);
 
-/* for (var = lo; var < hi; var++) stmts, with hi evaluated once */
+/* for (var = lo; var < hi; var++) stmts, with hi evaluated once (the
+ * verifier saw that nothing inside assigns var) */
 static bool emit_loop(Emit *E, int var, LLVMValueRef lo, LLVMValueRef hi, LStmt *const *stmts,
                       int n) {
-  /* a nested loop over the same variable, or an assignment to it inside
-   * the loop, could keep the loop from ever finishing */
-  if (E->in_loop[var])
-    return fail(E, "v%d drives two nested loops", var);
-  E->in_loop[var] = true;
   LLVMValueRef slot = E->vars[var];
   LLVMBuildStore(E->b, lo, slot);
   LLVMBasicBlockRef header = new_block(E, "header");
@@ -892,7 +734,6 @@ static bool emit_loop(Emit *E, int var, LLVMValueRef lo, LLVMValueRef hi, LStmt 
   if (!emit_stmts(E, stmts, n))
     return false;
   LLVMBuildBr(E->b, latch);
-  E->in_loop[var] = false;
 
   LLVMPositionBuilderAtEnd(E->b, latch);
   i = LLVMBuildLoad2(E->b, E->t_i64, slot, "");
@@ -903,25 +744,14 @@ static bool emit_loop(Emit *E, int var, LLVMValueRef lo, LLVMValueRef hi, LStmt 
   return true;
 }
 
-static bool check_var(Emit *E, int var, LType t, const char *what) {
-  if (var < 0 || var >= E->k->n_vars)
-    return fail(E, "%s variable v%d out of range (the kernel has %d)", what, var, E->k->n_vars);
-  if (E->k->var_types[var] != t)
-    return fail(E, "%s v%d is %s, given %s", what, var, type_str(E->k->var_types[var]),
-                type_str(t));
-  return true;
-}
-
-/* A call of a runtime function of ir/callees.def, its arguments checked
- * against the table's row first (loop_call_check). */
+/* A call of a runtime function of ir/callees.def (the verifier matched its
+ * arguments against the table's row). */
 static bool emit_call(Emit *E, const LStmt *s) {
-  char msg[256];
-  if (!loop_call_check(E->p, s, msg, sizeof msg))
-    return fail(E, "%s", msg);
   const LCalleeInfo *ci = &loop_callee_info[s->callee];
   LLVMValueRef v[LOOP_CALLEE_MAX_ARGS];
   for (int i = 0; i < ci->n_args; i++) {
     const LExpr *a = s->args[i];
+    v[i] = NULL;
     switch (ci->args[i].kind) {
     case LA_POOL:
       v[i] = a->kind == LX_NULL ? LLVMConstNull(E->t_i8p) : E->pool;
@@ -936,7 +766,7 @@ static bool emit_call(Emit *E, const LStmt *s) {
       v[i] = a->kind == LX_NULL ? LLVMConstNull(arg_type(E, ci->args[i].kind))
                                 : elem_ptr(E, a->buf, a->a);
       break;
-    case LA_KIND_COUNT: return fail(E, "%s argument %d has an unknown kind", ci->name, i);
+    case LA_KIND_COUNT: TFMC_ASSERT(!"an argument of a known kind"); break;
     }
     if (!v[i])
       return false;
@@ -948,14 +778,9 @@ static bool emit_call(Emit *E, const LStmt *s) {
 static bool emit_stmt(Emit *E, const LStmt *s) {
   if (E->failed)
     return false;
-  if (!s)
-    return fail(E, "missing statement");
   switch (s->kind) {
   case LS_FOR: {
-    if (!check_var(E, s->var, LT_I64, "loop"))
-      return false;
-    if (!s->lo || !s->hi || s->lo->t != LT_I64 || s->hi->t != LT_I64)
-      return fail(E, "loop over v%d has non-i64 bounds", s->var);
+    TFMC_ASSERT(E->k->var_types[s->var] == LT_I64);
     LLVMValueRef lo = emit_expr(E, s->lo);
     LLVMValueRef hi = lo ? emit_expr(E, s->hi) : NULL;
     if (!hi)
@@ -964,14 +789,7 @@ static bool emit_stmt(Emit *E, const LStmt *s) {
   }
   case LS_LET:
   case LS_SET: {
-    if (!s->value)
-      return fail(E, "assignment to v%d lacks a value", s->var);
-    if (s->kind == LS_LET && s->value->t != s->t)
-      return fail(E, "let v%d: %s given a %s", s->var, type_str(s->t), type_str(s->value->t));
-    if (!check_var(E, s->var, s->value->t, s->kind == LS_LET ? "let" : "set"))
-      return false;
-    if (E->in_loop[s->var])
-      return fail(E, "assigns v%d inside the loop it drives", s->var);
+    TFMC_ASSERT(E->k->var_types[s->var] == s->value->t);
     LLVMValueRef v = emit_expr(E, s->value);
     if (!v)
       return false;
@@ -979,12 +797,8 @@ static bool emit_stmt(Emit *E, const LStmt *s) {
     return true;
   }
   case LS_STORE: {
-    if (s->buf < 0 || s->buf >= E->p->n_bufs)
-      return fail(E, "buffer index b%d out of range", s->buf);
     LElem el = E->p->bufs[s->buf].elem;
-    LType want = el == LE_F32 ? LT_F32 : LT_I64;
-    if (!s->value || s->value->t != want)
-      return fail(E, "store to b%d needs a %s value", s->buf, type_str(want));
+    TFMC_ASSERT(s->value->t == (el == LE_F32 ? LT_F32 : LT_I64));
     LLVMValueRef ptr = elem_ptr(E, s->buf, s->index);
     LLVMValueRef v = ptr ? emit_expr(E, s->value) : NULL;
     if (!v)
@@ -1000,12 +814,11 @@ static bool emit_stmt(Emit *E, const LStmt *s) {
   case LS_BLOCK: return emit_stmts(E, s->stmts, s->n_stmts);
   case LS_KIND_COUNT: break;
   }
-  return fail(E, "unknown statement kind %d", (int)s->kind);
+  TFMC_ASSERT(!"a statement of a known kind");
+  return false;
 }
 
 static bool emit_stmts(Emit *E, LStmt *const *stmts, int n) {
-  if (n > 0 && !stmts)
-    return fail(E, "block lacks its statements");
   for (int i = 0; i < n; i++)
     if (!emit_stmt(E, stmts[i]))
       return false;
@@ -1013,18 +826,6 @@ static bool emit_stmts(Emit *E, LStmt *const *stmts, int n) {
 }
 
 /* ---- functions ---- */
-
-static bool is_identifier(const char *s) {
-  if (!s || !*s)
-    return false;
-  for (const char *c = s; *c; c++) {
-    bool alpha = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_';
-    bool digit = *c >= '0' && *c <= '9';
-    if (!alpha && !(digit && c != s))
-      return false;
-  }
-  return true;
-}
 
 /* Per-function scratch, sized for the program; zeroed per function. */
 typedef struct Scratch {
@@ -1086,39 +887,9 @@ static void scratch_reset(Emit *E, Scratch *s) {
 
 static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
   E->k = k;
-  E->where = k->name ? k->name : "(unnamed kernel)";
-  if (!is_identifier(k->name)) {
-    fail(E, "kernel name is not a C identifier");
-    return NULL;
-  }
-  for (size_t i = 0; i < sizeof reserved_names / sizeof *reserved_names; i++)
-    if (!strcmp(k->name, reserved_names[i])) {
-      fail(E, "kernel name is reserved");
-      return NULL;
-    }
-  for (int c = 0; c < LC_CALLEE_COUNT; c++)
-    if (!strcmp(k->name, loop_callee_info[c].name)) {
-      fail(E, "kernel name is reserved (a runtime function)");
-      return NULL;
-    }
-  if (LLVMGetNamedFunction(E->mod, k->name) || LLVMGetNamedGlobal(E->mod, k->name)) {
-    fail(E, "two kernels have this name");
-    return NULL;
-  }
-  if (k->n_vars < 1 || !k->var_types || k->outer_var < 0 || k->outer_var >= k->n_vars ||
-      k->var_types[k->outer_var] != LT_I64) {
-    fail(E, "outer loop variable v%d is not an i64 variable of the kernel", k->outer_var);
-    return NULL;
-  }
-  for (int v = 0; v < k->n_vars; v++)
-    if (!type_ok(k->var_types[v])) {
-      fail(E, "variable v%d has an unknown type %d", v, (int)k->var_types[v]);
-      return NULL;
-    }
-  if (!k->body || k->body->kind != LS_BLOCK) {
-    fail(E, "kernel body is missing or not a block");
-    return NULL;
-  }
+  E->where = k->name;
+  /* the verifier saw a unique identifier that names nothing else */
+  TFMC_ASSERT(!LLVMGetNamedFunction(E->mod, k->name) && !LLVMGetNamedGlobal(E->mod, k->name));
 
   scratch_reset(E, sc);
   walk_stmt(E, k->body);
@@ -1158,12 +929,7 @@ static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
     free(params);
   }
   E->vars = calloc((size_t)k->n_vars, sizeof *E->vars);
-  E->in_loop = calloc((size_t)k->n_vars, sizeof *E->in_loop);
-  if (!E->vars || !E->in_loop) {
-    free(E->vars);
-    free(E->in_loop);
-    E->vars = NULL;
-    E->in_loop = NULL;
+  if (!E->vars) {
     fail(E, "out of memory");
     return NULL;
   }
@@ -1179,9 +945,7 @@ static LLVMValueRef define_kernel(Emit *E, const LKernel *k, Scratch *sc) {
   if (ok)
     LLVMBuildRetVoid(E->b);
   free(E->vars);
-  free(E->in_loop);
   E->vars = NULL;
-  E->in_loop = NULL;
   E->k = NULL;
   return ok ? fn : NULL;
 }
@@ -1224,10 +988,6 @@ static bool define_entry(Emit *E, LLVMValueRef entry_fn, LLVMValueRef *kernels, 
   for (int i = 0; i < p->n_kernels; i++) {
     const LKernel *k = &p->kernels[i];
     E->where = k->name;
-    if (!k->extent || k->extent->t != LT_I64)
-      return fail(E, "extent is missing or not i64");
-    if (k->parallel && k->grain < 1)
-      return fail(E, "grain %lld is not positive", (long long)k->grain);
     LLVMValueRef n = emit_expr(E, k->extent);
     if (!n) {
       free(params);
@@ -1270,11 +1030,11 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
   Emit E = {.p = p, .ctx = ctx, .err = err, .errlen = errlen};
   Scratch sc = {0};
   LLVMValueRef *kernels = NULL;
-  if (!p)
-    return llvm_fail(err, errlen, "llvm: no program");
-  if (p->n_bufs < 0 || p->n_kernels < 0 || p->n_syms < 0 || (p->n_bufs && !p->bufs) ||
-      (p->n_kernels && !p->kernels))
-    return llvm_fail(err, errlen, "llvm: malformed loop program");
+  /* The compile driver will verify the program after lowering and after
+   * every loop pass; until it does, the entry point does. */
+  char bad[400];
+  if (!loop_program_verify(p, bad, sizeof bad))
+    return llvm_fail(err, errlen, "llvm: %s", bad);
   if (!module_create(&E, p->name && *p->name ? p->name : "tfmc"))
     goto fail;                           /* owns E.mod */
   E.b = LLVMCreateBuilderInContext(ctx); /* ours: disposed below */
@@ -1288,7 +1048,8 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
     LLVMDisposeMessage(dl);
     LLVMDisposeTargetData(td);
   }
-  if (!check_buffers(&E) || !scratch_alloc(&E, &sc))
+  count_regions(&E);
+  if (!scratch_alloc(&E, &sc))
     goto fail;
 
   LLVMValueRef entry_fn = LLVMAddFunction(E.mod, "tfmc_model_run", E.t_entry);

@@ -63,11 +63,11 @@ int llvm_fail_error(LLVMErrorRef e, const char *what, char *err, size_t errlen);
 
 /* Builds the module for p in ctx: one function per kernel and
  * tfmc_model_run, with t's CPU/features attributes and tm's triple and data
- * layout, then verifies it. Malformed loop IR (a bad buffer, variable or
- * symbol index, mistyped expression, misplaced pointer operand, duplicate or
- * non-identifier kernel name) is reported as an error, never a crash. On
- * success *out is a module owned by the caller (LLVMDisposeModule, or hand it
- * to ORC); on failure nothing is left allocated. */
+ * layout, then verifies it. Malformed loop IR is reported as an error, never
+ * a crash: the loop IR verifier (loop_program_verify) runs first and its
+ * message is returned prefixed "llvm: " (the compile driver will own that
+ * call). On success *out is a module owned by the caller (LLVMDisposeModule,
+ * or hand it to ORC); on failure nothing is left allocated. */
 int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachineRef tm,
                      LLVMContextRef ctx, LLVMModuleRef *out, char *err, size_t errlen);
 
