@@ -294,7 +294,7 @@ Test(project, malformed_programs_are_refused) {
   tiny(&t); /* rt_linear with a wrong argument count */
   LExpr *args[3] = {lx_pool(t.p), lx_i(t.p, 1), lx_i(t.p, 1)};
   ls_append(t.p, t.k->body, ls_call(t.p, LC_LINEAR, args, 3));
-  refused(t.p, &t.info, "rt_linear takes 10 arguments, given 3");
+  refused(t.p, &t.info, "rt_linear takes 12 arguments, given 3");
   arena_destroy(t.a);
 
   tiny(&t); /* an unknown operator */

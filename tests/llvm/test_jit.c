@@ -391,12 +391,12 @@ Test(llvm_jit, malformed_programs_are_errors) {
     LExpr *args[3] = {lx_pool(p), lx_i(p, 1), lx_i(p, 1)};
     ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 3));
   }
-  expect_error(p, NULL, "rt_linear takes 10 arguments");
+  expect_error(p, NULL, "rt_linear takes 12 arguments");
 
   p = tiny(a, &k, &st);
   {
     int ids = loop_buffer_add(p, LB_INPUT, 1, 0, LE_I32, "ids");
-    LExpr *args[10] = {lx_pool(p),
+    LExpr *args[12] = {lx_pool(p),
                        lx_i(p, 1),
                        lx_i(p, 1),
                        lx_i(p, 1),
@@ -405,8 +405,10 @@ Test(llvm_jit, malformed_programs_are_errors) {
                        lx_addr(p, 0, lx_i(p, 0)),
                        lx_null(p),
                        lx_addr(p, 1, lx_i(p, 0)),
-                       lx_i(p, 1)};
-    ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 10));
+                       lx_i(p, 1),
+                       lx_i(p, 1 << 17),
+                       lx_i(p, 1 << 23)};
+    ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 12));
   }
   expect_error(p, NULL, "not f32");
 
