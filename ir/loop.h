@@ -146,7 +146,7 @@ typedef enum LArgKind {
   LA_KIND_COUNT
 } LArgKind;
 
-#define LOOP_CALLEE_MAX_ARGS 16
+#define LOOP_CALLEE_MAX_ARGS 24
 
 typedef struct LCalleeArg {
   LArgKind kind;

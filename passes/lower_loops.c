@@ -12,11 +12,16 @@
  * the last), so the inner loop over the last dim is contiguous and the
  * vectoriser can work on it; matmuls call the runtime's rt_linear and
  * attention its rt_attention (runtime functions: ir/callees.def). The
- * formula each kernel implements is quoted above its lowering function. */
+ * formula each kernel implements is quoted above its lowering function.
+ *
+ * Policy (parallel grains, how rt_linear splits a product, rt_attention's
+ * query blocks and kernel choice) comes from LowerLoopsOptions (passes.h)
+ * and is written into the program: kernel grains and call arguments. */
 #include "ir/loop.h"
 #include "passes/passes.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +30,39 @@ typedef struct Lw {
   LoopProgram *p;
   int *buf;     /* node -> buffer id (-1 none) */
   LKernel *k;   /* kernel being built */
+  LowerLoopsOptions opt;
 } Lw;
+
+/* ---- policy ---- */
+
+LowerLoopsOptions pass_lower_loops_options_default(void) {
+  return (LowerLoopsOptions){
+      /* ~1 us of work per task: a hand-off to a worker that is spinning
+       * costs ~0.3 us, and a kernel whose whole extent fits in one grain
+       * runs on the caller. (32k, an earlier value, left the tiny
+       * classifier's layernorms and adds serial while the other core
+       * waited: 0.295 -> 0.233 ms per forward.) */
+      .grain_elems = 4096,
+      /* a few microseconds of gelu: below that a hand-off to another
+       * thread costs more than it saves */
+      .gelu_grain = 1 << 13,
+      /* a pool hand-off costs a few microseconds */
+      .linear_task_macs = (int64_t)1 << 17,
+      /* below 8M multiply-adds every extra piece repacks the shared operand
+       * and pays a call's fixed costs, which outweigh what finer pieces gain
+       * in balance (128x256x64: 37 -> 29 us on 2 threads) */
+      .linear_split_macs = (int64_t)1 << 23,
+      /* the scores of a block take block_q x tk floats (512 KiB at tk =
+       * 2048), and b * h * ceil(tq / block_q) tasks keep the pool busy even
+       * for one sequence */
+      .attn_block_q = 64,
+      /* K and V of a head stay in L2 while a block sweeps them. Longer
+       * keys go to BLAS, which blocks for the cache: at tk = 2048, dh = 64
+       * it took 112 ms for 12 heads where the tiled products took 167 ms;
+       * at tk = 128 they take 0.39 ms where BLAS took 0.47 (2 threads). */
+      .attn_tiled_floats = 16384,
+  };
+}
 
 /* ---- helpers ---- */
 
@@ -88,19 +125,15 @@ static LKernel *kernel(Lw *L, int node, LExpr *extent, bool parallel) {
   k->extent = extent;
   k->parallel = parallel;
   if (parallel) {
-    /* Hand at least ~4k elements of output to each task (about a
-     * microsecond of work): a hand-off to a worker that is spinning costs
-     * ~0.3 us, and a kernel whose whole extent fits in one grain runs on
-     * the caller. (32k, the earlier value, left the tiny classifier's
-     * layernorms and adds serial while the other core waited: 0.295 ->
-     * 0.233 ms per forward.) */
+    /* at least grain_elems elements of output per task */
     int64_t max[IR_MAX_SYMS] = {0}, iters = 1;
     for (int i = 0; i < L->g->n_syms; i++) max[i] = L->g->syms[i].max;
     if (!loop_expr_eval_i64(extent, max, &iters)) iters = 1;
     int64_t elems = type_numel_max(L->g, &n->type);
     int64_t per_iter = iters > 0 ? (elems + iters - 1) / iters : 1;
     if (per_iter < 1) per_iter = 1;
-    k->grain = (4096 + per_iter - 1) / per_iter;
+    int64_t grain_elems = L->opt.grain_elems > 0 ? L->opt.grain_elems : 1;
+    k->grain = (grain_elems + per_iter - 1) / per_iter;
   }
   L->k = k;
   return k;
@@ -205,9 +238,10 @@ static void lower_unary(Lw *L, int node) {
      * runtime's branch-free rt_gelu is ~5x faster */
     LoopProgram *p = L->p;
     kernel(L, node, I(L, 1), false);
-    LExpr *args[5] = {lx_pool(p), prodx(L, t, 0, t->rank), lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
-                      lx_addr(p, L->buf[node], I(L, 0)), I(L, n->op == IR_OP_GELU_TANH)};
-    emit(L, NULL, ls_call(p, LC_GELU, args, 5));
+    LExpr *args[6] = {lx_pool(p), prodx(L, t, 0, t->rank), lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
+                      lx_addr(p, L->buf[node], I(L, 0)), I(L, n->op == IR_OP_GELU_TANH),
+                      I(L, L->opt.gelu_grain)};
+    emit(L, NULL, ls_call(p, LC_GELU, args, 6));
     return;
   }
   LKernel *k = kernel(L, node, rowsx(L, t), true);
@@ -285,7 +319,7 @@ static void lower_linear(Lw *L, int node) {
   LoopProgram *p = L->p;
   kernel(L, node, I(L, 1), false);
   LExpr *N = I(L, tw->dims[0].value), *K = I(L, tw->dims[1].value);
-  LExpr *args[10] = {lx_pool(p),
+  LExpr *args[12] = {lx_pool(p),
                      rowsx(L, &n->type),
                      N,
                      K,
@@ -294,8 +328,10 @@ static void lower_linear(Lw *L, int node) {
                      lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
                      n->n_operands == 3 ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
                      lx_addr(p, L->buf[node], I(L, 0)),
-                     N};
-  emit(L, NULL, ls_call(p, LC_LINEAR, args, 10));
+                     N,
+                     I(L, L->opt.linear_task_macs),
+                     I(L, L->opt.linear_split_macs)};
+  emit(L, NULL, ls_call(p, LC_LINEAR, args, 12));
 }
 
 /* softmax: y = exp(x - max) / sum(exp(x - max)); log_softmax: y = x - max - log(sum) */
@@ -414,6 +450,15 @@ static void attn_score(Lw *L, LStmt *into, const IrNode *n, AttnIdx *a, int s, i
   }
 }
 
+/* The largest tk with dh * round_up(tk, 8) <= floats and dv * tk <= floats
+ * (attn_tiled_floats, passes.h), 0 when floats <= 0. */
+static int64_t attn_max_tk_tiled(int64_t floats, int64_t dh, int64_t dv) {
+  if (floats <= 0) return 0;
+  int64_t by_k = dh > 0 ? floats / dh / 8 * 8 : INT64_MAX;
+  int64_t by_v = dv > 0 ? floats / dv : INT64_MAX;
+  return by_k < by_v ? by_k : by_v;
+}
+
 /* attention(q,k,v,mask) = softmax(q_h k_h^T * scale, masked -1e9) v_h per
  * head h: the runtime's rt_attention (two GEMMs per block of query rows,
  * parallel over batch x heads x blocks inside), called once from a serial
@@ -428,13 +473,14 @@ static void lower_attention(Lw *L, int node) {
   kernel(L, node, I(L, 1), false);
   bool masked = n->n_operands == 4;
   const IrType *tm = masked ? &L->g->nodes[n->operands[3]].type : NULL;
-  LExpr *args[16] = {lx_pool(p),
+  int64_t dh = tq->dims[2].value / H, dv = tv->dims[2].value / H;
+  LExpr *args[18] = {lx_pool(p),
                      dimx(L, tq->dims[0]),
                      I(L, H),
                      dimx(L, tq->dims[1]),
                      dimx(L, tk->dims[1]),
-                     I(L, tq->dims[2].value / H),
-                     I(L, tv->dims[2].value / H),
+                     I(L, dh),
+                     I(L, dv),
                      f32(L, n->attrs.scale),
                      lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
                      lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
@@ -443,8 +489,10 @@ static void lower_attention(Lw *L, int node) {
                      masked ? dimx(L, tm->dims[0]) : I(L, 1),
                      masked ? dimx(L, tm->dims[1]) : I(L, 1),
                      lx_addr(p, L->buf[node], I(L, 0)),
-                     lx_null(p)};
-  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 16));
+                     lx_null(p),
+                     I(L, L->opt.attn_block_q),
+                     I(L, attn_max_tk_tiled(L->opt.attn_tiled_floats, dh, dv))};
+  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 18));
 }
 
 /* p[b,h,t,:] = softmax(scores(b,h,t,:)) */
@@ -534,9 +582,14 @@ static LElem elem_of(IrDtype dt) {
 }
 
 LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g) {
+  LowerLoopsOptions opts = pass_lower_loops_options_default();
+  return pass_lower_loops_with(a, g, &opts);
+}
+
+LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsOptions *opts) {
   LoopProgram *p = loop_program_create(a, g->name);
   p->n_syms = g->n_syms;
-  Lw L = {g, p, arena_alloc(a, (size_t)g->n_nodes * sizeof(int)), NULL};
+  Lw L = {g, p, arena_alloc(a, (size_t)g->n_nodes * sizeof(int)), NULL, *opts};
   int *out_of = arena_alloc(a, (size_t)g->n_nodes * sizeof(int)); /* node -> first output idx */
   int *base = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));   /* alias root */
   int *last = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));

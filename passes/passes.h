@@ -24,8 +24,44 @@ void pass_stats_compute(const IrGraph *g, const int64_t *sym_values, GraphStats 
 /* lower_loops.c: graph IR -> loop IR with the activation arena planned by
  * liveness at the maximum dims. The graph must verify. Buffers: inputs in
  * input-node order, outputs in g->outputs order, params packed in node order
- * at 16-float aligned offsets (LoopProgram.weights_floats in all). */
+ * at 16-float aligned offsets (LoopProgram.weights_floats in all).
+ *
+ * The lowering's policy: how kernels and runtime calls split and tile their
+ * work. Each field ends up as a kernel's grain or as an argument of a
+ * runtime call (ir/callees.def), so `tfmc ir --level loop` shows every
+ * choice and a later pass may change it. None changes a result beyond
+ * rounding (the grains and splits not even that). The defaults
+ * (pass_lower_loops_options_default) are the values the runtime was tuned
+ * with; lower_loops.c says why each is what it is. */
+typedef struct LowerLoopsOptions {
+  /* Parallel elementwise and row kernels: output elements each pool task
+   * gets at least (LKernel.grain = this / elements per outer iteration,
+   * rounded up). Default 4096. */
+  int64_t grain_elems;
+  /* rt_gelu grain: elements per task at least. Default 8192. */
+  int64_t gelu_grain;
+  /* rt_linear task_macs: multiply-adds per task at least; a product of
+   * fewer than twice this runs on the calling thread. Default 1 << 17. */
+  int64_t linear_task_macs;
+  /* rt_linear split_macs: a product of fewer multiply-adds is cut into one
+   * piece per thread. Default 1 << 23 (8M). */
+  int64_t linear_split_macs;
+  /* rt_attention block_q: query rows per task. Default 64. */
+  int64_t attn_block_q;
+  /* rt_attention max_tk_tiled, derived per call from the head dims: the
+   * largest key length whose K (dh x tk, tk rounded up to 8) and V
+   * (tk x dv) each fit in this many floats; up to it the AVX2
+   * register-tiled products run instead of BLAS. 0: always BLAS. Default
+   * 16384 (64 KiB: tk <= 256 at dh = dv = 64, 1024 at 16). */
+  int64_t attn_tiled_floats;
+} LowerLoopsOptions;
+
+LowerLoopsOptions pass_lower_loops_options_default(void);
 struct LoopProgram;
+/* Lowers with opts (not kept: copied into the program's arguments). */
+struct LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g,
+                                          const LowerLoopsOptions *opts);
+/* pass_lower_loops_with the defaults. */
 struct LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g);
 
 /* model_info.c: the run-time description of a compiled model (what

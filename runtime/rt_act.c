@@ -80,9 +80,8 @@ static void gelu_task(void *ctx, int64_t lo, int64_t hi) {
   else gelu_erf_base(j->x, j->y, lo, hi);
 }
 
-void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx) {
+void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx,
+             int64_t grain) {
   GeluJob j = {x, y, tanh_approx};
-  /* ~8k elements (a few microseconds) per task: below that a hand-off to
-   * another thread costs more than it saves */
-  rt_pool_parallel_for(pool, n, 1 << 13, gelu_task, &j);
+  rt_pool_parallel_for(pool, n, grain > 0 ? grain : 1, gelu_task, &j);
 }

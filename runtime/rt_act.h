@@ -8,10 +8,12 @@
 
 #include <stdint.h>
 
-/* y[i] = gelu(x[i]) for i < n, split over the pool for large n:
+/* y[i] = gelu(x[i]) for i < n, split over the pool in tasks of at least
+ * grain elements (the caller's policy; values below 1 count as 1):
  *   tanh_approx = 0: x/2 (1 + erf(x / sqrt 2))                      (|error| < 2e-7 |x|)
  *   tanh_approx = 1: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (|error| < 2e-7 |x|)
  * x and y must not overlap. */
-void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx);
+void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx,
+             int64_t grain);
 
 #endif

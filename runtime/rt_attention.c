@@ -7,11 +7,14 @@
  *   S[r, j]      = -1e9 where the mask row says 0
  *   S[r, :]      = softmax(S[r, :])                    max-subtracted, in place
  *   O[t0.., hd]  = S V[.., hd]                         rt_sgemm into out, ldc = h*dv
- * On x86 with AVX2+FMA, short keys and dv a multiple of 8 (small models,
- * BERT at seq 128), the two products are AVX2 loops instead of BLAS calls
- * (attn_scores_avx2 / attn_mix_avx2: 6x16 register tiles, K transposed per
- * task into scratch), which skip BLAS's packing; the softmax has an AVX2
- * version too. Everything else keeps the portable loops and BLAS.
+ * On x86 with AVX2+FMA, dv a multiple of 8 and tk <= max_tk_tiled (the
+ * caller's policy: small models, BERT at seq 128), the two products are
+ * AVX2 loops instead of BLAS calls (attn_scores_avx2 / attn_mix_avx2: 6x16
+ * register tiles, K transposed per task into scratch), which skip BLAS's
+ * packing; the softmax has an AVX2 version too. Everything else keeps the
+ * portable loops and BLAS. What the CPU can run is decided here (cpuid);
+ * which path and how many query rows per task (block_q) are arguments the
+ * compiler chooses (passes/lower_loops.c).
  * Tasks are numbered ((bi * h) + hd) * n_blocks + block, so the tasks a
  * thread gets in a row mostly share one head's K and V.
  *
@@ -32,16 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Query rows per task: the scores of a block take ATTN_BLOCK x tk floats
- * (512 KiB at tk = 2048), and b * h * ceil(tq / ATTN_BLOCK) tasks keep the
- * pool busy even for one sequence. */
-#define ATTN_BLOCK 64
-
 /* masked_fill(mask == 0, -1e9), as the interpreter and PyTorch do */
 #define ATTN_MASKED_SCORE (-1e9f)
 
 typedef struct AttnJob {
-  int64_t b, h, tq, tk, dh, dv, n_blocks;
+  int64_t b, h, tq, tk, dh, dv;
+  int64_t block_q, n_blocks; /* query rows per task, tasks per head */
+  int tiled;                 /* the AVX2 products (attn_tiled) */
   float scale;
   const float *q, *k, *v;
   const uint8_t *mask;
@@ -468,20 +468,16 @@ static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t
     o[c] *= inv;
 }
 
-/* The AVX2 products take heads whose dv is whole vectors and whose keys
- * and values stay in L2 while a block sweeps them (dh x tk and tk x dv at
- * most 16k floats: tk <= 256 at dh 64, 1024 at dh 16). Longer sequences go
- * to BLAS, which blocks for the cache: at tk = 2048, dh = 64 it took 112
- * ms for 12 heads where these took 167 ms; at tk = 128 these take 0.39 ms
- * where BLAS took 0.47 (2 threads). */
-#define ATTN_DIRECT_FLOATS 16384
-static int attn_direct(const AttnJob *j) {
+/* The AVX2 register-tiled products take heads whose dv is whole vectors,
+ * on a CPU with AVX2+FMA, when the caller's policy allows them at this key
+ * length (tk <= max_tk_tiled: the compiler chooses it, see
+ * passes/lower_loops.c). */
+static int attn_tiled(int64_t tk, int64_t dv, int64_t max_tk_tiled) {
 #ifdef ATTN_X86
-  return j->dv % 8 == 0 && j->dh * ((j->tk + 7) / 8 * 8) <= ATTN_DIRECT_FLOATS &&
-         j->dv * j->tk <= ATTN_DIRECT_FLOATS && __builtin_cpu_supports("avx2") &&
+  return dv % 8 == 0 && tk <= max_tk_tiled && __builtin_cpu_supports("avx2") &&
          __builtin_cpu_supports("fma");
 #else
-  (void)j;
+  (void)tk, (void)dv, (void)max_tk_tiled;
   return 0;
 #endif
 }
@@ -489,7 +485,7 @@ static int attn_direct(const AttnJob *j) {
 /* One task: query rows t0 .. t0+rows of head hd of batch element bi. */
 static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int64_t rows) {
   int64_t ldq = j->h * j->dh, ldv = j->h * j->dv;
-  int direct = attn_direct(j);
+  int direct = j->tiled;
   int64_t tk8 = (j->tk + 7) / 8 * 8, kt_floats = direct ? j->dh * tk8 : 0;
   /* scratch: the scores (unless they go to probs), then kt */
   float *scratch = scratch_get((j->probs ? 0 : rows * j->tk) + kt_floats + 1);
@@ -524,8 +520,8 @@ static void attn_task(void *ctx, int64_t lo, int64_t hi) {
   const AttnJob *j = ctx;
   for (int64_t task = lo; task < hi; task++) {
     int64_t block = task % j->n_blocks, bh = task / j->n_blocks;
-    int64_t t0 = block * ATTN_BLOCK;
-    int64_t rows = j->tq - t0 < ATTN_BLOCK ? j->tq - t0 : ATTN_BLOCK;
+    int64_t t0 = block * j->block_q;
+    int64_t rows = j->tq - t0 < j->block_q ? j->tq - t0 : j->block_q;
     attn_block(j, bh / j->h, bh % j->h, t0, rows);
   }
 }
@@ -540,15 +536,21 @@ static void zero_out(int64_t b, int64_t h, int64_t tq, int64_t dv, float *out) {
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
                   int64_t dv, float scale, const float *q, const float *k, const float *v,
                   const uint8_t *mask, int64_t mask_b, int64_t mask_q, float *out,
-                  float *probs) {
+                  float *probs, int64_t block_q, int64_t max_tk_tiled) {
   if (b <= 0 || h <= 0 || tq <= 0)
     return;
   if (tk <= 0) {
     zero_out(b, h, tq, dv, out);
     return;
   }
-  int64_t n_blocks = (tq + ATTN_BLOCK - 1) / ATTN_BLOCK;
-  AttnJob j = {b, h, tq, tk, dh, dv, n_blocks, scale, q, k, v, mask, mask_b, mask_q, out, probs};
+  if (block_q < 1)
+    block_q = 1;
+  int64_t n_blocks = (tq + block_q - 1) / block_q;
+  AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
+               .block_q = block_q, .n_blocks = n_blocks,
+               .tiled = attn_tiled(tk, dv, max_tk_tiled), .scale = scale,
+               .q = q, .k = k, .v = v, .mask = mask, .mask_b = mask_b, .mask_q = mask_q,
+               .out = out, .probs = probs};
   rt_pool_parallel_for(pool, b * h * n_blocks, 1, attn_task, &j);
 }
 
@@ -562,7 +564,9 @@ void rt_attention_streaming(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_
     zero_out(b, h, tq, dv, out);
     return;
   }
-  AttnJob j = {b, h, tq, tk, dh, dv, 1, scale, q, k, v, mask, mask_b, mask_q, out, NULL};
+  AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv, .block_q = tq,
+               .n_blocks = 1, .scale = scale, .q = q, .k = k, .v = v, .mask = mask,
+               .mask_b = mask_b, .mask_q = mask_q, .out = out};
   for (int64_t bi = 0; bi < b; bi++)
     for (int64_t hd = 0; hd < h; hd++)
       for (int64_t t = 0; t < tq; t++)

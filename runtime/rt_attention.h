@@ -9,16 +9,19 @@
  *   out[b,t,h*dv : (h+1)*dv] = sum_j p[j] v[b,j,h*dv : (h+1)*dv]
  *
  * Example (BERT-base self-attention over 2 sequences of 128 tokens with a
- * key padding mask of shape [2,1,128]):
+ * key padding mask of shape [2,1,128], in blocks of 64 query rows, the AVX2
+ * products up to 256 keys):
  *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, k, v,
- *                  mask, 2, 1, out, NULL);
+ *                  mask, 2, 1, out, NULL, 64, 256);
  *
- * Work splits over the pool as (b, h, block of 64 query rows) tasks; each
+ * Work splits over the pool as (b, h, block of block_q query rows) tasks; each
  * computes its block of scores with one single-threaded rt_sgemm straight
  * from q and k (leading dimension h*dh: no transposed copies), masks them,
  * takes the row softmax in place and multiplies by v with a second rt_sgemm
- * that writes into out (leading dimension h*dv). The scores of a task are
- * block x tk floats in a per-thread scratch buffer that grows on demand and
+ * that writes into out (leading dimension h*dv); on x86 with AVX2+FMA, when
+ * dv is a multiple of 8 and tk <= max_tk_tiled, both products are AVX2
+ * register-tiled loops instead (no BLAS packing). The scores of a task are
+ * block_q x tk floats in a per-thread scratch buffer that grows on demand and
  * is kept for the thread's life (freed at thread exit), so a long sequence
  * never needs a tq x tk matrix and nothing is allocated once the buffers
  * have reached their size. With probs the scores are computed in probs
@@ -41,11 +44,16 @@
  *   probs NULL, or [b, h, tq, tk]: also written with the probabilities
  * out and probs must not overlap each other or the inputs. Sizes may be 0
  * (nothing to do; with tk == 0 out is all zeros). A NULL pool runs on the
- * calling thread. */
+ * calling thread.
+ * Policy (chosen by the compiler; any values give the same result up to
+ * rounding, and the same bits for any thread count):
+ *   block_q       query rows per task (values below 1 count as 1)
+ *   max_tk_tiled  the AVX2 register-tiled products run when tk <= this
+ *                 (and the CPU and dv allow them); 0: always BLAS */
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
                   int64_t dv, float scale, const float *q, const float *k, const float *v,
                   const uint8_t *mask, int64_t mask_b, int64_t mask_q, float *out,
-                  float *probs);
+                  float *probs, int64_t block_q, int64_t max_tk_tiled);
 
 /* The same result without the GEMM and without scratch memory: one query
  * row at a time, online softmax over the keys (running max and sum, the

@@ -45,6 +45,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The portable GEMM's register tile (MR x NR) is what its micro-kernel is
+ * written for; the cache blocks MC, KC, NC are sized for typical L1/L2/L3
+ * and stay runtime constants for now (a tiling pass could pass them in as
+ * rt_linear's task_macs / split_macs are). */
 #define GEMM_MR 4 /* gemm_pack_a interleaves exactly 4 rows */
 #define GEMM_NR 24
 #define GEMM_MC 128  /* multiple of MR */
@@ -53,13 +57,9 @@
 #define GEMV_NB 64   /* columns per register block in the no-transpose gemv */
 
 /* rt_linear's column blocks are multiples of this (a multiple of 16 for
- * BLAS kernels and of NR for ours), so only the last block is ragged. */
+ * BLAS kernels and of NR for ours), so only the last block is ragged. How
+ * finely a product is split (task_macs, split_macs) is the caller's. */
 #define LINEAR_COL_UNIT 48
-/* Below this many multiply-adds a product runs on one thread; chunks get at
- * least this many (a pool hand-off costs a few microseconds). Below
- * LINEAR_SMALL_MACS it is cut into one piece per thread. */
-#define LINEAR_SMALL_MACS ((int64_t)1 << 23)
-#define LINEAR_MIN_MACS ((int64_t)1 << 17)
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define GEMM_X86 1
@@ -677,14 +677,17 @@ static void linear_task(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
-               const float *w, const float *bias, float *y, int64_t ldy) {
+               const float *w, const float *bias, float *y, int64_t ldy, int64_t task_macs,
+               int64_t split_macs) {
   gemm_ensure_init();
   if (m <= 0 || n <= 0)
     return;
   LinearJob j = {m, n, k, ldx, ldy, 1, x, w, bias, y, 0};
   int threads = rt_pool_size(pool);
   int64_t macs = m * n * (k > 0 ? k : 1);
-  if (threads <= 1 || macs < 2 * LINEAR_MIN_MACS) {
+  if (task_macs < 1)
+    task_macs = 1;
+  if (threads <= 1 || macs / 2 < task_macs) { /* macs < 2 task_macs, without overflow */
     linear_block(&j, 0, m, 0, n);
     return;
   }
@@ -701,8 +704,8 @@ void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, in
     units = m;
     per_unit = n * (k > 0 ? k : 1);
   }
-  int64_t grain = (LINEAR_MIN_MACS + per_unit - 1) / per_unit;
-  if (macs < LINEAR_SMALL_MACS) {
+  int64_t grain = task_macs / per_unit + (task_macs % per_unit != 0); /* rounded up */
+  if (macs < split_macs) {
     /* A small product: one piece per thread. Every piece repacks the
      * operand it shares (x for column pieces, w for row pieces) and pays a
      * call's fixed costs, which at this size outweigh what finer pieces

@@ -20,9 +20,18 @@
 
 /* y[M,N] = x[M,K] w[N,K]^T (+ bias[N] if not NULL), row-major; x rows are
  * ldx floats apart, y rows ldy apart; w is dense [N,K]. Splits the work
- * over the pool (N blocks for small M, M blocks otherwise). */
+ * over the pool (N blocks for small M, M blocks otherwise) as the caller's
+ * policy says (the compiler chooses it: passes/lower_loops.c):
+ *   task_macs   multiply-adds a task gets at least; a product of fewer than
+ *               2 * task_macs runs on the calling thread (values below 1
+ *               count as 1)
+ *   split_macs  a product of fewer multiply-adds is cut into one piece per
+ *               thread; larger ones into pieces of at least task_macs
+ * The split never changes the result: the same bits for any policy and
+ * thread count. */
 void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
-               int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy);
+               int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy,
+               int64_t task_macs, int64_t split_macs);
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),
  * single-threaded (callers parallelise over independent products). */

@@ -460,8 +460,9 @@ static inline void ref_ops(const float *in, float *out) {
   }
 }
 
-/* ---- rt_linear: y0 = x w^T + b (pool from args, padded rows), then
- * arena = x[1:] w^T (null pool, null bias) copied into y1 ---- */
+/* ---- rt_linear: y0 = x w^T + b (pool from args, padded rows, split into
+ * the finest pieces: task_macs 1, split_macs 0), then arena = x[1:] w^T
+ * (null pool, null bias, the lowering's default policy) copied into y1 ---- */
 
 enum { LIN_M = 9, LIN_N = 21, LIN_K = 35, LIN_LDX = 40, LIN_LDY = 23, LIN_B = 21 * 35 + 11 };
 
@@ -477,7 +478,7 @@ static inline LoopProgram *prog_linear(Arena *a) {
   p->weights_floats = LIN_B + LIN_N;
   LKernel *k = loop_kernel_add(p, "k9_linear", "linear", -1);
   k->extent = CI(1);
-  LExpr *args[10] = {lx_pool(p),
+  LExpr *args[12] = {lx_pool(p),
                      CI(LIN_M),
                      CI(LIN_N),
                      CI(LIN_K),
@@ -486,12 +487,14 @@ static inline LoopProgram *prog_linear(Arena *a) {
                      lx_addr(p, w, CI(0)),
                      lx_addr(p, b, CI(0)),
                      lx_addr(p, y0, CI(0)),
-                     CI(LIN_LDY)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 10));
+                     CI(LIN_LDY),
+                     CI(1),
+                     CI(0)};
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 12));
 
   k = loop_kernel_add(p, "k10_linear_nobias", "linear without bias", -1);
   k->extent = CI(1);
-  LExpr *args2[10] = {lx_null(p),
+  LExpr *args2[12] = {lx_null(p),
                       CI(LIN_M - 1),
                       CI(LIN_N),
                       CI(LIN_K),
@@ -500,8 +503,10 @@ static inline LoopProgram *prog_linear(Arena *a) {
                       lx_addr(p, w, CI(0)),
                       lx_null(p),
                       lx_addr(p, t, CI(0)),
-                      CI(LIN_N)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args2, 10));
+                      CI(LIN_N),
+                      CI((int64_t)1 << 17),
+                      CI((int64_t)1 << 23)};
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args2, 12));
 
   k = loop_kernel_add(p, "k11_copy", "copy", -1);
   k->extent = CI((LIN_M - 1) * LIN_N);

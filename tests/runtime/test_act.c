@@ -1,10 +1,15 @@
 /* tests/runtime/test_act.c — rt_gelu (both forms) against libm in double
- * over a dense sweep, odd lengths and both pool paths. */
+ * over a dense sweep, odd lengths and both pool paths; the same bits for
+ * any grain. */
 #include "runtime/rt_act.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* what the lowering passes by default (LowerLoopsOptions.gelu_grain) */
+enum { GRAIN = 1 << 13 };
 
 static double gelu_ref(double x, int tanh_form) {
   if (tanh_form) return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
@@ -15,7 +20,7 @@ static void sweep(int tanh_form, RtPool *pool, int64_t n) {
   float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
   cr_assert(x && y);
   for (int64_t i = 0; i < n; i++) x[i] = (float)(-20.0 + 40.0 * (double)i / (double)(n > 1 ? n - 1 : 1));
-  rt_gelu(pool, n, x, y, tanh_form);
+  rt_gelu(pool, n, x, y, tanh_form, GRAIN);
   for (int64_t i = 0; i < n; i++) {
     double r = gelu_ref(x[i], tanh_form);
     cr_assert(fabs(y[i] - r) <= 2e-7 * fabs(x[i]) + 1e-7, "gelu%s(%.9g) = %.9g, want %.9g",
@@ -36,8 +41,31 @@ Test(act, small_and_pooled) {
 }
 Test(act, exact_zeros_and_extremes) {
   float x[4] = {0.0f, -0.0f, -100.0f, 100.0f}, y[4];
-  rt_gelu(NULL, 4, x, y, 0);
+  rt_gelu(NULL, 4, x, y, 0, GRAIN);
   cr_assert_eq(y[0], 0.0f);
   cr_assert_eq(y[2], 0.0f, "gelu(-100) = %g", y[2]);
   cr_assert_float_eq(y[3], 100.0f, 1e-4);
+}
+
+/* The grain only decides how the elements are split over the pool: every
+ * grain (values below 1 count as 1) gives the same bits. */
+Test(act, same_bits_for_any_grain) {
+  enum { N = 50001 };
+  float *x = malloc(N * 4), *y0 = malloc(N * 4), *y = malloc(N * 4);
+  cr_assert(x && y0 && y);
+  for (int i = 0; i < N; i++) x[i] = (float)(-8.0 + 16.0 * i / (N - 1));
+  RtPool *p = rt_pool_create(3);
+  const int64_t grains[] = {1, 7, 1000, GRAIN, N, 0, -5};
+  for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+    rt_gelu(NULL, N, x, y0, tanh_form, GRAIN);
+    for (size_t g = 0; g < sizeof grains / sizeof *grains; g++) {
+      memset(y, 0, N * 4);
+      rt_gelu(p, N, x, y, tanh_form, grains[g]);
+      cr_assert(memcmp(y, y0, N * 4) == 0, "grain %lld changed the result", (long long)grains[g]);
+    }
+  }
+  rt_pool_destroy(p);
+  free(x);
+  free(y0);
+  free(y);
 }

@@ -7,7 +7,9 @@
  * threads (results bit-identical across thread counts), the AVX2 products
  * (dv a multiple of 8, short keys) and the BLAS path (other dv, long keys),
  * the OpenBLAS and portable GEMMs, and scratch buffers growing between calls. Nothing may be
- * written outside out and probs. */
+ * written outside out and probs. Every shape runs under several policies
+ * (block_q, max_tk_tiled): the AVX2 products whenever the CPU and dv allow,
+ * never, or up to a key length, in blocks of 64 or of 5 query rows. */
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
@@ -155,24 +157,44 @@ static void check_close(const float *got, const double *ref, int64_t n, const ch
               (long long)i, got[i], ref[i]);
 }
 
-/* Runs rt_attention (with and without probs) and rt_attention_streaming on
- * d and checks all of them; returns rt_attention's out (caller frees). */
+/* rt_attention's policy arguments: query rows per task, and the longest
+ * keys the AVX2 register-tiled products take. */
+typedef struct Policy {
+  int64_t block_q, max_tk_tiled;
+} Policy;
+
+/* What the lowering passes by default at dh = dv = 64 (LowerLoopsOptions). */
+static const Policy DEFAULT_POLICY = {64, 256};
+/* Tiled whenever the CPU and dv allow; never (BLAS); up to 40 keys in
+ * blocks of 5 rows. */
+static const Policy POLICIES[] = {{64, INT64_MAX}, {64, 0}, {5, 40}};
+enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
+
+static void attention(RtPool *pool, const Data *d, float *out, float *probs, Policy pol) {
+  const Shape *s = &d->s;
+  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
+               s->mask_b, s->mask_q, out, probs, pol.block_q, pol.max_tk_tiled);
+}
+
+/* Runs rt_attention (with and without probs, under every policy) and
+ * rt_attention_streaming on d and checks all of them; returns
+ * rt_attention's out under the first policy (caller frees). */
 static float *run_all(Data *d, RtPool *pool) {
   const Shape *s = &d->s;
   int64_t n_out = s->b * s->tq * s->h * s->dv, n_p = s->b * s->h * s->tq * s->tk;
   float *out = guarded(n_out), *out2 = guarded(n_out), *out3 = guarded(n_out);
   float *probs = guarded(n_p);
-  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
-               s->mask_b, s->mask_q, out, NULL);
-  check_close(out, d->ref_out, n_out, "rt_attention out", s);
-  check_guard(out, n_out, "rt_attention out");
+  for (int i = N_POLICIES - 1; i >= 0; i--) { /* ending with the first: out is its result */
+    attention(pool, d, out, NULL, POLICIES[i]);
+    check_close(out, d->ref_out, n_out, "rt_attention out", s);
+    check_guard(out, n_out, "rt_attention out");
 
-  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
-               s->mask_b, s->mask_q, out2, probs);
-  check_close(out2, d->ref_out, n_out, "rt_attention out (with probs)", s);
-  check_close(probs, d->ref_probs, n_p, "rt_attention probs", s);
-  check_guard(out2, n_out, "rt_attention out (with probs)");
-  check_guard(probs, n_p, "rt_attention probs");
+    attention(pool, d, out2, probs, POLICIES[i]);
+    check_close(out2, d->ref_out, n_out, "rt_attention out (with probs)", s);
+    check_close(probs, d->ref_probs, n_p, "rt_attention probs", s);
+    check_guard(out2, n_out, "rt_attention out (with probs)");
+    check_guard(probs, n_p, "rt_attention probs");
+  }
 
   rt_attention_streaming(s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v,
                          d->mask, s->mask_b, s->mask_q, out3);
@@ -224,8 +246,8 @@ Test(attention, query_blocks_and_long_keys) {
   check_shape(2, 3, 65, 33, 16, 8, pool);    /* one row into the second block */
   check_shape(1, 2, 130, 257, 32, 24, pool); /* three blocks, long keys */
   check_shape(2, 1, 129, 3, 64, 64, pool);   /* cross attention: few keys */
-  /* keys beyond what the AVX2 products take (dh x tk > 16k floats): the
-   * BLAS path, with dims the AVX2 path would otherwise take */
+  /* long keys (beyond what the lowering lets the AVX2 products take by
+   * default), on both paths */
   check_shape(1, 2, 70, 2100, 8, 8, pool);
   rt_pool_destroy(pool);
 }
@@ -257,8 +279,7 @@ Test(attention, fully_masked_row_is_uniform) {
                 out[b * s.tq * Dv + e], mean);
     }
   float *probs = guarded(s.b * s.h * s.tq * s.tk), *o2 = guarded(s.b * s.tq * Dv);
-  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
-               s.mask_q, o2, probs);
+  attention(NULL, &d, o2, probs, DEFAULT_POLICY);
   for (int64_t b = 0; b < s.b; b++)
     for (int64_t h = 0; h < s.h; h++)
       for (int64_t t = 0; t < s.tq; t++)
@@ -275,25 +296,45 @@ Test(attention, fully_masked_row_is_uniform) {
   release(&d);
 }
 
-/* The blocks do not depend on the number of threads: bit-identical results. */
+/* The blocks do not depend on the number of threads: bit-identical results
+ * under each policy (dv 12 takes the BLAS path, dv 16 the AVX2 one where
+ * the policy and CPU allow). */
 Test(attention, same_bits_for_any_thread_count) {
-  Shape s = {3, 4, 70, 45, 16, 12, 3, 1};
+  Shape shapes[2] = {{3, 4, 70, 45, 16, 12, 3, 1}, {3, 4, 70, 45, 16, 16, 3, 1}};
+  for (int si = 0; si < 2; si++)
+    for (int pi = 0; pi < N_POLICIES; pi++) {
+      Shape s = shapes[si];
+      Data d = make(s, false);
+      int64_t n = s.b * s.tq * s.h * s.dv;
+      float *o1 = guarded(n);
+      attention(NULL, &d, o1, NULL, POLICIES[pi]);
+      for (int threads = 1; threads <= 3; threads++) {
+        RtPool *pool = rt_pool_create(threads);
+        float *o = guarded(n);
+        attention(pool, &d, o, NULL, POLICIES[pi]);
+        cr_assert(memcmp(o, o1, sizeof(float) * (size_t)n) == 0,
+                  "dv %lld, policy %d: %d threads changed the result", (long long)s.dv, pi,
+                  threads);
+        free(o);
+        rt_pool_destroy(pool);
+      }
+      free(o1);
+      release(&d);
+    }
+}
+
+/* block_q below 1 counts as 1 query row per task. */
+Test(attention, block_q_below_one) {
+  Shape s = {2, 3, 9, 11, 8, 8, 2, 1};
   Data d = make(s, false);
   int64_t n = s.b * s.tq * s.h * s.dv;
-  float *o1 = guarded(n);
-  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
-               s.mask_q, o1, NULL);
-  for (int threads = 1; threads <= 3; threads++) {
-    RtPool *pool = rt_pool_create(threads);
-    float *o = guarded(n);
-    rt_attention(pool, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, d.mask, s.mask_b,
-                 s.mask_q, o, NULL);
-    cr_assert(memcmp(o, o1, sizeof(float) * (size_t)n) == 0, "%d threads changed the result",
-              threads);
-    free(o);
-    rt_pool_destroy(pool);
-  }
-  free(o1);
+  float *o = guarded(n);
+  attention(NULL, &d, o, NULL, (Policy){0, 256});
+  check_close(o, d.ref_out, n, "block_q 0", &s);
+  check_guard(o, n, "block_q 0");
+  attention(NULL, &d, o, NULL, (Policy){-3, 0});
+  check_close(o, d.ref_out, n, "block_q -3", &s);
+  free(o);
   release(&d);
 }
 
@@ -317,7 +358,7 @@ Test(attention, empty_sizes) {
   for (int i = 0; i < 8; i++)
     q[i] = 1;
   float *out = guarded(2 * 2 * 3);
-  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
   for (int i = 0; i < 12; i++)
     cr_assert_eq(out[i], 0.0f);
   check_guard(out, 12, "tk = 0");
@@ -328,9 +369,9 @@ Test(attention, empty_sizes) {
     cr_assert_eq(out[i], 0.0f);
   for (int i = 0; i < 12; i++)
     out[i] = POISON;
-  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
-  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
-  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL);
+  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
   check_guard(out, 0, "empty sizes");
   free(out);
 }
@@ -353,8 +394,7 @@ Test(attention, nan_propagates) {
   d.k[(2 * s.h) * s.dh + 1] = NAN; /* key 2, head 0 */
   int64_t Dv = s.h * s.dv;
   float *out = guarded(s.tq * Dv), *probs = guarded(s.h * s.tq * s.tk);
-  rt_attention(NULL, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, d.k, d.v, NULL, 0, 0, out,
-               probs);
+  attention(NULL, &d, out, probs, DEFAULT_POLICY);
   for (int64_t t = 0; t < s.tq; t++)
     for (int64_t e = 0; e < Dv; e++) {
       float x = out[t * Dv + e];

@@ -154,13 +154,31 @@ Test(gemm, beta_zero_ignores_nan_in_c) {
 
 /* ---- rt_linear ---- */
 
-static void check_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
-                         int64_t pad) {
+/* rt_linear's split policy (task_macs, split_macs). */
+typedef struct LinearPolicy {
+  int64_t task_macs, split_macs;
+} LinearPolicy;
+
+/* What the lowering passes by default (LowerLoopsOptions). */
+static const LinearPolicy DEFAULT_POLICY = {(int64_t)1 << 17, (int64_t)1 << 23};
+/* Extremes that change every split decision: the finest pieces; always one
+ * piece per thread; always the calling thread (values below 1 count as 1). */
+static const LinearPolicy POLICIES[] = {
+    {(int64_t)1 << 17, (int64_t)1 << 23}, {1, 0}, {64, INT64_MAX}, {INT64_MAX, 0}, {0, -1}};
+enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
+
+static void linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                   const float *w, const float *bias, float *y, int64_t ldy, LinearPolicy pol) {
+  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, pol.task_macs, pol.split_macs);
+}
+
+static void check_linear_policy(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
+                                int64_t pad, LinearPolicy pol) {
   int64_t ldx = k + pad, ldy = n + pad;
   float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *bias = with_bias ? rand_buf(n) : NULL;
   float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
   memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
-  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy);
+  linear(pool, m, n, k, x, ldx, w, bias, y, ldy, pol);
   for (int64_t i = 0; i < m; i++) {
     for (int64_t j = 0; j < n; j++) {
       double s = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0;
@@ -170,10 +188,11 @@ static void check_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, int with
         mag += fabs(t);
       }
       cr_assert(fabs(y[i * ldy + j] - s) <= 1e-4 * mag + 1e-30,
-                "rt_linear threads=%d m=%lld n=%lld k=%lld bias=%d: y[%lld,%lld] = %.9g, "
-                "reference %.9g",
+                "rt_linear threads=%d m=%lld n=%lld k=%lld bias=%d policy %lld,%lld: "
+                "y[%lld,%lld] = %.9g, reference %.9g",
                 rt_pool_size(pool), (long long)m, (long long)n, (long long)k, with_bias,
-                (long long)i, (long long)j, y[i * ldy + j], s);
+                (long long)pol.task_macs, (long long)pol.split_macs, (long long)i, (long long)j,
+                y[i * ldy + j], s);
     }
     for (int64_t j = n; j < ldy; j++)
       cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "rt_linear wrote into y's padding");
@@ -183,6 +202,15 @@ static void check_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, int with
   free(bias);
   free(y);
   free(y0);
+}
+
+/* Under the default policy, and on 2 threads under every policy. */
+static void check_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
+                         int64_t pad) {
+  check_linear_policy(pool, m, n, k, with_bias, pad, DEFAULT_POLICY);
+  if (rt_pool_size(pool) == 2)
+    for (int i = 1; i < N_POLICIES; i++)
+      check_linear_policy(pool, m, n, k, with_bias, pad, POLICIES[i]);
 }
 
 static void linear_sweep(void) {
@@ -204,7 +232,8 @@ Test(gemm, linear_matches_reference, .timeout = 120) {
 }
 
 /* The same product on 1, 2 and 3 threads (row and column splits, one-row
- * remainders) must give the same bits as on the calling thread. Asserted
+ * remainders) under every policy must give the same bits as on the calling
+ * thread. Asserted
  * for the portable GEMM (guaranteed by construction); for OpenBLAS only
  * reported, as its kernels promise nothing about it. */
 static int linear_is_split_invariant(int assert_it) {
@@ -216,15 +245,16 @@ static int linear_is_split_invariant(int assert_it) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
     float *x = rand_buf(m * k), *w = rand_buf(n * k), *bias = rand_buf(n);
     float *y0 = rand_buf(m * n), *y = rand_buf(m * n);
-    rt_linear(NULL, m, n, k, x, k, w, bias, y0, n);
-    for (int p = 0; p < 3; p++) {
-      rt_linear(pools[p], m, n, k, x, k, w, bias, y, n);
-      int eq = memcmp(y, y0, sizeof(float) * (size_t)(m * n)) == 0;
-      if (assert_it)
-        cr_assert(eq, "m=%lld n=%lld k=%lld on %d threads differs from 1 thread", (long long)m,
-                  (long long)n, (long long)k, rt_pool_size(pools[p]));
-      same &= eq;
-    }
+    linear(NULL, m, n, k, x, k, w, bias, y0, n, DEFAULT_POLICY);
+    for (int p = 0; p < 3; p++)
+      for (int i = 0; i < N_POLICIES; i++) {
+        linear(pools[p], m, n, k, x, k, w, bias, y, n, POLICIES[i]);
+        int eq = memcmp(y, y0, sizeof(float) * (size_t)(m * n)) == 0;
+        if (assert_it)
+          cr_assert(eq, "m=%lld n=%lld k=%lld on %d threads, policy %d differs from 1 thread",
+                    (long long)m, (long long)n, (long long)k, rt_pool_size(pools[p]), i);
+        same &= eq;
+      }
     free(x);
     free(w);
     free(bias);
@@ -286,14 +316,14 @@ static double now(void) {
 static double gflops(RtPool *pool, int64_t m, int64_t n, int64_t k) {
   float *x = rand_buf(m * k), *w = rand_buf(n * k), *b = rand_buf(n), *y = rand_buf(m * n);
   double t0 = now();
-  rt_linear(pool, m, n, k, x, k, w, b, y, n);
+  linear(pool, m, n, k, x, k, w, b, y, n, DEFAULT_POLICY);
   double once = now() - t0;
   int reps = once > 0.05 ? 1 : (int)(0.05 / (once + 1e-9)) + 1;
   double best = 1e9;
   for (int r = 0; r < 3; r++) {
     t0 = now();
     for (int i = 0; i < reps; i++)
-      rt_linear(pool, m, n, k, x, k, w, b, y, n);
+      linear(pool, m, n, k, x, k, w, b, y, n, DEFAULT_POLICY);
     double dt = (now() - t0) / reps;
     if (dt < best)
       best = dt;
