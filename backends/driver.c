@@ -82,8 +82,13 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
     c->info = model_info(a, c);
     return 0;
   }
-  /* 4. lowering to loop IR */
+  /* 4. lowering to loop IR, verified (a failure is a compiler bug) */
   c->prog = pass_lower_loops(a, c->g);
+  char verr[512];
+  if (!loop_program_verify(c->prog, verr, sizeof verr)) {
+    snprintf(err, errlen, "internal error: lowering produced invalid loop IR: %s", verr);
+    return 1;
+  }
   /* 5. loop passes */
   pass_share_kernels_run(c->prog, NULL);
   /* 6. the run-time description and the packed weights */

@@ -364,6 +364,18 @@ static bool check_kernel(Vf *V, int ki) {
   bool ok = check_body(V, k->body, 0);
   free(V->in_loop);
   V->in_loop = V->defined = NULL;
+  /* share-kernels: the function of an earlier unshared kernel with the same
+   * body up to buffers runs this one */
+  if (ok && k->shares != -1) {
+    if (k->shares < 0 || k->shares >= ki)
+      return bad(V, "shares kernel %d, which is not an earlier kernel", k->shares);
+    const LKernel *o = &V->p->kernels[k->shares];
+    if (o->shares != -1)
+      return bad(V, "shares kernel %d, which itself shares kernel %d", k->shares, o->shares);
+    if (!loop_kernel_same(V->p, o, k))
+      return bad(V, "shares kernel %d (%s) but their bodies differ beyond their buffers",
+                 k->shares, o->name);
+  }
   return ok;
 }
 

@@ -1068,13 +1068,7 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
   for (int i = 0; i < p->n_kernels; i++) {
     int sh = p->kernels[i].shares;
     if (sh >= 0) {
-      if (sh >= i || p->kernels[sh].shares >= 0 ||
-          !loop_kernel_same(p, &p->kernels[sh], &p->kernels[i])) {
-        E.where = p->kernels[i].name;
-        fail(&E, "shares kernel %d, which is not an earlier unshared kernel with the same body",
-             sh);
-        goto fail;
-      }
+      TFMC_ASSERT(sh < i && p->kernels[sh].shares < 0); /* verified */
       continue;
     }
     kernels[i] = define_kernel(&E, &p->kernels[i], &sc);

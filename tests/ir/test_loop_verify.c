@@ -819,3 +819,54 @@ Test(loop_verify, lowered_examples_verify, .timeout = 120) {
   cr_expect_geq(lowered, 5, "only %d examples lowered", lowered);
   each_example("prune-rows,decompose-attention,dce");
 }
+
+/* share-kernels: a kernel may run through an earlier unshared kernel's
+ * function only when their bodies are equal up to buffers that keep their
+ * region and element type (ir/loop_kernel.c). */
+Test(loop_verify, shared_kernels) {
+  Tiny t = tiny();
+  LoopProgram *p = t.p;
+  /* a second kernel: the same body over other buffers of the same regions */
+  int bin2 = loop_buffer_add(p, LB_INPUT, 0, 0, LE_F32, "in (again)");
+  int bout2 = loop_buffer_add(p, LB_OUTPUT, 0, 0, LE_F32, "out (again)");
+  int bw2 = loop_buffer_add(p, LB_WEIGHT, 0, 0, LE_F32, "w2");
+  LKernel *k2 = loop_kernel_add(p, "k1_mul", "mul", 1);
+  k2->extent = lx_sym(p, 0);
+  int tv = loop_var_new(p, k2, LT_F32);
+  ls_append(p, k2->body, ls_let(p, tv, LT_F32, lx_load(p, bw2, lx_i(p, 0))));
+  LStmt *store = ls_store(p, bout2, lx_var(p, k2, k2->outer_var),
+                          lx_bin(p, LB_MUL, lx_load(p, bin2, lx_var(p, k2, k2->outer_var)),
+                                 lx_var(p, k2, tv)));
+  ls_append(p, k2->body, store);
+  LKernel *k1 = &p->kernels[0];
+  cr_assert(loop_kernel_same(p, k1, k2));
+  cr_assert_eq(loop_kernel_hash(p, k1), loop_kernel_hash(p, k2));
+  pass_share_kernels_run(p, NULL);
+  cr_assert_eq(p->kernels[1].shares, 0);
+  accepted(p);
+  /* parameters pair up in walk order: weight, output, input */
+  int pa[8], pb[8];
+  cr_assert_eq(loop_kernel_params(p, &p->kernels[0], pa), 3);
+  cr_assert_eq(loop_kernel_params(p, &p->kernels[1], pb), 3);
+  cr_assert(pa[0] == t.bw && pa[1] == t.bout && pa[2] == t.bin);
+  cr_assert(pb[0] == bw2 && pb[1] == bout2 && pb[2] == bin2);
+
+  p->kernels[1].shares = 1;
+  refused(p, "shares kernel 1, which is not an earlier kernel");
+  p->kernels[1].shares = -7;
+  refused(p, "shares kernel -7");
+  /* the weight read from the arena instead: another region */
+  p->kernels[1].shares = 0;
+  p->bufs[bw2].kind = LB_ARENA;
+  cr_assert(!loop_kernel_same(p, &p->kernels[0], &p->kernels[1]));
+  refused(p, "bodies differ beyond their buffers");
+  p->bufs[bw2].kind = LB_WEIGHT;
+  accepted(p);
+  /* a different constant */
+  store->index = lx_i(p, 3);
+  refused(p, "bodies differ beyond their buffers");
+  pass_share_kernels_run(p, NULL);
+  cr_assert_eq(p->kernels[1].shares, -1, "different kernels must not share");
+  accepted(p);
+  arena_destroy(t.a);
+}
