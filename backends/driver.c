@@ -90,7 +90,7 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
     return 1;
   }
   /* 5. loop passes */
-  pass_share_kernels_run(c->prog, NULL);
+  if (run_passes && !pass_pipeline_run_loop(c->prog, o->passes, pctx)) return 1;
   /* 6. the run-time description and the packed weights */
   c->info = model_info(a, c);
   if (o->stage == DRIVER_PACKED) {
@@ -110,6 +110,31 @@ int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOption
   /* 1. front end */
   if (!(c->g = front_end(a, d, path, o, &c->spec, err, errlen))) return 1;
   return compile(a, d, o, c, err, errlen);
+}
+
+int driver_compile_loop_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
+                             LoopProgram **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (errlen) *err = 0;
+  const PassPipeline *pl = o->passes;
+  if (pl && pass_pipeline_count(pl, PASS_GRAPH)) {
+    snprintf(err, errlen, "%s is loop IR: the pipeline may only hold loop passes", path);
+    return 1;
+  }
+  SrcFile *src = src_file_read(a, path, err, errlen);
+  if (!src) return 1;
+  diags_add_source(d, src);
+  LoopProgram *p = loop_program_parse(a, src, d);
+  if (!p) return 1;
+  char verr[512];
+  if (!loop_program_verify(p, verr, sizeof verr)) {
+    snprintf(err, errlen, "%s does not verify: %s", path, verr);
+    return 1;
+  }
+  PassContext *pctx = o->pass_ctx;
+  if (pctx && ((pl && pl->n) || pctx->stats_out) && !pass_pipeline_run_loop(p, pl, pctx)) return 1;
+  *out = p;
+  return 0;
 }
 
 int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const DriverOptions *o,

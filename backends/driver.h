@@ -67,6 +67,13 @@ typedef struct Compiled {
 int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
                         Compiled *c, char *err, size_t errlen);
 
+/* A loop IR listing (.tfloop, as `tfmc ir --level loop` prints it) read
+ * back, verified, and run through the pipeline's loop passes (stage 5): a
+ * loop pass tested as IR in, IR out. The pipeline may hold no graph pass.
+ * Returns 0 with *out set, or 1 as driver_compile_file does. */
+int driver_compile_loop_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
+                             LoopProgram **out, char *err, size_t errlen);
+
 /* The same pipeline from stage 2 (or 3, when w is given) on a graph built
  * in memory (tests, tools): g must verify; w NULL loads o->weights or makes
  * random ones (unless o->no_weights). Ids inputs are bounded by the tables

@@ -338,10 +338,23 @@ static const char *bin_name[LB_BINOP_COUNT] = {"+", "-", "*", "/", "%", "min", "
 static const char *un_name[LU_UNOP_COUNT] = {"-", "exp", "log", "sqrt", "tanh", "erf", "sin", "cos"};
 static const char *type_name[LT_COUNT] = {"i64", "f32", "f64"};
 
+/* f32: the shortest %g that reads back to the same float, then 'f'; f64:
+ * 17 digits, with ".0" when %g printed an integer (so it is no i64) */
+static void print_float(const LExpr *e, FILE *out) {
+  char buf[64];
+  if (e->t == LT_F32) {
+    fprintf(out, "%.9gf", e->fval);
+    return;
+  }
+  snprintf(buf, sizeof buf, "%.17g", e->fval);
+  fputs(buf, out);
+  if (!strpbrk(buf, ".eEn")) fputs(".0", out); /* inf, nan have an n */
+}
+
 static void print_expr(const LoopProgram *p, const LExpr *e, FILE *out) {
   switch (e->kind) {
   case LX_CONST_I: fprintf(out, "%lld", (long long)e->ival); return;
-  case LX_CONST_F: fprintf(out, "%.9g%s", e->fval, e->t == LT_F32 ? "f" : ""); return;
+  case LX_CONST_F: print_float(e, out); return;
   case LX_VAR: fprintf(out, "v%d", e->var); return;
   case LX_SYM: fprintf(out, "sym%d", e->sym); return;
   case LX_LOAD:
@@ -354,7 +367,7 @@ static void print_expr(const LoopProgram *p, const LExpr *e, FILE *out) {
   case LX_NULL: fprintf(out, "null"); return;
   case LX_BIN:
     if (e->op == LB_MIN || e->op == LB_MAX) {
-      fprintf(out, "%s(", bin_name[e->op]);
+      fprintf(out, "%s%s(", bin_name[e->op], e->reassoc ? "~" : "");
       print_expr(p, e->a, out);
       fprintf(out, ", ");
       print_expr(p, e->b, out);
@@ -446,13 +459,22 @@ static void print_escaped(const char *s, FILE *out) {
   }
 }
 
+static bool is_ident(const char *s) {
+  if (!s || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_'))
+      return false;
+  return true;
+}
+
 void loop_program_print(const LoopProgram *p, FILE *out) {
   static const char *kinds[LB_KIND_COUNT] = {"input", "output", "weights", "arena"};
   static const char *elems[LE_COUNT] = {"f32", "i32", "u8"};
   fprintf(out, "loop program \"");
   print_escaped(p->name, out);
-  fprintf(out, "\" (arena %lld bytes, weights %lld floats)\n", (long long)p->arena_bytes,
-          (long long)p->weights_floats);
+  fprintf(out, "\" (arena %lld bytes, weights %lld floats, syms %d)\n", (long long)p->arena_bytes,
+          (long long)p->weights_floats, p->n_syms);
   for (int i = 0; i < p->n_bufs; i++) {
     const LBuffer *b = &p->bufs[i];
     fprintf(out, "  b%d = %s", i, kinds[b->kind]);
@@ -464,12 +486,36 @@ void loop_program_print(const LoopProgram *p, FILE *out) {
   }
   for (int i = 0; i < p->n_kernels; i++) {
     const LKernel *k = &p->kernels[i];
-    fprintf(out, "kernel %s \"", k->name);
+    if (is_ident(k->name)) {
+      fprintf(out, "kernel %s \"", k->name);
+    } else {
+      fprintf(out, "kernel \"");
+      print_escaped(k->name ? k->name : "", out);
+      fprintf(out, "\" \"");
+    }
     print_escaped(k->comment, out);
-    fprintf(out, "\" %s extent ", k->parallel ? "parallel" : "serial");
+    fprintf(out, "\"");
+    if (k->node >= 0) fprintf(out, " node %d", k->node);
+    fprintf(out, " %s extent ", k->parallel ? "parallel" : "serial");
     print_expr(p, k->extent, out);
-    if (k->parallel) fprintf(out, " grain %lld", (long long)k->grain);
+    if (k->parallel || k->grain != 1) fprintf(out, " grain %lld", (long long)k->grain);
+    if (k->shares >= 0 && k->shares < p->n_kernels) {
+      /* share-kernels: this kernel runs through that one's function */
+      const char *sn = p->kernels[k->shares].name;
+      if (sn && is_ident(sn)) {
+        fprintf(out, " shares %s", sn);
+      } else {
+        fprintf(out, " shares \"");
+        print_escaped(sn ? sn : "", out);
+        fprintf(out, "\"");
+      }
+    }
     fprintf(out, " (outer v%d):\n", k->outer_var);
+    fprintf(out, "  vars");
+    for (int v = 0; v < k->n_vars; v++)
+      fprintf(out, " v%d:%s", v,
+              (unsigned)k->var_types[v] < LT_COUNT ? type_name[k->var_types[v]] : "?");
+    fprintf(out, "\n");
     for (int j = 0; j < k->body->n_stmts; j++) print_stmt(p, k->body->stmts[j], 1, out);
   }
 }

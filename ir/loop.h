@@ -267,8 +267,37 @@ bool loop_kernel_same(const LoopProgram *p, const LKernel *a, const LKernel *b);
 /* A hash of what loop_kernel_same compares: same kernels, same hash. */
 uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k);
 
-/* Human-readable listing (tfmc ir --level loop). */
+/* The listing (tfmc ir --level loop): readable, and complete, so that
+ * loop_program_parse reads it back into a program that prints the same
+ * text. Shape:
+ *
+ *   loop program "tiny" (arena 4096 bytes, weights 2048 floats, syms 2)
+ *     b0 = input[0] : i32  "tokens"
+ *     b1 = weights+0 : f32  "embed.weight"
+ *     b2 = arena+0 : f32  "%3"
+ *   kernel k3_layernorm "layernorm %3 @\"m.tfm\":4:1" node 3 parallel extent (sym0 * sym1) grain 4 (outer v0):
+ *     vars v0:i64 v1:f32 v2:i64
+ *     let v1: f32 = 0f
+ *     for v2 in 0..64:
+ *       v1 = (v1 +~ b2[((v0 * 64) + v2)])
+ *
+ * Expressions print fully parenthesised: (a OP b), (c ? a : b), min(a, b),
+ * exp(a), -(a), f32(a) (a cast), b3[i] (a load), &b3[i] (an address),
+ * sym0, v4, pool, null; a `~` after a binary operator (min~, max~) marks
+ * reassoc. Constants: i64 as integers (-3), f32 with an f suffix (0.5f,
+ * -inff), f64 always with a point or exponent (1.0, 1e-12). "node N" is
+ * left out for a kernel without a node, "grain N" for a serial kernel of
+ * grain 1. */
 void loop_program_print(const LoopProgram *p, FILE *out);
+
+/* ---- loop_parse.c: the listing read back ----
+ * Parses what loop_program_print writes into a new program in a; errors go
+ * to d as file:line:col with the line and a caret, several per run. Returns
+ * NULL if anything was reported. Types are checked as the builders would
+ * (operands of one type, stores of the buffer's element type, variables in
+ * range); nothing is folded, so the program prints back as it was written. */
+LoopProgram *loop_program_parse(Arena *a, const SrcFile *src, Diags *d);
+
 
 /* ---- loop_verify.c: the loop IR verifier ----
  *
@@ -314,5 +343,9 @@ void loop_program_print(const LoopProgram *p, FILE *out);
  * The compile driver runs it after lowering and after every loop pass; until
  * then the code generators' entry points call it. */
 bool loop_program_verify(const LoopProgram *p, char *err, size_t errlen);
+/* The part of those rules one LS_CALL obeys on its own (its ir/callees.def
+ * row: callee, argument count, argument kinds and buffers), for the loop
+ * IR parser, which checks calls as it reads them. */
+bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen);
 
 #endif

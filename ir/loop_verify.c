@@ -214,8 +214,8 @@ static bool check_writable(Vf *V, int buf, const char *how) {
 }
 
 /* The call's row: a known callee, the argument count, each argument of its
- * kind; then every expression it passes (indices of addresses included). */
-static bool check_call(Vf *V, const LStmt *s) {
+ * kind. */
+static bool check_call_row(Vf *V, const LStmt *s) {
   if ((unsigned)s->callee >= LC_CALLEE_COUNT)
     return bad(V, "unknown runtime function %d", (int)s->callee);
   const LCalleeInfo *ci = &loop_callee_info[s->callee];
@@ -250,9 +250,21 @@ static bool check_call(Vf *V, const LStmt *s) {
       if (!check_writable(V, a->buf, how)) return false;
     }
   }
+  return true;
+}
+
+/* The row, then every expression the call passes (indices of addresses
+ * included). */
+static bool check_call(Vf *V, const LStmt *s) {
+  if (!check_call_row(V, s)) return false;
   for (int i = 0; i < s->n_args; i++)
     if (!check_expr(V, s->args[i], true)) return false;
   return true;
+}
+
+bool loop_call_check(const LoopProgram *p, const LStmt *s, char *err, size_t errlen) {
+  Vf V = {.p = p, .ki = -1, .err = err, .errlen = errlen};
+  return check_call_row(&V, s);
 }
 
 /* ---- statements ---- */

@@ -1,14 +1,19 @@
-/* passes/pass_manager.c — the pass registry, the -O pipelines, the driver
- * that runs a pipeline (verify, print-after, timing, statistics) and the
- * rebuild helper passes share.
+/* passes/pass_manager.c — the pass registry, the -O pipelines, the drivers
+ * that run a pipeline's graph passes and its loop passes (verify,
+ * print-after, timing, statistics) and the rebuild helper graph passes
+ * share.
  *
  * Invariants kept here:
- *  - every pass is one row of pass_table; every -O level is one straight
- *    list in level_pipelines, written in terms of those names;
- *  - the graph handed to the first pass verifies, and so does the graph after
- *    every pass that changed it; whether a pass changed the graph is decided
- *    here, by a fingerprint of its nodes, outputs and symbols, not by the
- *    pass's own say-so;
+ *  - every pass, graph or loop, is one row of pass_table; every -O level is
+ *    one straight list in level_pipelines, written in terms of those names;
+ *  - in a pipeline no graph pass follows a loop pass (the graph is lowered
+ *    once, between the two levels);
+ *  - the IR handed to the first pass of a level verifies, and so does the IR
+ *    after every pass that changed it; whether a pass changed it is decided
+ *    here, not by the pass's own say-so: for a graph by a fingerprint of its
+ *    nodes, outputs and symbols (graph passes rebuild), for a loop program
+ *    by a hash of its printed listing (loop passes rewrite in place, and the
+ *    listing shows everything the program holds);
  *  - a failing pass leaves an error in ctx->diags naming it, whether or not
  *    the pass reported one itself;
  *  - pass_rewrite builds a fresh graph in the old graph's arena; the old
@@ -16,7 +21,11 @@
  */
 #include "passes/passes.h"
 
+#include "ir/loop.h"
+
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,6 +39,12 @@ static const PassInfo pass_table[] = {
     {"prune-rows",
      "take(f(x)) -> f(take(x)) through row-wise ops: a classifier's last layer runs one row",
      pass_prune_rows_run},
+    {"lane-split",
+     "reassociable reductions into one variable -> 8 lanes folded pairwise (loop IR)", NULL,
+     PASS_LOOP, pass_lane_split_run},
+    {"share-kernels",
+     "kernels equal up to the buffers they touch share one generated function (loop IR)", NULL,
+     PASS_LOOP, pass_share_kernels_run},
 };
 
 enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
@@ -39,9 +54,9 @@ enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
 
 static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
-    [1] = "dce", /* -O1 */
-    [2] = "prune-rows,dce", /* -O2 */
-    [3] = "prune-rows,dce", /* -O3 */
+    [1] = "dce,lane-split,share-kernels",            /* -O1 */
+    [2] = "prune-rows,dce,lane-split,share-kernels", /* -O2 */
+    [3] = "prune-rows,dce,lane-split,share-kernels", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {
@@ -56,6 +71,15 @@ const PassInfo *pass_find(const char *name, size_t len) {
   return NULL;
 }
 
+const char *pass_level_name(PassLevel level) {
+  switch (level) {
+  case PASS_GRAPH: return "graph";
+  case PASS_LOOP: return "loop";
+  case PASS_LEVEL_COUNT: break;
+  }
+  return "?";
+}
+
 void pass_names_list(char *buf, size_t n) {
   size_t k = 0;
   if (n)
@@ -64,11 +88,28 @@ void pass_names_list(char *buf, size_t n) {
     k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", pass_table[i].name);
 }
 
+/* The loop pass a graph pass may not follow, or NULL. */
+static const PassInfo *loop_pass_before(const PassPipeline *p, const PassInfo *pass) {
+  if (pass->level != PASS_GRAPH)
+    return NULL;
+  for (int i = 0; i < p->n; i++)
+    if (p->passes[i]->level == PASS_LOOP)
+      return p->passes[i];
+  return NULL;
+}
+
 bool pass_pipeline_add(PassPipeline *p, const PassInfo *pass) {
-  if (p->n >= PASS_PIPELINE_MAX)
+  if (p->n >= PASS_PIPELINE_MAX || loop_pass_before(p, pass))
     return false;
   p->passes[p->n++] = pass;
   return true;
+}
+
+int pass_pipeline_count(const PassPipeline *p, PassLevel level) {
+  int n = 0;
+  for (int i = 0; i < p->n; i++)
+    n += p->passes[i]->level == level;
+  return n;
 }
 
 static bool is_space(char c) {
@@ -102,6 +143,14 @@ bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t 
     const PassInfo *pi = pass_find(s, (size_t)(t - s));
     if (!pi) {
       snprintf(err, errlen, "unknown pass '%.*s' (available passes: %s)", (int)(t - s), s, names);
+      return false;
+    }
+    const PassInfo *lp = loop_pass_before(out, pi);
+    if (lp) {
+      snprintf(err, errlen,
+               "graph pass '%s' cannot follow loop pass '%s': the graph is lowered to loop IR "
+               "once, so list the graph passes first",
+               pi->name, lp->name);
       return false;
     }
     if (!pass_pipeline_add(out, pi)) {
@@ -193,10 +242,14 @@ bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx) {
   }
   int first_nodes = g->n_nodes;
   double total_ms = 0;
+  int n_run = 0;
   if (sout)
     fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", "pass", "ms", "nodes", "verify ms", "what it did");
   for (int i = 0; i < p->n; i++) {
     const PassInfo *pass = p->passes[i];
+    if (pass->level != PASS_GRAPH)
+      continue; /* pass_pipeline_run_loop's, after lowering */
+    n_run++;
     int before = g->n_nodes, errors_before = d->n_errors;
     uint64_t h = fingerprint(g);
     ctx->note[0] = 0;
@@ -240,8 +293,99 @@ bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx) {
   if (sout) {
     char nodes[64];
     snprintf(nodes, sizeof nodes, "%d -> %d", first_nodes, g->n_nodes);
-    fprintf(sout, "%-22s %9.3f  %-14s (%d pass%s)\n", "total", total_ms, nodes, p->n,
-            p->n == 1 ? "" : "es");
+    fprintf(sout, "%-22s %9.3f  %-14s (%d pass%s)\n", "total", total_ms, nodes, n_run,
+            n_run == 1 ? "" : "es");
+  }
+  return true;
+}
+
+/* ---- the loop-level driver: the same steps over a LoopProgram ---- */
+
+/* A hash of the listing: it shows every buffer, kernel, variable type,
+ * statement and expression, so any change a pass makes changes it (up to
+ * a hash collision). Costs a print of the program per pass. */
+static uint64_t loop_fingerprint(const LoopProgram *p) {
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  TFMC_ASSERT(f);
+  loop_program_print(p, f);
+  fclose(f);
+  uint64_t h = fnv(14695981039346656037ULL, text, n);
+  free(text);
+  return h;
+}
+
+static bool loop_verify(const LoopProgram *p, Diags *d, const char *when) {
+  char err[512];
+  if (loop_program_verify(p, err, sizeof err))
+    return true;
+  diag_error(d, NO_LOC, "%s: %s", when, err);
+  return false;
+}
+
+bool pass_pipeline_run_loop(LoopProgram *p, const PassPipeline *pl, PassContext *ctx) {
+  TFMC_ASSERT(p && pl && ctx && ctx->diags);
+  Diags *d = ctx->diags;
+  FILE *pout = ctx->print_out ? ctx->print_out : stderr;
+  FILE *sout = ctx->stats_out;
+  if (!loop_verify(p, d, "the loop program given to the pass pipeline does not verify; no pass ran"))
+    return false;
+  int first_kernels = p->n_kernels, n_run = 0;
+  double total_ms = 0;
+  if (sout)
+    fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", "loop pass", "ms", "kernels", "verify ms",
+            "what it did");
+  for (int i = 0; i < pl->n; i++) {
+    const PassInfo *pass = pl->passes[i];
+    if (pass->level != PASS_LOOP)
+      continue; /* ran on the graph before lowering */
+    n_run++;
+    int before = p->n_kernels, errors_before = d->n_errors;
+    uint64_t h = loop_fingerprint(p);
+    ctx->note[0] = 0;
+    double t0 = now_ms();
+    bool ok = pass->run_loop(p, ctx);
+    double pass_ms = now_ms() - t0;
+    if (!ok) {
+      if (d->n_errors == errors_before)
+        diag_error(d, NO_LOC, "loop pass '%s' failed without saying why", pass->name);
+      else
+        diag_error(d, NO_LOC, "loop pass '%s' failed", pass->name);
+      return false;
+    }
+    bool changed = loop_fingerprint(p) != h;
+    if (ctx->print_after &&
+        (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
+      fprintf(pout, "# loop IR after pass '%s'%s\n", pass->name, changed ? "" : " (unchanged)");
+      loop_program_print(p, pout);
+    }
+    double verify_ms = 0;
+    if (changed) {
+      char when[128];
+      snprintf(when, sizeof when, "loop pass '%s' left a program that does not verify",
+               pass->name);
+      double t1 = now_ms();
+      bool good = loop_verify(p, d, when);
+      verify_ms = now_ms() - t1;
+      if (!good)
+        return false;
+    }
+    total_ms += pass_ms + verify_ms;
+    if (sout) {
+      char kernels[64];
+      snprintf(kernels, sizeof kernels, "%d -> %d", before, p->n_kernels);
+      fprintf(sout, "%-22s %9.3f  %-14s %9.3f  %s\n", pass->name, pass_ms, kernels, verify_ms,
+              ctx->note[0] ? ctx->note
+              : changed    ? "changed the program"
+                           : "no change");
+    }
+  }
+  if (sout) {
+    char kernels[64];
+    snprintf(kernels, sizeof kernels, "%d -> %d", first_kernels, p->n_kernels);
+    fprintf(sout, "%-22s %9.3f  %-14s (%d loop pass%s)\n", "total", total_ms, kernels, n_run,
+            n_run == 1 ? "" : "es");
   }
   return true;
 }

@@ -1,7 +1,7 @@
-/* passes/passes.h — analyses and transformations over graph IR: the
- * statistics the CLI reports, lowering to loop IR with memory planning, the
- * model's run-time description, and (at the end) the pass manager with its
- * registered graph passes. */
+/* passes/passes.h — analyses and transformations over graph IR and loop IR:
+ * the statistics the CLI reports, lowering to loop IR with memory planning,
+ * the model's run-time description, and (at the end) the pass manager with
+ * its registered graph and loop passes. */
 #ifndef TFMC_PASSES_H
 #define TFMC_PASSES_H
 
@@ -97,19 +97,32 @@ void pass_mask_names(const char *mask_input, const char **ids_input, const char 
  *
  *     PassPipeline pl;
  *     char err[512];
- *     if (!pass_pipeline_parse("dce,decompose-attention", &pl, err, sizeof err))
+ *     if (!pass_pipeline_parse("dce,lane-split", &pl, err, sizeof err))
  *       fprintf(stderr, "%s\n", err);           // names the available passes
  *     PassContext ctx = {.diags = &d, .print_after = "all", .stats_out = stderr};
- *     if (!pass_pipeline_run(g, &pl, &ctx)) ...  // reported to d
+ *     if (!pass_pipeline_run(g, &pl, &ctx)) ...  // the graph passes, reported to d
+ *     LoopProgram *p = pass_lower_loops(a, g);
+ *     if (!pass_pipeline_run_loop(p, &pl, &ctx)) ...  // then the loop passes
  *
- * A pass is `bool pass_NAME_run(IrGraph *g, PassContext *ctx)`: it replaces
- * *g with the transformed graph (allocated in g->arena), says what it did
- * with pass_note, and on failure reports to ctx->diags, leaves *g as it was
- * and returns false. Passes are rows of one table in pass_manager.c (name,
- * one-line description, function); the -O levels are straight lists there.
- * Before the first pass the graph is verified; after each pass that changed
- * it (detected by the manager, not trusted to the pass) it is verified again,
- * so a broken pass is named at once. */
+ * Passes work at one of two levels. A graph pass is
+ * `bool pass_NAME_run(IrGraph *g, PassContext *ctx)`: it replaces *g with
+ * the transformed graph (allocated in g->arena). A loop pass is
+ * `bool pass_NAME_run(LoopProgram *p, PassContext *ctx)`: it rewrites *p in
+ * place (new nodes in p->arena). Either says what it did with pass_note,
+ * and on failure reports to ctx->diags, leaves its IR as it was and returns
+ * false. Passes of both levels are rows of one table in pass_manager.c
+ * (name, one-line description, level, function); the -O levels are straight
+ * lists there naming both kinds. A pipeline lists its graph passes first:
+ * they run on the graph, the driver lowers it, then the loop passes run on
+ * the loop program, so a graph pass after a loop pass is refused when the
+ * list is parsed. pass_pipeline_run runs only the graph passes,
+ * pass_pipeline_run_loop only the loop passes, each with the same UX:
+ * before the first pass the IR is verified; after each pass that changed it
+ * (detected by the manager from a fingerprint, not trusted to the pass) it
+ * is verified again, so a broken pass is named at once; print-after prints
+ * the IR of the pass's level (ir_graph_print / loop_program_print);
+ * --pass-stats prints a line per pass (time, nodes or kernels before and
+ * after, verify time, the pass's note). */
 
 typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */
@@ -119,12 +132,19 @@ typedef struct PassContext {
   char note[256];          /* set by the running pass through pass_note */
 } PassContext;
 
+/* The IR a pass works on. PASS_GRAPH is 0, so a row that names no level is
+ * a graph pass. */
+typedef enum PassLevel { PASS_GRAPH, PASS_LOOP, PASS_LEVEL_COUNT } PassLevel;
+
 typedef bool (*PassFn)(IrGraph *g, PassContext *ctx);
+typedef bool (*PassLoopFn)(struct LoopProgram *p, PassContext *ctx);
 
 typedef struct PassInfo {
   const char *name;        /* as written in --passes: "dce" */
   const char *description; /* one line */
-  PassFn run;
+  PassFn run;              /* PASS_GRAPH: the pass */
+  PassLevel level;
+  PassLoopFn run_loop;     /* PASS_LOOP: the pass */
 } PassInfo;
 
 #define PASS_PIPELINE_MAX 32
@@ -138,24 +158,37 @@ typedef struct PassPipeline {
 const PassInfo *pass_registry(int *n);
 /* The pass of that name, or NULL. */
 const PassInfo *pass_find(const char *name, size_t len);
+/* "graph" / "loop" */
+const char *pass_level_name(PassLevel level);
 /* "dce, decompose-attention": every registered name, for messages. */
 void pass_names_list(char *buf, size_t n);
 /* Parses a comma-separated list of pass names. On an unknown or empty name,
- * or more than PASS_PIPELINE_MAX passes, writes a message (listing the
- * available passes) to err and returns false. */
+ * more than PASS_PIPELINE_MAX passes, or a graph pass after a loop pass,
+ * writes a message (listing the available passes, or saying the order
+ * rule) to err and returns false. */
 bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t errlen);
 /* The pipeline of optimisation level 0..3 (-O0 is empty). False if out of range. */
 bool pass_pipeline_level(int level, PassPipeline *out);
-/* Appends one pass (a registered one, or one a test defines). False when full. */
+/* Appends one pass (a registered one, or one a test defines). False when
+ * full or when a graph pass would follow a loop pass. */
 bool pass_pipeline_add(PassPipeline *p, const PassInfo *pass);
-/* Checks that a print_after value is "all" or names a pass of the pipeline;
- * otherwise writes why to err. */
+/* How many passes of the pipeline work at that level. */
+int pass_pipeline_count(const PassPipeline *p, PassLevel level);
+/* Checks that a print_after value is "all" or names a pass of the pipeline
+ * (of either level); otherwise writes why to err. */
 bool pass_print_after_check(const PassPipeline *p, const char *print_after, char *err,
                             size_t errlen);
-/* Runs the pipeline over g (see above). Returns false after reporting to
+/* Runs the pipeline's graph passes over g (see above); its loop passes are
+ * left to pass_pipeline_run_loop. Returns false after reporting to
  * ctx->diags if the input does not verify, a pass fails, or a pass leaves a
  * graph that does not verify. */
 bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx);
+/* Runs the pipeline's loop passes over p, lowered from the graph the graph
+ * passes left (see above). Verification is loop_program_verify (ir/loop.h);
+ * "changed" means the printed listing's hash changed. Returns false after
+ * reporting to ctx->diags if the input does not verify, a pass fails, or a
+ * pass leaves a program that does not verify. */
+bool pass_pipeline_run_loop(struct LoopProgram *p, const PassPipeline *pl, PassContext *ctx);
 /* Sets the running pass's one-line summary ("removed 12 nodes"). */
 void pass_note(PassContext *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -198,11 +231,21 @@ bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
  * and FFN for that one row. Same values up to summation order. */
 bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
 
-/* ---- loop passes ---- */
+/* ---- loop passes (one file each) ---- */
+
+/* lane_split.c: a loop that only folds terms into one f32 variable with a
+ * reassociable add / max / min (layernorm sums, softmax max) becomes 8 lane
+ * accumulators (lane l takes the iterations lo + l mod 8) folded pairwise,
+ * ((l0 l1) (l2 l3)) ((l4 l5) (l6 l7)), into the variable, then the
+ * remaining iterations one by one. Everything it writes is strict, so the
+ * order is decided here and both code generators print the same sums; the
+ * result has no reassociable reduction left (running it again changes
+ * nothing). Loops with a constant trip count below 8 stay as they are. */
+bool pass_lane_split_run(struct LoopProgram *p, PassContext *ctx);
 
 /* share_kernels.c: kernels equal up to the buffers they touch
- * (loop_kernel_same) share one generated function (LKernel.shares). */
-struct LoopProgram;
+ * (loop_kernel_same) share one generated function (LKernel.shares); they
+ * run in the same order and compute the same values. */
 bool pass_share_kernels_run(struct LoopProgram *p, PassContext *ctx);
 
 #endif

@@ -313,27 +313,31 @@ static int cmd_ir(int argc, char **argv) {
   int r = take_opt_level("ir", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("ir", argc, argv, &args);
   if (r == 1) {
-    puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir [--format text|dot] [--attention LAYER]\n"
-         "                [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
+    puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir|LOOPS.tfloop [--format text|dot]\n"
+         "                [--attention LAYER] [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
          "output (encoder.N, decoder.N, decoder.N.cross). --level loop prints the\n"
          "loop IR the compiled backends are generated from instead (kernels,\n"
-         "buffers, the planned activation arena).\n"
-         "--passes=a,b,c runs those graph passes first (in order; the graph is\n"
-         "verified after each); -O1..-O3 run the optimisation pipelines, -O0\n"
-         "(default) none. --print-after prints the IR after the named pass (or\n"
-         "after every pass) to stderr, or to --print-file; --pass-stats prints each\n"
-         "pass's time, node counts and what it did to stderr. Passes:");
+         "buffers, the planned activation arena), after the loop passes; it\n"
+         "reads back as a .tfloop file, which runs through the loop passes only.\n"
+         "--passes=a,b,c runs those passes in order: graph passes on the graph,\n"
+         "then, after lowering, loop passes on the loop IR (each verified after\n"
+         "it); -O1..-O3 run the optimisation pipelines, -O0 (default) none.\n"
+         "--print-after prints the IR after the named pass (or after every pass)\n"
+         "to stderr, or to --print-file; --pass-stats prints each pass's time,\n"
+         "node or kernel counts and what it did to stderr. Passes:");
     int n;
     const PassInfo *pi = pass_registry(&n);
-    for (int i = 0; i < n; i++) printf("  %-20s %s\n", pi[i].name, pi[i].description);
+    for (int i = 0; i < n; i++)
+      printf("  %-20s %-5s %s\n", pi[i].name, pass_level_name(pi[i].level), pi[i].description);
+    puts("Levels: -O1 dce,lane-split,share-kernels; -O2 and -O3 prune-rows first.");
     return 0;
   }
   if (r) return r;
-  if (args.n_pos != 1) return usage_error("ir", "expected one spec or .tfir file");
+  if (args.n_pos != 1) return usage_error("ir", "expected one spec, .tfir or .tfloop file");
   const char *level = opt(&args, "level") ? opt(&args, "level") : "graph";
   if (strcmp(level, "graph") != 0 && strcmp(level, "loop") != 0)
     return usage_error("ir", "--level must be graph or loop, not '%s'", level);
@@ -357,6 +361,19 @@ static int cmd_ir(int argc, char **argv) {
   char err[1024];
   Compiled c;
   bool loop = strcmp(level, "loop") == 0;
+  if (ends_with(args.pos[0], ".tfloop")) {
+    LoopProgram *lp;
+    DriverOptions lo = {.no_weights = true, .passes = &pl, .pass_ctx = &pctx};
+    if (strcmp(fmt, "text") != 0) {
+      rc = usage_error("ir", "a .tfloop file prints as text only");
+    } else if (driver_compile_loop_file(a, &d, args.pos[0], &lo, &lp, err, sizeof err)) {
+      compile_failed(err);
+    } else {
+      loop_program_print(lp, stdout);
+      rc = 0;
+    }
+    goto done;
+  }
   DriverOptions dopt = {.attention = opt(&args, "attention"), .no_weights = true,
                         .passes = &pl, .pass_ctx = &pctx,
                         .stage = loop ? DRIVER_LOOP : DRIVER_GRAPH};

@@ -24,10 +24,10 @@
  *     expf/logf/sqrtf/sinf/cosf/tanhf/erff (f64: exp, ...), comparisons as
  *     (int64_t)(a < b), all strict IEEE (no contraction: ISO C mode under
  *     gcc, FP_CONTRACT OFF under clang); the IR's reassoc hints are not
- *     expressible per operation in C, so a loop that only reduces into one
- *     variable with a reassoc add / max / min prints as 8 lanes folded
- *     pairwise (put_lane_reduction), which compilers vectorise without
- *     -ffast-math; other reassoc ops print as plain ones;
+ *     expressible per operation in C, so reassoc ops print as plain ones
+ *     (the lane-split loop pass, passes/lane_split.c, is what turns a
+ *     reassociable reduction into the 8 independent lanes compilers
+ *     vectorise without -ffast-math, in the IR both backends print);
  *   - loads of i32 / u8 buffers are widened to int64_t, stores truncate
  *     (an i32 / u8 load compared with a constant at the edge of its range
  *     goes through tfmc_i64(), or gcc's -Wtype-limits would reject it);
@@ -522,111 +522,9 @@ static void put_comment_expr(Em *E, const LExpr *e) {
 
 static void put_stmts(Em *E, LStmt *const *stmts, int n, int depth);
 
-/* The loop `for v: r = r OP~ term(v)` with OP a reassociable float add, max
- * or min and term not reading r: the IR allows reordering it, which ISO C
- * does not (so gcc and clang, without -ffast-math, keep it serial and
- * scalar). Returns the LS_SET, or NULL for any other loop. */
-#define LANES 8
-static const LStmt *lane_reduction(const LStmt *s) {
-  if (s->n_stmts != 1 || s->stmts[0]->kind != LS_SET) return NULL;
-  const LStmt *set = s->stmts[0];
-  const LExpr *e = set->value;
-  if (!e || e->kind != LX_BIN || !e->reassoc || e->t != LT_F32 || !e->a || !e->b) return NULL;
-  if (e->op != LB_ADD && e->op != LB_MAX && e->op != LB_MIN) return NULL;
-  if (e->a->kind != LX_VAR || e->a->var != set->var || set->var == s->var) return NULL;
-  if (expr_reads_var(e->b, set->var)) return NULL;
-  return set;
-}
-
-/* "dst = acc OP term;" for the reduction's op, as put_bin prints it */
-static void put_fold(Em *E, int op, const char *dst, const char *acc, const LExpr *term,
-                     const char *term_text) {
-  FILE *o = E->out;
-  fprintf(o, "%s = ", dst);
-  if (op == LB_ADD) fprintf(o, "%s + ", acc);
-  else fprintf(o, "%s(%s, ", op == LB_MAX ? "tfmc_fmaxf" : "tfmc_fminf", acc);
-  if (term) put_expr(E, term, op != LB_ADD);
-  else if (term_text) fputs(term_text, o);
-  fputs(op == LB_ADD ? ";\n" : ");\n", o);
-}
-
-/* Such a loop printed as LANES partial results the compiler vectorises
- * (lane l accumulates the iterations congruent to l mod LANES), folded
- * pairwise into r, then the last iterations one by one:
- *     {
- *       float v1_lane[8];
- *       const int64_t v5_lo = LO, v5_hi = HI;
- *       int64_t v5_base = v5_lo;
- *       for (int v5_l = 0; v5_l < 8; ++v5_l) v1_lane[v5_l] = 0.0f;
- *       for (; v5_base + 8 <= v5_hi; v5_base += 8)
- *         for (int v5_l = 0; v5_l < 8; ++v5_l) {
- *           const int64_t v5 = v5_base + v5_l;
- *           v1_lane[v5_l] = v1_lane[v5_l] + TERM;
- *         }
- *       for (int v5_l = 0; v5_l < 8; v5_l += 2) v1_lane[v5_l] = v1_lane[v5_l] + v1_lane[v5_l + 1];
- *       ... (+ 2, + 4)
- *       v1 = v1 + v1_lane[0];
- *       for (int64_t v5 = v5_base; v5 < v5_hi; ++v5) v1 = v1 + TERM;
- *     }
- * Add lanes start at 0, max / min lanes at r's value. */
-static void put_lane_reduction(Em *E, const LStmt *s, const LStmt *set, int depth) {
-  FILE *o = E->out;
-  int v = s->var, r = set->var, op = set->value->op;
-  const LExpr *term = set->value->b;
-  bool decl = !E->hoist[v];
-  char lane[64], acc[64], other[64], rv[32];
-  snprintf(lane, sizeof lane, "v%d_lane[v%d_l]", r, v);
-  snprintf(rv, sizeof rv, "v%d", r);
-  indent(E, depth);
-  fprintf(o, "{ /* a reduction the IR lets reorder: %d lanes */\n", LANES);
-  indent(E, depth + 1);
-  fprintf(o, "float v%d_lane[%d];\n", r, LANES);
-  indent(E, depth + 1);
-  fprintf(o, "const int64_t v%d_lo = ", v);
-  put_expr(E, s->lo, true);
-  fprintf(o, ", v%d_hi = ", v);
-  put_expr(E, s->hi, true);
-  fprintf(o, ";\n");
-  indent(E, depth + 1);
-  fprintf(o, "int64_t v%d_base = v%d_lo;\n", v, v);
-  indent(E, depth + 1);
-  fprintf(o, "for (int v%d_l = 0; v%d_l < %d; ++v%d_l) %s = %s;\n", v, v, LANES, v, lane,
-          op == LB_ADD ? "0.0f" : rv);
-  indent(E, depth + 1);
-  fprintf(o, "for (; v%d_base + %d <= v%d_hi; v%d_base += %d)\n", v, LANES, v, v, LANES);
-  indent(E, depth + 2);
-  fprintf(o, "for (int v%d_l = 0; v%d_l < %d; ++v%d_l) {\n", v, v, LANES, v);
-  indent(E, depth + 3);
-  fprintf(o, "%sv%d = v%d_base + v%d_l;\n", decl ? "const int64_t " : "", v, v, v);
-  indent(E, depth + 3);
-  put_fold(E, op, lane, lane, term, NULL);
-  indent(E, depth + 2);
-  fprintf(o, "}\n");
-  for (int w = 1; w < LANES; w *= 2) { /* ((l0 l1) (l2 l3)) ((l4 l5) (l6 l7)) */
-    indent(E, depth + 1);
-    fprintf(o, "for (int v%d_l = 0; v%d_l < %d; v%d_l += %d) ", v, v, LANES, v, 2 * w);
-    snprintf(other, sizeof other, "v%d_lane[v%d_l + %d]", r, v, w);
-    put_fold(E, op, lane, lane, NULL, other);
-  }
-  snprintf(acc, sizeof acc, "v%d_lane[0]", r);
-  indent(E, depth + 1);
-  put_fold(E, op, rv, rv, NULL, acc);
-  indent(E, depth + 1);
-  fprintf(o, "for (%sv%d = v%d_base; v%d < v%d_hi; ++v%d) ", decl ? "int64_t " : "", v, v, v, v,
-          v);
-  put_fold(E, op, rv, rv, term, NULL);
-  indent(E, depth);
-  fprintf(o, "}\n");
-}
-
 static void put_for(Em *E, const LStmt *s, int depth) {
   FILE *o = E->out;
   int v = s->var;
-  const LStmt *red = lane_reduction(s);
-  if (red) {
-    put_lane_reduction(E, s, red, depth);
-    return;
-  }
   bool inv = bound_invariant(s->hi, s);
   bool decl = !E->hoist[v];
   indent(E, depth);

@@ -1,6 +1,7 @@
 /* tests/c/test_parity.c — every op of the op table through the emitted C
- * against the reference interpreter: graph -> pass_lower_loops -> C
- * project -> compiled with a driver (c_test_util.h) -> run on random
+ * against the reference interpreter: graph -> pass_lower_loops -> the loop
+ * passes of -O2 (lane-split: the reductions print as 8 lanes, as emitted C
+ * at -O2 computes them) -> C project -> compiled with a driver (c_test_util.h) -> run on random
  * inputs with symbolic dims bound below their maxima -> outputs within
  * 1e-5 + 1e-4 |ref| of interp_run's (ints exact, masks as booleans).
  *
@@ -35,6 +36,13 @@ static void build_op(int op, Built *b) {
   cr_assert_eq(interp_run(c->g, &ws, c->in, c->n_in, c->a, &b->ref, &b->n_ref, err, sizeof err), 0,
                "%s: %s", ir_op_info[op].name, err);
   b->p = pass_lower_loops(c->a, c->g);
+  PassPipeline o2;
+  cr_assert(pass_pipeline_level(2, &o2));
+  Diags d;
+  diags_init(&d, c->a, NULL);
+  PassContext ctx = {.diags = &d};
+  cr_assert(pass_pipeline_run_loop(b->p, &o2, &ctx), "%s: %s", ir_op_info[op].name,
+            d.captured ? d.captured : "");
   b->info = pass_model_info(c->a, c->g, b->p, c->vocab, -1);
   b->packed = arena_alloc(c->a, (size_t)b->info->weights_floats * 4 + 4);
   backend_pack_weights(b->p, &ws, b->packed);

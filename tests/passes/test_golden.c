@@ -1,11 +1,14 @@
 /* tests/passes/test_golden.c — IR in, IR out: every tests/passes/NAME.tfir
  * (first line "# passes: LIST") run through that pipeline must print exactly
- * NAME.expected.tfir, byte for byte. Also: every registered pass has a
+ * NAME.expected.tfir, byte for byte; likewise every loop IR golden
+ * tests/passes/loop/NAME.tfloop through its loop passes must print
+ * NAME.expected.tfloop. Also: every registered pass has a
  * golden of its own (a file whose pipeline is that pass alone); every
  * expected file is valid IR that prints back unchanged; and running the
  * pipeline again on an expected file changes nothing (the passes here are
  * idempotent, so a golden that is not a fixpoint shows a pass that left work
  * undone). */
+#include "ir/loop.h"
 #include "passes/passes.h"
 
 #include <criterion/criterion.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #define GOLDEN_DIR TFMC_SOURCE_DIR "/tests/passes"
+#define LOOP_GOLDEN_DIR GOLDEN_DIR "/loop"
 
 static char *print_str(const IrGraph *g) {
   char *s = NULL;
@@ -62,11 +66,90 @@ static char *run_pipeline(IrGraph *g, const PassPipeline *pl, const char *name) 
   return print_str(g);
 }
 
-static bool is_golden_input(const char *name) {
+static bool is_golden_input_ext(const char *name, const char *in, const char *exp) {
   size_t n = strlen(name);
-  const char *in = ".tfir", *exp = ".expected.tfir";
   return n > strlen(in) && strcmp(name + n - strlen(in), in) == 0 &&
          !(n > strlen(exp) && strcmp(name + n - strlen(exp), exp) == 0);
+}
+
+static bool is_golden_input(const char *name) {
+  return is_golden_input_ext(name, ".tfir", ".expected.tfir");
+}
+
+/* ---- loop IR goldens ---- */
+
+static char *print_loop_str(const LoopProgram *p) {
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  cr_assert(f);
+  loop_program_print(p, f);
+  fclose(f);
+  return s;
+}
+
+static LoopProgram *parse_loop(Arena *a, const SrcFile *src) {
+  Diags d;
+  diags_init(&d, a, NULL);
+  LoopProgram *p = loop_program_parse(a, src, &d);
+  cr_assert(p, "%s does not parse:\n%s", src->name, d.captured ? d.captured : "");
+  return p;
+}
+
+static char *run_loop_pipeline(LoopProgram *p, const PassPipeline *pl, const char *name) {
+  Diags d;
+  diags_init(&d, p->arena, NULL);
+  PassContext ctx = {.diags = &d};
+  cr_assert(pass_pipeline_run_loop(p, pl, &ctx), "%s: pipeline failed:\n%s", name,
+            d.captured ? d.captured : "");
+  cr_assert_eq(d.n_errors, 0);
+  return print_loop_str(p);
+}
+
+/* Runs every tests/passes/loop/NAME.tfloop; marks the passes run alone. */
+static int run_loop_goldens(const PassInfo *reg, int pr_n, bool *alone) {
+  DIR *dir = opendir(LOOP_GOLDEN_DIR);
+  cr_assert(dir);
+  int n_files = 0;
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (!is_golden_input_ext(e->d_name, ".tfloop", ".expected.tfloop"))
+      continue;
+    n_files++;
+    Arena *a = arena_create();
+    char path[1024], expected_path[1024], list[256];
+    snprintf(path, sizeof path, "%s/%s", LOOP_GOLDEN_DIR, e->d_name);
+    snprintf(expected_path, sizeof expected_path, "%s/%.*s.expected.tfloop", LOOP_GOLDEN_DIR,
+             (int)(strlen(e->d_name) - strlen(".tfloop")), e->d_name);
+    SrcFile *src = read_src(a, path);
+    SrcFile *exp = read_src(a, expected_path);
+    PassPipeline pl;
+    header_pipeline(src, &pl, list, sizeof list);
+    cr_assert_eq(pass_pipeline_count(&pl, PASS_GRAPH), 0, "%s: a loop golden runs loop passes",
+                 e->d_name);
+    if (pl.n == 1)
+      for (int i = 0; i < pr_n; i++)
+        alone[i] |= pl.passes[0] == &reg[i];
+    LoopProgram *in = parse_loop(a, src);
+    char *before = print_loop_str(in);
+    char *got = run_loop_pipeline(in, &pl, e->d_name);
+    cr_expect_str_eq(got, exp->text, "%s after '%s' differs from its expected file:\n%s",
+                     e->d_name, list, got);
+    cr_expect_str_neq(got, before, "%s: '%s' changed nothing", e->d_name, list);
+    /* the expected file is valid loop IR, prints back as is, and is a fixpoint */
+    LoopProgram *pe = parse_loop(a, exp);
+    char *back = print_loop_str(pe);
+    cr_expect_str_eq(back, exp->text, "%s does not print back unchanged", expected_path);
+    char *again = run_loop_pipeline(pe, &pl, expected_path);
+    cr_expect_str_eq(again, exp->text, "'%s' changes %s again", list, expected_path);
+    free(before);
+    free(got);
+    free(back);
+    free(again);
+    arena_destroy(a);
+  }
+  closedir(dir);
+  return n_files;
 }
 
 Test(golden, every_file_prints_its_expected_ir) {
@@ -111,6 +194,8 @@ Test(golden, every_file_prints_its_expected_ir) {
   }
   closedir(dir);
   cr_assert_geq(n_files, 4, "the golden files are missing from %s", GOLDEN_DIR);
+  cr_assert_geq(run_loop_goldens(reg, pr_n, alone), 1, "the loop goldens are missing from %s",
+                LOOP_GOLDEN_DIR);
   for (int i = 0; i < pr_n; i++)
     cr_expect(alone[i], "pass '%s' has no golden file running it alone", reg[i].name);
   free(alone);
@@ -158,6 +243,8 @@ Test(golden, every_pass_runs_on_every_corpus_graph) {
       if (k == 0 && !strstr(e->d_name, ".tfir"))
         continue;
       for (int p = 0; p < n_reg; p++) {
+        if (reg[p].level != PASS_GRAPH)
+          continue; /* loop passes: tests/passes/test_loop_ir.c runs them on every example */
         Arena *a = arena_create();
         Diags d;
         diags_init(&d, a, NULL);

@@ -1,7 +1,9 @@
 /* tests/passes/test_manager.c — the pass manager: pipeline parsing and its
  * messages, the -O levels, verify-after-each (with broken passes defined
  * only here), failing passes, print-after, statistics, and the rebuild
- * helper passes are written with. */
+ * helper passes are written with; then the same for loop passes (the
+ * ordering rule, print-after, stats, a broken loop pass named). */
+#include "ir/loop.h"
 #include "passes/passes.h"
 
 #include <criterion/criterion.h>
@@ -108,7 +110,12 @@ Test(pipeline, registry_rows_are_sound) {
   const PassInfo *reg = pass_registry(&n);
   cr_assert_geq(n, 2);
   for (int i = 0; i < n; i++) {
-    cr_expect(reg[i].run && reg[i].description && *reg[i].description);
+    cr_expect(reg[i].description && *reg[i].description);
+    /* one function, of the row's level */
+    cr_expect(reg[i].level == PASS_GRAPH || reg[i].level == PASS_LOOP, "%s", reg[i].name);
+    cr_expect(reg[i].level == PASS_GRAPH ? reg[i].run && !reg[i].run_loop
+                                         : reg[i].run_loop && !reg[i].run,
+              "%s: no function, or one of the wrong level", reg[i].name);
     cr_expect_null(strchr(reg[i].description, '\n'), "description of %s spans lines", reg[i].name);
     cr_expect_eq(pass_find(reg[i].name, strlen(reg[i].name)), &reg[i]);
     for (int k = 0; k < i; k++)
@@ -131,6 +138,11 @@ Test(pipeline, levels) {
       dce |= strcmp(pl.passes[i]->name, "dce") == 0;
     }
     cr_expect(dce, "-O%d lacks dce", level);
+    /* the loop passes, last: lane-split before share-kernels, which must
+     * compare the bodies lane-split leaves */
+    cr_expect_eq(pass_pipeline_count(&pl, PASS_LOOP), 2, "-O%d lacks a loop pass", level);
+    cr_expect_str_eq(pl.passes[pl.n - 2]->name, "lane-split");
+    cr_expect_str_eq(pl.passes[pl.n - 1]->name, "share-kernels");
   }
   cr_expect_not(pass_pipeline_level(4, &pl));
   cr_expect_not(pass_pipeline_level(-1, &pl));
@@ -424,5 +436,201 @@ Test(rewrite, dce_on_a_graph_of_inputs_only_keeps_them) {
   cr_expect_eq(f.g->n_nodes, 2);
   cr_expect_eq(f.g->nodes[1].op, IR_OP_INPUT);
   cr_expect_str_eq(f.g->nodes[1].attrs.name, "b");
+  arena_destroy(f.a);
+}
+
+/* ---- loop passes ---- */
+
+Test(pipeline, a_graph_pass_after_a_loop_pass_is_refused) {
+  PassPipeline pl;
+  char err[512];
+  cr_assert_not(pass_pipeline_parse("dce,lane-split,prune-rows", &pl, err, sizeof err));
+  cr_expect(strstr(err, "graph pass 'prune-rows' cannot follow loop pass 'lane-split'"), "%s",
+            err);
+  cr_expect(strstr(err, "graph passes first"), "%s", err);
+  pl = parse_ok("prune-rows,dce,lane-split,lane-split");
+  cr_expect_eq(pass_pipeline_count(&pl, PASS_GRAPH), 2);
+  cr_expect_eq(pass_pipeline_count(&pl, PASS_LOOP), 2);
+  const PassInfo *dce = pass_find("dce", 3);
+  cr_expect_not(pass_pipeline_add(&pl, dce), "pass_pipeline_add keeps the rule too");
+  cr_expect_eq(pl.n, 4);
+  cr_expect_str_eq(pass_level_name(pass_find("lane-split", 10)->level), "loop");
+  /* print-after names loop passes as well */
+  cr_expect(pass_print_after_check(&pl, "lane-split", err, sizeof err), "%s", err);
+  PassPipeline graph_only = parse_ok("dce");
+  cr_expect_not(pass_print_after_check(&graph_only, "lane-split", err, sizeof err));
+  cr_expect(strstr(err, "not in the pipeline"), "%s", err);
+}
+
+/* One kernel: a layernorm-like sum over 64, then a scale. */
+static const char *loop_text =
+    "loop program \"m\" (arena 1024 bytes, weights 0 floats, syms 1)\n"
+    "  b0 = input[0] : f32  \"x\"\n"
+    "  b1 = output[0] : f32  \"y\"\n"
+    "kernel k1_sum \"sum %1\" node 1 parallel extent sym0 grain 4 (outer v0):\n"
+    "  vars v0:i64 v1:f32 v2:i64\n"
+    "  let v1: f32 = 0f\n"
+    "  for v2 in 0..64:\n"
+    "    v1 = (v1 +~ b0[((v0 * 64) + v2)])\n"
+    "  b1[v0] = v1\n";
+
+typedef struct LoopFixture {
+  Arena *a;
+  Diags d;
+  LoopProgram *p;
+  PassContext ctx;
+} LoopFixture;
+
+static void loop_setup(LoopFixture *f) {
+  f->a = arena_create();
+  diags_init(&f->d, f->a, NULL);
+  f->p = loop_program_parse(f->a, src_file_from_string(f->a, "m.tfloop", loop_text), &f->d);
+  cr_assert(f->p, "%s", f->d.captured ? f->d.captured : "");
+  memset(&f->ctx, 0, sizeof f->ctx);
+  f->ctx.diags = &f->d;
+}
+
+static char *loop_str(const LoopProgram *p) {
+  char *s = NULL;
+  size_t n = 0;
+  FILE *out = open_memstream(&s, &n);
+  cr_assert(out);
+  loop_program_print(p, out);
+  fclose(out);
+  return s;
+}
+
+static int loop_runs;
+static bool loop_count_run(LoopProgram *p, PassContext *ctx) {
+  (void)p;
+  (void)ctx;
+  loop_runs++;
+  return true;
+}
+static const PassInfo loop_counting = {"loop-count", "counts its runs; changes nothing", NULL,
+                                       PASS_LOOP, loop_count_run};
+
+/* Appends a call with no arguments to the first kernel: rt_gelu takes 6. */
+static bool loop_break_run(LoopProgram *p, PassContext *ctx) {
+  (void)ctx;
+  ls_append(p, p->kernels[0].body, ls_call(p, LC_GELU, NULL, 0));
+  return true;
+}
+static const PassInfo loop_breaks = {"break-call", "adds a call without its arguments", NULL,
+                                     PASS_LOOP, loop_break_run};
+
+static bool loop_fail_run(LoopProgram *p, PassContext *ctx) {
+  (void)p;
+  (void)ctx;
+  return false;
+}
+static const PassInfo loop_fails = {"loop-fail", "fails without a message", NULL, PASS_LOOP,
+                                    loop_fail_run};
+
+Test(loop_passes, graph_runner_skips_them_and_loop_runner_skips_graph_passes) {
+  Fixture f;
+  setup(&f, graph_text);
+  PassPipeline pl = parse_ok("dce");
+  pass_pipeline_add(&pl, &loop_counting);
+  loop_runs = 0;
+  cr_assert(pass_pipeline_run(f.g, &pl, &f.ctx), "%s", captured(&f));
+  cr_expect_eq(loop_runs, 0, "the graph runner ran a loop pass");
+  LoopFixture lf;
+  loop_setup(&lf);
+  cr_assert(pass_pipeline_run_loop(lf.p, &pl, &lf.ctx), "%s", lf.d.captured);
+  cr_expect_eq(loop_runs, 1);
+  arena_destroy(f.a);
+  arena_destroy(lf.a);
+}
+
+Test(loop_passes, a_broken_loop_pass_is_caught_and_named) {
+  LoopFixture f;
+  loop_setup(&f);
+  PassPipeline pl = {{0}, 0};
+  pass_pipeline_add(&pl, &loop_breaks);
+  pass_pipeline_add(&pl, &loop_counting);
+  loop_runs = 0;
+  cr_assert_not(pass_pipeline_run_loop(f.p, &pl, &f.ctx));
+  const char *c = f.d.captured ? f.d.captured : "";
+  cr_expect(strstr(c, "loop pass 'break-call' left a program that does not verify"), "%s", c);
+  cr_expect(strstr(c, "rt_gelu takes 6 arguments, given 0"), "the verifier's reason: %s", c);
+  cr_expect_eq(loop_runs, 0, "the pipeline went on after a broken pass");
+  arena_destroy(f.a);
+}
+
+Test(loop_passes, failing_and_unverifiable_input) {
+  LoopFixture f;
+  loop_setup(&f);
+  PassPipeline pl = {{0}, 0};
+  pass_pipeline_add(&pl, &loop_fails);
+  cr_assert_not(pass_pipeline_run_loop(f.p, &pl, &f.ctx));
+  cr_expect(strstr(f.d.captured, "loop pass 'loop-fail' failed without saying why"), "%s",
+            f.d.captured);
+  LoopFixture g;
+  loop_setup(&g);
+  ls_append(g.p, g.p->kernels[0].body, ls_call(g.p, LC_GELU, NULL, 0));
+  PassPipeline count = {{0}, 0};
+  pass_pipeline_add(&count, &loop_counting);
+  loop_runs = 0;
+  cr_assert_not(pass_pipeline_run_loop(g.p, &count, &g.ctx));
+  cr_expect(strstr(g.d.captured, "does not verify; no pass ran"), "%s", g.d.captured);
+  cr_expect_eq(loop_runs, 0);
+  arena_destroy(f.a);
+  arena_destroy(g.a);
+}
+
+Test(loop_passes, print_after_prints_the_loop_ir_which_parses_back) {
+  LoopFixture f;
+  loop_setup(&f);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  f.ctx.print_after = "all";
+  f.ctx.print_out = out;
+  PassPipeline pl = parse_ok("dce,lane-split,lane-split");
+  cr_assert(pass_pipeline_run_loop(f.p, &pl, &f.ctx), "%s", f.d.captured);
+  fclose(out);
+  const char *h1 = strstr(buf, "# loop IR after pass 'lane-split'\n");
+  const char *h2 = h1 ? strstr(h1 + 1, "# loop IR after pass 'lane-split' (unchanged)\n") : NULL;
+  cr_assert(h1 == buf && h2, "%s", buf);
+  cr_expect_null(strstr(buf, "'dce'"), "a graph pass printed at the loop level: %s", buf);
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, NULL);
+  LoopProgram *back =
+      loop_program_parse(a, src_file_from_string(a, "printed.tfloop", strchr(h2, '\n') + 1), &d);
+  cr_assert(back, "%s", d.captured ? d.captured : "");
+  char *p1 = loop_str(back), *p2 = loop_str(f.p);
+  cr_expect_str_eq(p1, p2);
+  cr_expect(strstr(p2, "for v11 in 0..8:"), "not split: %s", p2);
+  free(p1);
+  free(p2);
+  free(buf);
+  arena_destroy(a);
+  arena_destroy(f.a);
+}
+
+Test(loop_passes, stats_name_each_loop_pass_with_kernels_and_note) {
+  LoopFixture f;
+  loop_setup(&f);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  f.ctx.stats_out = out;
+  PassPipeline pl = parse_ok("lane-split,lane-split");
+  cr_assert(pass_pipeline_run_loop(f.p, &pl, &f.ctx), "%s", f.d.captured);
+  fclose(out);
+  const char *want[] = {"loop pass", "kernels", "what it did",
+                        "lane-split", "1 -> 1", "split 1 reduction in 1 kernel into 8 lanes",
+                        "lane-split", "no change",
+                        "total", "(2 loop passes)"};
+  const char *at = buf;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char *hit = strstr(at, want[i]);
+    cr_expect(hit, "'%s' missing (or out of order) in:\n%s", want[i], buf);
+    if (hit)
+      at = hit + strlen(want[i]);
+  }
+  free(buf);
   arena_destroy(f.a);
 }
