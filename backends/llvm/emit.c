@@ -1054,6 +1054,12 @@ int llvm_module_emit(const LoopProgram *p, const LlvmTarget *t, LLVMTargetMachin
 
   LLVMValueRef entry_fn = LLVMAddFunction(E.mod, "tfmc_model_run", E.t_entry);
   add_fn_attr(&E, entry_fn, "nounwind");
+  /* The entry is a straight list of kernel calls, each after a few stores
+   * into the context array: nothing to optimise, while the SLP vectoriser's
+   * dependency scheduling over that one long block cost more than all the
+   * kernels together (bert-base: 153 calls). */
+  add_fn_attr(&E, entry_fn, "optnone");
+  add_fn_attr(&E, entry_fn, "noinline");
   kernels = calloc((size_t)p->n_kernels + 1, sizeof *kernels);
   if (!kernels) {
     fail(&E, "out of memory");
