@@ -116,6 +116,44 @@ static bool is_space(char c) {
   return c == ' ' || c == '\t';
 }
 
+bool pass_pipeline_disable(PassPipeline *pl, const char *list, char *err, size_t errlen) {
+  char names[512];
+  pass_names_list(names, sizeof names);
+  const char *p = list;
+  for (;;) {
+    const char *s = p, *e = strchr(p, ',');
+    if (!e)
+      e = p + strlen(p);
+    while (s < e && (is_space(*s) || *s == '-'))
+      s++;
+    const char *t = e;
+    while (t > s && is_space(t[-1]))
+      t--;
+    if (t == s) {
+      snprintf(err, errlen, "empty pass name in '%s' (available passes: %s)", list, names);
+      return false;
+    }
+    const PassInfo *pi = pass_find(s, (size_t)(t - s));
+    if (!pi) {
+      snprintf(err, errlen, "unknown pass '%.*s' (available passes: %s)", (int)(t - s), s, names);
+      return false;
+    }
+    int k = 0;
+    for (int i = 0; i < pl->n; i++)
+      if (pl->passes[i] != pi)
+        pl->passes[k++] = pl->passes[i];
+    if (k == pl->n) {
+      snprintf(err, errlen, "pass '%s' is not in the pipeline, so it cannot be disabled",
+               pi->name);
+      return false;
+    }
+    pl->n = k;
+    if (!*e)
+      return true;
+    p = e + 1;
+  }
+}
+
 bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t errlen) {
   char names[512];
   pass_names_list(names, sizeof names);

@@ -167,6 +167,11 @@ void pass_names_list(char *buf, size_t n);
  * writes a message (listing the available passes, or saying the order
  * rule) to err and returns false. */
 bool pass_pipeline_parse(const char *list, PassPipeline *out, char *err, size_t errlen);
+/* Removes every pass named in list ("a,b", each name optionally written
+ * "-a") from pl, keeping the order of the others: -O3 less one pass, the
+ * way an experiment measures what that pass buys. False, with a message,
+ * for an unknown name or a pass the pipeline does not hold. */
+bool pass_pipeline_disable(PassPipeline *pl, const char *list, char *err, size_t errlen);
 /* The pipeline of optimisation level 0..3 (-O0 is empty). False if out of range. */
 bool pass_pipeline_level(int level, PassPipeline *out);
 /* Appends one pass (a registered one, or one a test defines). False when

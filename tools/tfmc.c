@@ -242,7 +242,7 @@ done:
 
 #define PASS_OPTS                                                                      \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},     \
-      {"pass-stats", false, NULL}
+      {"pass-stats", false, NULL}, {"disable-pass", true, NULL}
 
 static bool same_file(const char *a, const char *b);
 
@@ -283,12 +283,22 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
                         FILE **print_file) {
   char err[1024];
   const char *list = opt(args, "passes"), *after = opt(args, "print-after");
-  const char *path = opt(args, "print-file");
+  const char *path = opt(args, "print-file"), *disable = opt(args, "disable-pass");
   *print_file = NULL;
-  if (list && level >= 0) return usage_error(cmd, "give --passes or -O%d, not both", level);
-  if (list ? !pass_pipeline_parse(list, pl, err, sizeof err)
-           : !pass_pipeline_level(level < 0 ? default_level : level, pl))
+  /* --passes=-a,-b: the level's pipeline (default or -O) less those */
+  const char *first = list;
+  while (first && (*first == ' ' || *first == '\t')) first++;
+  bool removals = first && *first == '-';
+  if (list && !removals && level >= 0)
+    return usage_error(cmd, "give --passes or -O%d, not both", level);
+  if (removals && disable)
+    return usage_error(cmd, "give --passes=-NAME or --disable-pass=NAME, not both");
+  if (removals) disable = list;
+  if (list && !removals ? !pass_pipeline_parse(list, pl, err, sizeof err)
+                        : !pass_pipeline_level(level < 0 ? default_level : level, pl))
     return usage_error(cmd, "--passes: %s", err);
+  if (disable && !pass_pipeline_disable(pl, disable, err, sizeof err))
+    return usage_error(cmd, "%s: %s", removals ? "--passes" : "--disable-pass", err);
   if (!pass_print_after_check(pl, after, err, sizeof err)) return usage_error(cmd, "%s", err);
   if (path && !after) return usage_error(cmd, "--print-file goes with --print-after");
   for (int i = 0; path && i < n; i++)

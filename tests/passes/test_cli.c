@@ -275,3 +275,41 @@ Test(cli, pytorch_goldens_hold_after_passes, .timeout = 600) {
   }
   cr_expect_geq(n, 10, "golden directories missing under %s", root);
 }
+
+/* Switching passes off by name: --disable-pass=NAME or --passes=-NAME take
+ * the pass out of the level's pipeline (-O2 by default on run, build and
+ * emit-c); the stats show what ran; a pass that is unknown or not in the
+ * pipeline is a usage error; .tfloop files take loop passes only. */
+Test(cli, passes_switch_off_by_name) {
+  write_file("spec.tfm", spec_text);
+  cr_assert_eq(tfmc("ir spec.tfm -O2 --level loop --pass-stats"), 0, "%s", err_text);
+  cr_expect(strstr(err_text, "share-kernels") && strstr(err_text, "lane-split"), "%s", err_text);
+  cr_assert_eq(tfmc("ir spec.tfm -O2 --level loop --disable-pass=share-kernels --pass-stats"), 0,
+               "%s", err_text);
+  cr_expect(strstr(err_text, "lane-split") && !strstr(err_text, "share-kernels"), "%s", err_text);
+  cr_expect_null(strstr(out_text, " shares "), "share-kernels ran though disabled");
+  cr_assert_eq(tfmc("ir spec.tfm -O3 --level loop --passes=-lane-split,-prune-rows --pass-stats"), 0,
+               "%s", err_text);
+  cr_expect(strstr(err_text, "share-kernels") && strstr(err_text, "dce"), "%s", err_text);
+  cr_expect(!strstr(err_text, "lane-split") && !strstr(err_text, "prune-rows"), "%s", err_text);
+  cr_expect_eq(tfmc("ir spec.tfm -O2 --disable-pass=fuse-everything"), 2);
+  cr_expect(strstr(err_text, "unknown pass 'fuse-everything'"), "%s", err_text);
+  cr_expect_eq(tfmc("ir spec.tfm -O0 --disable-pass=dce"), 2);
+  cr_expect(strstr(err_text, "'dce' is not in the pipeline"), "%s", err_text);
+  cr_expect_eq(tfmc("ir spec.tfm -O2 --passes=-dce --disable-pass=prune-rows"), 2);
+  cr_expect_eq(tfmc("ir spec.tfm --passes=dce,-prune-rows"), 2);
+  /* a loop listing through the loop passes only */
+  cr_assert_eq(tfmc("ir spec.tfm -O2 --level loop --disable-pass=share-kernels"), 0, "%s", err_text);
+  write_file("spec.tfloop", out_text);
+  cr_assert_eq(tfmc("ir spec.tfloop --passes=share-kernels"), 0, "%s", err_text);
+  cr_expect(strstr(out_text, " shares "), "%.2000s", out_text);
+  cr_expect_eq(tfmc("ir spec.tfloop --passes=dce"), 1);
+  cr_expect(strstr(err_text, "may only hold loop passes"), "%s", err_text);
+  /* run: the same outputs with a pass off */
+  cr_assert_eq(tfmc("run spec.tfm --init random --tokens \"1 2 3\" --outputs a.safetensors"), 0,
+               "%s", err_text);
+  cr_assert_eq(tfmc("run spec.tfm --init random --tokens \"1 2 3\" --disable-pass=share-kernels "
+                    "--outputs b.safetensors"),
+               0, "%s", err_text);
+  cr_assert_eq(tfmc("compare a.safetensors b.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
+}
