@@ -450,7 +450,7 @@ static int cmd_run(int argc, char **argv) {
   int r = take_opt_level("run", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("run", argc, argv, &args);
   if (r == 1) {
-    puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+    puts("usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
          "                [--threads N] [--repeat N] [--profile] [--passes=LIST | -O0..-O3]\n"
@@ -469,8 +469,9 @@ static int cmd_run(int argc, char **argv) {
          "min and max run time (and the JIT's compile time) to stderr.\n"
          "--profile: time every compiled kernel and print the time per op kind and\n"
          "the slowest kernels to stderr.\n"
-         "--passes / -O run graph passes before the backend, as 'tfmc ir' does\n"
-         "(see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs none.");
+         "--passes / -O run graph and loop passes before the backend, as 'tfmc ir'\n"
+         "does (see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs\n"
+         "none; --disable-pass=a,b takes passes out of the pipeline.");
     return 0;
   }
   if (r) return r;
@@ -706,7 +707,8 @@ static int cmd_build(int argc, char **argv) {
          "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
          "      [--threads N] [--repeat N] [--profile]   (EXE --help says more)\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
-         "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
+         "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
+         "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r) return r;
@@ -759,7 +761,8 @@ static int cmd_emit_c(int argc, char **argv) {
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
          "building a standalone executable and a static library with a C API\n"
          "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.\n"
-         "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
+         "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
+         "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r) return r;
