@@ -66,7 +66,7 @@ static WeightSet *weights_get(Arena *a, Diags *d, const IrGraph *g, const Spec *
 static RtModelInfo *model_info(Arena *a, const Compiled *c) {
   int64_t vocab[RT_MAX_IO] = {0};
   pass_input_vocabs(c->g, vocab);
-  return pass_model_info(a, c->g, c->prog, vocab, c->spec ? c->spec->model->pad_id : -1);
+  return pass_model_info(a, c->g, c->prog, vocab, c->g->pad_id);
 }
 
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,

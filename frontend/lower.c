@@ -283,6 +283,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   }
   Lower L = {0};
   L.g = ir_graph_create(a, m->name);
+  L.g->pad_id = m->pad_id;
   L.m = m;
   L.opt = opt;
   L.d = m->d_model;

@@ -67,6 +67,7 @@ IrGraph *ir_graph_create(Arena *a, const char *name) {
   IrGraph *g = arena_alloc(a, sizeof *g);
   g->arena = a;
   g->name = arena_strdup(a, name);
+  g->pad_id = -1;
   return g;
 }
 

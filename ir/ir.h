@@ -252,6 +252,9 @@ typedef struct IrGraph {
   int n_nodes, cap_nodes;
   IrOutput *outputs;
   int n_outputs, cap_outputs;
+  int64_t pad_id; /* the padding token id that masks derive from (`tokens pad N`;
+                     printed `pad N`), -1 when none: a model-level fact the
+                     runtime's binders need, so a .tfir graph keeps it */
 } IrGraph;
 
 IrGraph *ir_graph_create(Arena *a, const char *name);

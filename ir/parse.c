@@ -836,6 +836,17 @@ static bool parse_node(Parser *ps) {
 }
 
 /* 'sym' NAME 'max' INT */
+/* pad := 'pad' INT   (the padding token id; once) */
+static bool parse_pad(Parser *ps) {
+  Tok pt = ps->tok;
+  lex_next(ps);
+  if (ps->g->pad_id >= 0) {
+    error_at(ps, &pt, "duplicate pad id");
+    return false;
+  }
+  return parse_int(ps, 0, INT64_MAX, false, "the pad id", &ps->g->pad_id);
+}
+
 static bool parse_sym(Parser *ps) {
   lex_next(ps);
   Tok nt = ps->tok;
@@ -924,7 +935,8 @@ static void check_output_names(Parser *ps) {
 }
 
 static bool is_stmt_start(const Tok *t) {
-  return t->kind == TK_VALUE || tok_is_word(t, "sym") || tok_is_word(t, "output") ||
+  return t->kind == TK_VALUE || tok_is_word(t, "sym") || tok_is_word(t, "pad") ||
+         tok_is_word(t, "output") ||
          tok_is_punct(t, '}');
 }
 
@@ -987,10 +999,12 @@ IrGraph *ir_graph_parse(Arena *a, const SrcFile *src, Diags *d) {
       ok = parse_node(&ps);
     else if (tok_is_word(t, "sym"))
       ok = parse_sym(&ps);
+    else if (tok_is_word(t, "pad"))
+      ok = parse_pad(&ps);
     else if (tok_is_word(t, "output"))
       ok = parse_output(&ps);
     else {
-      expected(&ps, "a statement ('%N = ...', 'sym' or 'output') or '}'");
+      expected(&ps, "a statement ('%N = ...', 'sym', 'pad' or 'output') or '}'");
       ok = false;
     }
     if (!ok) {

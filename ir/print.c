@@ -2,6 +2,7 @@
  *
  *   graph "tiny" {
  *     sym B max 8
+ *     pad 0                       (the padding token id, when the model has one)
  *     %0 = input "x" : f32[B,64] @"tiny.tfm":3:5
  *     %1 = layernorm %0, %2, %3 {eps=1e-05, unbiased=false} : f32[B,64]
  *     output "y" = %1
@@ -169,6 +170,7 @@ void ir_graph_print(const IrGraph *g, FILE *out) {
     print_name(g->syms[i].name, out);
     fprintf(out, " max %" PRId64 "\n", g->syms[i].max);
   }
+  if (g->pad_id >= 0) fprintf(out, "  pad %" PRId64 "\n", g->pad_id);
   for (int i = 0; i < g->n_nodes; i++)
     print_node(g, i, out);
   for (int i = 0; i < g->n_outputs; i++) {

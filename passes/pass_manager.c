@@ -454,6 +454,7 @@ void pass_rewrite(IrGraph *g, const bool *keep, PassRewriteFn fn, void *user) {
   /* same symbols at the same indices, so types copy as they are */
   memcpy(ng->syms, old->syms, sizeof ng->syms);
   ng->n_syms = old->n_syms;
+  ng->pad_id = old->pad_id;
   PassRewrite rw = {old, ng, arena_alloc(a, (size_t)(old->n_nodes + 1) * sizeof(int))};
   for (int id = 0; id < old->n_nodes; id++) {
     int r = -1;

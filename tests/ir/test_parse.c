@@ -54,8 +54,10 @@ Test(parse, header_errors) {
 }
 
 Test(parse, statement_errors) {
-  EXPECT_ERROR(HEAD "  foo\n}\n", "t.tfir:4:3: error: expected a statement ('%N = ...', 'sym' or "
-                                  "'output') or '}', found 'foo'");
+  EXPECT_ERROR(HEAD "  foo\n}\n", "t.tfir:4:3: error: expected a statement ('%N = ...', 'sym', "
+                                  "'pad' or 'output') or '}', found 'foo'");
+  EXPECT_ERROR(HEAD "  pad 0\n  pad 1\n}\n", "t.tfir:5:3: error: duplicate pad id");
+  EXPECT_ERROR(HEAD "  pad -1\n}\n", "t.tfir:4:7: error:");
   EXPECT_ERROR(HEAD "  %1 relu %0 : f32[B,8]\n}\n",
                "t.tfir:4:6: error: expected '=' after the value, found 'relu'");
   EXPECT_ERROR(HEAD "  %1 = %0 : f32[B,8]\n}\n",

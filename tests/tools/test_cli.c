@@ -475,13 +475,13 @@ Test(cli, profile_built_executable_and_jit, .timeout = 300) {
  * outputs, random weights by name, checkpoints by canonical names, and ids
  * bounded by the embedding they feed. */
 Test(cli, runs_a_graph_ir_file) {
-  /* a graph does not know the spec's pad id: padding comes as lengths */
-  int64_t ids[6] = {5, 7, 9, 0, 3, 0}, lengths[2] = {3, 2};
+  int64_t ids[6] = {5, 7, 9, 3, 0, 0}, lengths[2] = {3, 1};
   RtStWrite t[2] = {ids_tensor("tokens", RT_I64, ids, 2, 3),
                     {"lengths", RT_I64, 1, {2}, lengths}};
   write_inputs("in.safetensors", t, 2);
   cr_assert_eq(tfmc("ir cls.tfm -O2"), 0, "%s", err_text);
   write_file("cls.tfir", out_text);
+  cr_assert(strstr(out_text, "\n  pad 0\n"), "the graph lacks the spec's pad id:\n%s", out_text);
   cr_assert_eq(tfmc("run cls.tfm --init random --seed 3 --inputs in.safetensors --outputs a.safetensors"), 0, "%s", err_text);
   cr_assert_eq(tfmc("run cls.tfir --init random --seed 3 --inputs in.safetensors --outputs b.safetensors"), 0, "%s", err_text);
   cr_assert_eq(tfmc("compare b.safetensors a.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
@@ -490,6 +490,12 @@ Test(cli, runs_a_graph_ir_file) {
   cr_assert_eq(tfmc("run cls.tfir --init random --tokens \"4 8 15\""), 0, "%s", err_text);
   cr_assert(strstr(out_text, "class_logits"), "%s", out_text);
   EXPECT_ERR(tfmc("run cls.tfir --init random --tokens \"4 50\""), "out of range [0, 50)");
+  /* the graph keeps the spec's pad id (`pad 0`): padding without lengths */
+  write_inputs("ids.safetensors", t, 1);
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 3 --inputs ids.safetensors --outputs d.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("run cls.tfir --init random --seed 3 --inputs ids.safetensors --outputs e.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare e.safetensors d.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
+  cr_assert_eq(tfmc("compare e.safetensors a.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
   /* no weight map: a checkpoint needs the canonical names */
   write_inputs("w.safetensors", t, 1);
   EXPECT_ERR(tfmc("run cls.tfir --weights w.safetensors --tokens 4"), "does not fit graph 'cls'");
