@@ -269,76 +269,6 @@ static uint64_t fingerprint(const IrGraph *g) {
 
 static const IrLoc NO_LOC = {NULL, 0, 0};
 
-bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx) {
-  TFMC_ASSERT(g && p && ctx && ctx->diags);
-  Diags *d = ctx->diags;
-  FILE *pout = ctx->print_out ? ctx->print_out : stderr;
-  FILE *sout = ctx->stats_out;
-  if (!ir_graph_verify(g, d)) {
-    diag_error(d, NO_LOC, "the graph given to the pass pipeline does not verify; no pass ran");
-    return false;
-  }
-  int first_nodes = g->n_nodes;
-  double total_ms = 0;
-  int n_run = 0;
-  if (sout)
-    fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", "pass", "ms", "nodes", "verify ms", "what it did");
-  for (int i = 0; i < p->n; i++) {
-    const PassInfo *pass = p->passes[i];
-    if (pass->level != PASS_GRAPH)
-      continue; /* pass_pipeline_run_loop's, after lowering */
-    n_run++;
-    int before = g->n_nodes, errors_before = d->n_errors;
-    uint64_t h = fingerprint(g);
-    ctx->note[0] = 0;
-    double t0 = now_ms();
-    bool ok = pass->run(g, ctx);
-    double pass_ms = now_ms() - t0;
-    if (!ok) {
-      if (d->n_errors == errors_before)
-        diag_error(d, NO_LOC, "pass '%s' failed without saying why", pass->name);
-      else
-        diag_error(d, NO_LOC, "pass '%s' failed", pass->name);
-      return false;
-    }
-    bool changed = fingerprint(g) != h;
-    if (ctx->print_after &&
-        (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
-      fprintf(pout, "# IR after pass '%s'%s\n", pass->name, changed ? "" : " (unchanged)");
-      ir_graph_print(g, pout);
-    }
-    double verify_ms = 0;
-    if (changed) {
-      double t1 = now_ms();
-      bool good = ir_graph_verify(g, d);
-      verify_ms = now_ms() - t1;
-      if (!good) {
-        diag_error(d, NO_LOC, "pass '%s' left a graph that does not verify (errors above)",
-                   pass->name);
-        return false;
-      }
-    }
-    total_ms += pass_ms + verify_ms;
-    if (sout) {
-      char nodes[64];
-      snprintf(nodes, sizeof nodes, "%d -> %d", before, g->n_nodes);
-      fprintf(sout, "%-22s %9.3f  %-14s %9.3f  %s\n", pass->name, pass_ms, nodes, verify_ms,
-              ctx->note[0] ? ctx->note
-              : changed    ? "changed the graph"
-                           : "no change");
-    }
-  }
-  if (sout) {
-    char nodes[64];
-    snprintf(nodes, sizeof nodes, "%d -> %d", first_nodes, g->n_nodes);
-    fprintf(sout, "%-22s %9.3f  %-14s (%d pass%s)\n", "total", total_ms, nodes, n_run,
-            n_run == 1 ? "" : "es");
-  }
-  return true;
-}
-
-/* ---- the loop-level driver: the same steps over a LoopProgram ---- */
-
 /* A hash of the listing: it shows every buffer, kernel, variable type,
  * statement and expression, so any change a pass makes changes it (up to
  * a hash collision). Costs a print of the program per pass. */
@@ -354,78 +284,137 @@ static uint64_t loop_fingerprint(const LoopProgram *p) {
   return h;
 }
 
-static bool loop_verify(const LoopProgram *p, Diags *d, const char *when) {
+/* ---- one runner for both levels: what it needs to know of each ---- */
+
+typedef struct Level {
+  PassLevel level;
+  const char *pass_word;  /* "pass" / "loop pass": messages and the stats table */
+  const char *ir_word;    /* "IR" / "loop IR": print-after headers */
+  const char *unit;       /* "nodes" / "kernels": the stats column */
+  const char *changed;    /* the stats note of a pass that said nothing */
+  const char *bad_input;  /* the IR given to the pipeline does not verify */
+  const char *bad_output; /* "... '%s' left ... that does not verify" (pass name) */
+  uint64_t (*fingerprint)(const void *ir);
+  int (*count)(const void *ir);
+  void (*print)(const void *ir, FILE *out);
+  bool (*verify)(const void *ir, Diags *d, const char *when); /* reports when, false */
+  bool (*run)(const PassInfo *pass, void *ir, PassContext *ctx);
+} Level;
+
+static uint64_t graph_fingerprint(const void *ir) { return fingerprint(ir); }
+static int graph_count(const void *ir) { return ((const IrGraph *)ir)->n_nodes; }
+static void graph_print(const void *ir, FILE *out) { ir_graph_print(ir, out); }
+static bool graph_verify(const void *ir, Diags *d, const char *when) {
+  if (ir_graph_verify(ir, d))
+    return true;
+  diag_error(d, NO_LOC, "%s", when);
+  return false;
+}
+static bool graph_run(const PassInfo *pass, void *ir, PassContext *ctx) {
+  return pass->run(ir, ctx);
+}
+
+static uint64_t loop_fingerprint_of(const void *ir) { return loop_fingerprint(ir); }
+static int loop_count(const void *ir) { return ((const LoopProgram *)ir)->n_kernels; }
+static void loop_print(const void *ir, FILE *out) { loop_program_print(ir, out); }
+static bool loop_verify(const void *ir, Diags *d, const char *when) {
   char err[512];
-  if (loop_program_verify(p, err, sizeof err))
+  if (loop_program_verify(ir, err, sizeof err))
     return true;
   diag_error(d, NO_LOC, "%s: %s", when, err);
   return false;
 }
+static bool loop_run(const PassInfo *pass, void *ir, PassContext *ctx) {
+  return pass->run_loop(ir, ctx);
+}
 
-bool pass_pipeline_run_loop(LoopProgram *p, const PassPipeline *pl, PassContext *ctx) {
-  TFMC_ASSERT(p && pl && ctx && ctx->diags);
+static const Level graph_level = {
+    PASS_GRAPH, "pass", "IR", "nodes", "changed the graph",
+    "the graph given to the pass pipeline does not verify; no pass ran",
+    "pass '%s' left a graph that does not verify (errors above)",
+    graph_fingerprint, graph_count, graph_print, graph_verify, graph_run};
+
+static const Level loop_level = {
+    PASS_LOOP, "loop pass", "loop IR", "kernels", "changed the program",
+    "the loop program given to the pass pipeline does not verify; no pass ran",
+    "loop pass '%s' left a program that does not verify",
+    loop_fingerprint_of, loop_count, loop_print, loop_verify, loop_run};
+
+/* Runs pl's passes of level L over ir: verify the input, then per pass run,
+ * detect a change by fingerprint, print after it on request, verify what
+ * changed, and a stats line; the totals last. */
+static bool run_level(void *ir, const PassPipeline *pl, PassContext *ctx, const Level *L) {
+  TFMC_ASSERT(ir && pl && ctx && ctx->diags);
   Diags *d = ctx->diags;
   FILE *pout = ctx->print_out ? ctx->print_out : stderr;
   FILE *sout = ctx->stats_out;
-  if (!loop_verify(p, d, "the loop program given to the pass pipeline does not verify; no pass ran"))
+  if (!L->verify(ir, d, L->bad_input))
     return false;
-  int first_kernels = p->n_kernels, n_run = 0;
+  int first = L->count(ir), n_run = 0;
   double total_ms = 0;
   if (sout)
-    fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", "loop pass", "ms", "kernels", "verify ms",
+    fprintf(sout, "%-22s %9s  %-14s %9s  %s\n", L->pass_word, "ms", L->unit, "verify ms",
             "what it did");
   for (int i = 0; i < pl->n; i++) {
     const PassInfo *pass = pl->passes[i];
-    if (pass->level != PASS_LOOP)
-      continue; /* ran on the graph before lowering */
+    if (pass->level != L->level)
+      continue; /* the other level's runner takes it */
     n_run++;
-    int before = p->n_kernels, errors_before = d->n_errors;
-    uint64_t h = loop_fingerprint(p);
+    int before = L->count(ir), errors_before = d->n_errors;
+    uint64_t h = L->fingerprint(ir);
     ctx->note[0] = 0;
     double t0 = now_ms();
-    bool ok = pass->run_loop(p, ctx);
+    bool ok = L->run(pass, ir, ctx);
     double pass_ms = now_ms() - t0;
     if (!ok) {
       if (d->n_errors == errors_before)
-        diag_error(d, NO_LOC, "loop pass '%s' failed without saying why", pass->name);
+        diag_error(d, NO_LOC, "%s '%s' failed without saying why", L->pass_word, pass->name);
       else
-        diag_error(d, NO_LOC, "loop pass '%s' failed", pass->name);
+        diag_error(d, NO_LOC, "%s '%s' failed", L->pass_word, pass->name);
       return false;
     }
-    bool changed = loop_fingerprint(p) != h;
+    bool changed = L->fingerprint(ir) != h;
     if (ctx->print_after &&
         (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
-      fprintf(pout, "# loop IR after pass '%s'%s\n", pass->name, changed ? "" : " (unchanged)");
-      loop_program_print(p, pout);
+      fprintf(pout, "# %s after pass '%s'%s\n", L->ir_word, pass->name,
+              changed ? "" : " (unchanged)");
+      L->print(ir, pout);
     }
     double verify_ms = 0;
     if (changed) {
-      char when[128];
-      snprintf(when, sizeof when, "loop pass '%s' left a program that does not verify",
-               pass->name);
+      char when[160];
+      snprintf(when, sizeof when, L->bad_output, pass->name);
       double t1 = now_ms();
-      bool good = loop_verify(p, d, when);
+      bool good = L->verify(ir, d, when);
       verify_ms = now_ms() - t1;
       if (!good)
         return false;
     }
     total_ms += pass_ms + verify_ms;
     if (sout) {
-      char kernels[64];
-      snprintf(kernels, sizeof kernels, "%d -> %d", before, p->n_kernels);
-      fprintf(sout, "%-22s %9.3f  %-14s %9.3f  %s\n", pass->name, pass_ms, kernels, verify_ms,
+      char counts[64];
+      snprintf(counts, sizeof counts, "%d -> %d", before, L->count(ir));
+      fprintf(sout, "%-22s %9.3f  %-14s %9.3f  %s\n", pass->name, pass_ms, counts, verify_ms,
               ctx->note[0] ? ctx->note
-              : changed    ? "changed the program"
+              : changed    ? L->changed
                            : "no change");
     }
   }
   if (sout) {
-    char kernels[64];
-    snprintf(kernels, sizeof kernels, "%d -> %d", first_kernels, p->n_kernels);
-    fprintf(sout, "%-22s %9.3f  %-14s (%d loop pass%s)\n", "total", total_ms, kernels, n_run,
-            n_run == 1 ? "" : "es");
+    char counts[64];
+    snprintf(counts, sizeof counts, "%d -> %d", first, L->count(ir));
+    fprintf(sout, "%-22s %9.3f  %-14s (%d %s%s)\n", "total", total_ms, counts, n_run,
+            L->pass_word, n_run == 1 ? "" : "es");
   }
   return true;
+}
+
+bool pass_pipeline_run(IrGraph *g, const PassPipeline *p, PassContext *ctx) {
+  return run_level(g, p, ctx, &graph_level);
+}
+
+bool pass_pipeline_run_loop(LoopProgram *p, const PassPipeline *pl, PassContext *ctx) {
+  return run_level(p, pl, ctx, &loop_level);
 }
 
 /* ---- rebuilding ---- */
