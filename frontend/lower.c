@@ -14,6 +14,7 @@
  * the spec line that asked for it; shapes are symbolic in B (batch), S
  * (source / encoder length) and T (target / decoder length). */
 #include "frontend/spec.h"
+#include "runtime/rt_model.h" /* RT_MAX_IO: outputs a compiled model can have */
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +27,11 @@ typedef struct Lower {
   int sym_b;
   int64_t d;             /* d_model */
   const char *attn_want; /* requested attention layer, or NULL */
-  int attn_probs;        /* value id of its probabilities, or -1 */
+  bool attn_all;         /* --attention all: every layer's probabilities */
+  int attn_probs;        /* value id of the requested layer's probabilities, or -1 */
+  int n_attn;            /* attn_all: probabilities recorded so far */
+  int *attn_values;      /* attn_all: their value ids, in forward order */
+  const char **attn_names; /* attn_all: "attention.LAYER" of each */
 } Lower;
 
 static IrLoc pick(const ModelSpec *m, IrLoc l) { return l.file ? l : m->loc; }
@@ -91,13 +96,18 @@ static int attention(Lower *L, int xq, int xkv, int mask, const char *prefix,
   at.scale = 1.0 / sqrt((double)(L->d / m->heads));
   int ops[4] = {q, k, v, mask};
   int ctx;
-  if (L->attn_want && strcmp(L->attn_want, layer_name) == 0) {
+  if (L->attn_all || (L->attn_want && strcmp(L->attn_want, layer_name) == 0)) {
     int pops[3] = {q, k, mask};
     int p = ir_build(L->g, IR_OP_ATTN_PROBS, pops, mask >= 0 ? 3 : 2, &at, loc);
     IrAttrs mix = no_attrs();
     mix.heads = at.heads;
     ctx = ir_build(L->g, IR_OP_ATTN_MIX, (int[]){p, v}, 2, &mix, loc);
-    L->attn_probs = p;
+    if (L->attn_all) {
+      L->attn_names[L->n_attn] = arena_printf(a, "attention.%s", layer_name);
+      L->attn_values[L->n_attn++] = p;
+    } else {
+      L->attn_probs = p;
+    }
   } else {
     ctx = ir_build(L->g, IR_OP_ATTENTION, ops, mask >= 0 ? 4 : 3, &at, loc);
   }
@@ -271,13 +281,30 @@ static bool layer_exists(const ModelSpec *m, const char *name) {
   return false;
 }
 
+/* Attention layers of the model: self-attention per encoder and decoder
+ * layer, plus cross-attention per decoder layer of an encoder-decoder. */
+static int64_t attention_layers(const ModelSpec *m) {
+  int64_t enc = m->arch == ARCH_DECODER ? 0 : m->layers_enc;
+  int64_t dec = m->arch == ARCH_ENCODER ? 0 : m->layers_dec;
+  return enc + dec * (m->arch == ARCH_ENCODER_DECODER ? 2 : 1);
+}
+
 IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                     Diags *d) {
   const ModelSpec *m = spec->model;
-  if (opt && opt->attention_layer && !layer_exists(m, opt->attention_layer)) {
+  bool all = opt && opt->attention_layer && strcmp(opt->attention_layer, "all") == 0;
+  int64_t n_layers = attention_layers(m);
+  if (all && 1 + n_layers > RT_MAX_IO) {
+    diag_error(d, (IrLoc){0},
+               "--attention all: model '%s' has %lld attention layers, more outputs than a "
+               "compiled model can have (%d); ask for one layer",
+               m->name, (long long)n_layers, RT_MAX_IO);
+    return NULL;
+  }
+  if (opt && opt->attention_layer && !all && !layer_exists(m, opt->attention_layer)) {
     diag_error(d, (IrLoc){0},
                "--attention %s: model '%s' has no such attention layer (use "
-               "encoder.N, decoder.N or decoder.N.cross with N from 0)",
+               "encoder.N, decoder.N or decoder.N.cross with N from 0, or all)",
                opt->attention_layer, m->name);
     return NULL;
   }
@@ -287,8 +314,13 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   L.m = m;
   L.opt = opt;
   L.d = m->d_model;
-  L.attn_want = opt ? opt->attention_layer : NULL;
+  L.attn_all = all;
+  L.attn_want = opt && !all ? opt->attention_layer : NULL;
   L.attn_probs = -1;
+  if (all) {
+    L.attn_values = arena_alloc(a, (size_t)(n_layers + 1) * sizeof *L.attn_values);
+    L.attn_names = arena_alloc(a, (size_t)(n_layers + 1) * sizeof *L.attn_names);
+  }
   IrGraph *g = L.g;
   L.sym_b = ir_graph_add_symbol(g, "B", m->max_batch);
   IrLoc aloc = pick(m, m->loc_arch), mloc = pick(m, m->loc_mask);
@@ -348,5 +380,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     head(&L, y, ep_tgt, m->vocab_tgt);
   }
   if (L.attn_probs >= 0) ir_graph_add_output(g, "attention", L.attn_probs);
+  TFMC_ASSERT(L.n_attn == (all ? n_layers : 0));
+  for (int i = 0; i < L.n_attn; i++) ir_graph_add_output(g, L.attn_names[i], L.attn_values[i]);
   return g;
 }

@@ -156,14 +156,19 @@ void spec_preset_names(const char *const **names, int *n);
 /* ---- lower.c: model -> graph IR ---- */
 
 typedef struct LowerOptions {
-  /* NULL, or an attention layer whose probabilities become the output
-   * "attention" [B,H,Tq,Tk]: "encoder.N", "decoder.N", "decoder.N.cross" */
+  /* NULL; or an attention layer whose probabilities become the output
+   * "attention" [B,H,Tq,Tk]: "encoder.N", "decoder.N", "decoder.N.cross";
+   * or "all": every attention layer's probabilities become an output
+   * "attention.LAYER" (attention.encoder.0, ..., attention.decoder.0,
+   * attention.decoder.0.cross, ...), after the head's output, in the order
+   * the forward pass computes them */
   const char *attention_layer;
 } LowerOptions;
 
 /* Builds the graph for the model. Parameter names are tfmc's canonical ones
  * (README "Canonical parameter names"). Reports bad options (an attention
- * layer that does not exist) to d and returns NULL. */
+ * layer that does not exist; "all" with more outputs than RT_MAX_IO) to d
+ * and returns NULL. */
 IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                     Diags *d);
 

@@ -139,7 +139,9 @@ uint64_t rt_model_layout_hash(const RtWeightInfo *w, int n);
 /* ---- rt_model.c: binding inputs for a run (the CLI's JIT path and
  * standalone executables share it) ---- */
 
-#define RT_MAX_IO 16
+/* inputs, and outputs, of one model: --attention all adds one output per
+ * attention layer (a 6+6-layer translation model has 18) */
+#define RT_MAX_IO 64
 
 typedef struct RtBound {
   int64_t syms[RT_MAX_SYMS];

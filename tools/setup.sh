@@ -5,9 +5,12 @@ set -eu
 cd "$(dirname "$0")/.."
 # clang and the cross toolchains + qemu-user: the portable C backend's tests
 # build emitted code with both compilers and run it on aarch64 and s390x.
+# libxml2-utils (xmllint) and librsvg2-bin (rsvg-convert): the tests of
+# `tfmc attention` parse its SVG back and render it; rsvg-convert also
+# makes PNGs of the pictures (README).
 PKGS="build-essential cmake pkg-config libcriterion-dev libopenblas-dev llvm-14-dev clang
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross
-      qemu-user"
+      qemu-user libxml2-utils librsvg2-bin"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -12,6 +12,7 @@
 #include "runtime/rt_weights.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
+#include "runtime/rt_attnmap.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_text.h"
@@ -329,7 +330,8 @@ static int cmd_ir(int argc, char **argv) {
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
-         "output (encoder.N, decoder.N, decoder.N.cross). --level loop prints the\n"
+         "output (encoder.N, decoder.N, decoder.N.cross; all: every layer, as\n"
+         "outputs attention.LAYER). --level loop prints the\n"
          "loop IR the compiled backends are generated from instead (kernels,\n"
          "buffers, the planned activation arena), after the loop passes; it\n"
          "reads back as a .tfloop file, which runs through the loop passes only.\n"
@@ -462,8 +464,10 @@ static int cmd_run(int argc, char **argv) {
          "the vocabulary file, one token per line, line k = id k). Outputs go to\n"
          "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
          "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
-         "attention probabilities [B,H,Tq,Tk]. --backend: jit (default; LLVM,\n"
-         "native code for this CPU) or interp (the reference interpreter).\n"
+         "attention probabilities [B,H,Tq,Tk] as \"attention\"; --attention all\n"
+         "outputs every layer's, as attention.encoder.0, ... --backend: jit\n"
+         "(default; LLVM, native code for this CPU) or interp (the reference\n"
+         "interpreter).\n"
          "--threads N: worker threads for the JIT (default: one per CPU).\n"
          "--repeat N: after one warm-up, run N more times and print the median,\n"
          "min and max run time (and the JIT's compile time) to stderr.\n"
@@ -569,6 +573,142 @@ static int cmd_run(int argc, char **argv) {
   rc = 0;
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (c.info) rt_model_unbind(c.info, &bound);
+  rt_text_vocab_free(&vocab);
+  arena_destroy(a);
+  return rc;
+}
+
+/* ---- tfmc attention: attention maps as a picture ---- */
+
+/* A non-negative integer option (absent: dflt); -1 after a usage error. */
+static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
+  if (!s) return dflt;
+  char *e;
+  errno = 0;
+  long long v = strtoll(s, &e, 10);
+  if (*e || errno || !*s || v < 0) {
+    usage_error(cmd, "--%s takes a non-negative integer%s", name,
+                strcmp(name, "head") == 0 ? " or all" : "");
+    return -1;
+  }
+  return v;
+}
+
+static int cmd_attention(int argc, char **argv) {
+  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},  {"seed", true, NULL},
+             {"inputs", true, NULL},  {"tokens", true, NULL}, {"text", true, NULL},
+             {"vocab", true, NULL},   {"layer", true, NULL},  {"head", true, NULL},
+             {"batch-row", true, NULL}, {"o", true, NULL},   {"backend", true, NULL},
+             PASS_OPTS};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int olevel;
+  int r = take_opt_level("attention", &args, &argc, argv, &olevel);
+  if (!r) r = parse_args("attention", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc attention SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+         "                      (--inputs IN.safetensors | --tokens \"IDS\" |\n"
+         "                       --text \"SYMBOLS\" --vocab V.txt) [--vocab V.txt]\n"
+         "                      [--layer LAYER|all] [--head H|all] [--batch-row R]\n"
+         "                      -o MAPS.svg|MAPS.html [--backend jit|interp]\n"
+         "                      [--passes=LIST | -O0..-O3]\n\n"
+         "Runs the model once, as 'tfmc run --attention' does, and draws its\n"
+         "attention probabilities: one heatmap per layer (rows) and head\n"
+         "(columns), queries down and keys across (cross-attention: target tokens\n"
+         "down, source tokens across), labelled with the tokens (symbols of\n"
+         "--vocab when given, ids otherwise), coloured by viridis on a fixed 0..1\n"
+         "scale with a legend. --layer: encoder.N, decoder.N, decoder.N.cross or\n"
+         "all (default); --head: one head or all (default); --batch-row: which\n"
+         "sequence of the batch (default 0). -o writes SVG, or with .html the SVG\n"
+         "in a minimal page; 'rsvg-convert MAPS.svg -o MAPS.png' makes a PNG.");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("attention", "expected one spec file");
+  const char *weights;
+  uint64_t seed;
+  if ((r = weights_source("attention", &args, &weights, &seed))) return r;
+  const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
+  const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
+  const char *out = opt(&args, "o"), *backend = opt(&args, "backend");
+  const char *layer = opt(&args, "layer"), *head_s = opt(&args, "head");
+  if (!!inputs + !!tokens + !!text != 1)
+    return usage_error("attention", "give exactly one of --inputs, --tokens and --text");
+  if (text && !vocab_path) return usage_error("attention", "--text needs --vocab");
+  if (!out || !*out) return usage_error("attention", "give the picture's path with -o FILE.svg");
+  if (!backend) backend = "jit";
+  DriverStage stage;
+  if (!backend_known(backend, &stage))
+    return usage_error("attention", "unknown backend '%s' (available: jit, interp)", backend);
+  if (!layer) layer = "all";
+  int64_t head = head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
+  int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
+  if (head == -1 || row < 0) return EXIT_USAGE;
+  const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+  for (int i = 0; i < 4; i++)
+    if (ins[i] && (strcmp(ins[i], out) == 0 || same_file(ins[i], out))) {
+      fprintf(stderr, "tfmc attention: -o %s is one of the input files; refusing to overwrite it\n",
+              out);
+      return EXIT_USER;
+    }
+  if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
+    return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
+  PassPipeline pl;
+  Diags d;
+  PassContext pctx = {.diags = &d};
+  FILE *print_file;
+  const char *files[] = {args.pos[0], weights, inputs, vocab_path, out};
+  if ((r = pass_options("attention", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
+                        &print_file)))
+    return r;
+
+  Arena *a = arena_create();
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  RtVocab vocab = {0};
+  RtBound bound = {0};
+  RtAttnMaps maps = {0};
+  FILE *f = NULL;
+  char err[1024];
+  Compiled c = {0};
+  DriverOptions dopt = {.attention = layer, .weights = weights, .seed = seed,
+                        .passes = &pl, .pass_ctx = &pctx, .stage = stage};
+  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (inputs ? inputs_from_file(c.info, inputs, &bound)
+             : inputs_from_ids(c.info, tokens, text, &vocab, &bound))
+    goto done;
+  if (backend_run(backend, &c, &bound, &(ExecOptions){0}, NULL, err, sizeof err) ||
+      rt_attnmap_collect(c.info, &bound, vocab_path ? &vocab : NULL, row, layer, &maps, err,
+                         sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  RtAttnPlot plot = {c.info->name, maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
+                     ends_with(out, ".html")};
+  if (!(f = fopen(out, "w"))) {
+    fprintf(stderr, "tfmc: cannot write %s: %s\n", out, strerror(errno));
+    goto done;
+  }
+  int wrc = rt_attnmap_write(f, &plot, err, sizeof err);
+  if (fclose(f) && !wrc) wrc = rt_errorf(err, sizeof err, "write error");
+  if (wrc) {
+    fprintf(stderr, "tfmc: %s: %s\n", out, err);
+    remove(out);
+    goto done;
+  }
+  fprintf(stderr, "tfmc: wrote %s (%d layer%s, %s heads, batch row %lld)\n", out, maps.n_layers,
+          maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
+  rc = 0;
+done:
+  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  rt_attnmap_free(&maps);
   if (c.info) rt_model_unbind(c.info, &bound);
   rt_text_vocab_free(&vocab);
   arena_destroy(a);
@@ -799,6 +939,7 @@ static void usage(FILE *f) {
         "  check SPEC          validate a model spec; print parameters, weight bytes, FLOPs\n"
         "  ir SPEC|FILE.tfir   print the graph IR (text or Graphviz dot)\n"
         "  run SPEC ...        run a model on inputs (LLVM JIT, or the interpreter)\n"
+        "  attention SPEC ...  draw a run's attention maps (SVG / HTML)\n"
         "  build SPEC ...      compile a standalone executable\n"
         "  emit-c SPEC ...     write a portable C99 project\n"
         "  compare OUT REF     compare two safetensors files within a tolerance\n\n"
@@ -819,6 +960,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
   if (strcmp(cmd, "ir") == 0) return cmd_ir(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "attention") == 0) return cmd_attention(argc - 2, argv + 2);
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
   if (strcmp(cmd, "build") == 0) return cmd_build(argc - 2, argv + 2);
   if (strcmp(cmd, "emit-c") == 0) return cmd_emit_c(argc - 2, argv + 2);

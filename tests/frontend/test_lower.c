@@ -141,6 +141,42 @@ Test(lower, attention_output_requested) {
   arena_destroy(M.a);
 }
 
+/* "all": every attention layer's probabilities, named by layer, after the
+ * head's output, in forward order; no fused attention left. */
+Test(lower, attention_all_layers) {
+  Lowered L = lower_text(seq2seq, "all");
+  static const char *const names[] = {"logits", "attention.encoder.0", "attention.encoder.1",
+                                      "attention.decoder.0", "attention.decoder.0.cross"};
+  cr_assert_eq(L.g->n_outputs, 5);
+  for (int i = 0; i < 5; i++) cr_assert_str_eq(L.g->outputs[i].name, names[i]);
+  for (int i = 1; i < 5; i++) {
+    const IrNode *p = &L.g->nodes[L.g->outputs[i].value];
+    cr_assert_eq(p->op, IR_OP_ATTN_PROBS, "%s", names[i]);
+    cr_assert_eq(p->type.rank, 4);
+    cr_assert_eq(p->type.dims[1].value, 4); /* heads */
+  }
+  /* cross attention: queries from the target (T), keys from the source (S) */
+  const IrType *t = &L.g->nodes[L.g->outputs[4].value].type;
+  cr_assert_str_eq(L.g->syms[t->dims[2].sym].name, "T");
+  cr_assert_str_eq(L.g->syms[t->dims[3].sym].name, "S");
+  cr_assert_eq(count_op(L.g, IR_OP_ATTENTION), 0);
+  cr_assert_eq(count_op(L.g, IR_OP_ATTN_MIX), 4);
+  arena_destroy(L.a);
+
+  /* 40 + 40 + 40 layers: more outputs than a compiled model can have */
+  Lowered M;
+  M.a = arena_create();
+  diags_init(&M.d, M.a, NULL);
+  const char *big = "model big {\n  arch encoder_decoder\n  vocab src 30 tgt 40\n  d_model 16\n"
+                    "  heads 4\n  layers encoder 40 decoder 40\n  ffn 24 relu\n"
+                    "  position sinusoidal max 10\n  head logits\n}\n";
+  M.spec = spec_parse(M.a, src_file_from_string(M.a, "t.tfm", big), &M.d);
+  cr_assert(M.spec, "%s", M.d.captured ? M.d.captured : "");
+  cr_assert_null(spec_lower(M.a, M.spec, &(LowerOptions){"all"}, &M.d));
+  cr_assert(strstr(M.d.captured, "120 attention layers"), "%s", M.d.captured);
+  arena_destroy(M.a);
+}
+
 Test(lower, gpt2_tied_head_and_final_norm) {
   Lowered L = lower_text("model gpt {\n"
                          "  arch decoder\n"

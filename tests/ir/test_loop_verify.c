@@ -9,6 +9,7 @@
 #include "frontend/spec.h"
 #include "ir/loop.h"
 #include "passes/passes.h"
+#include "runtime/rt_model.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -171,8 +172,11 @@ Test(loop_verify, program_and_buffers) {
   arena_destroy(t.a);
 
   t = tiny();
-  t.p->bufs[t.bin].index = 16;
-  refused(t.p, "buffer b0: input index 16 out of range");
+  t.p->bufs[t.bin].index = RT_MAX_IO; /* one past the last (runtime/rt_model.h) */
+  char msg[64];
+  snprintf(msg, sizeof msg, "buffer b0: input index %d out of range (0..%d)", RT_MAX_IO,
+           RT_MAX_IO - 1);
+  refused(t.p, msg);
   arena_destroy(t.a);
 
   t = tiny();

@@ -1,6 +1,7 @@
 /* tests/passes/test_semantics.c — passes keep meaning: models built from
  * spec texts (encoder with padding and token types, pre-norm decoder with a
- * tied head, encoder-decoder with every mask, one with an attention output)
+ * tied head, encoder-decoder with every mask, one with an attention output,
+ * the encoder with every layer's attention as outputs)
  * run through the reference interpreter with and without each pass and each
  * -O pipeline, on random weights and random inputs; the outputs must agree
  * within 1e-6. Dead nodes are added to every graph so dce has work to do.
@@ -74,11 +75,12 @@ static const Model models[] = {
     {"decoder", NULL, NULL},
     {"encoder_decoder", NULL, NULL},
     {"encoder_decoder+attention", NULL, "decoder.0.cross"},
+    {"encoder+attention all", NULL, "all"},
 };
-enum { N_MODELS = 4 };
+enum { N_MODELS = 5 };
 
 static const char *model_spec(int i) {
-  return i == 0 ? enc_spec : i == 1 ? dec_spec : encdec_spec;
+  return i == 0 || i == 4 ? enc_spec : i == 1 ? dec_spec : encdec_spec;
 }
 
 #define N_DEAD 3

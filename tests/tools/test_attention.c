@@ -1,0 +1,349 @@
+/* tests/tools/test_attention.c — `tfmc attention` end to end: the picture
+ * is well-formed XML (xmllint) that a renderer draws (rsvg-convert); it
+ * has one cell per layer x head x query x key; a cell's colour is viridis
+ * of the probability `tfmc run --attention all --outputs` dumps for it;
+ * labels are the tokens, escaped; --layer / --head / --batch-row pick what
+ * is drawn; cross-attention puts target tokens down and source tokens
+ * across; bad requests are refused and nothing the user wrote is
+ * overwritten.
+ *
+ * Each test writes its spec and inputs into a fresh temporary directory and
+ * runs the built tfmc through the shell, as tests/tools/test_cli.c does. */
+#include "runtime/rt_attnmap.h"
+#include "runtime/rt_safetensors.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[256];
+static char err_text[65536];
+static char *svg; /* the picture last read by read_svg (malloc'd) */
+
+/* 2 layers, 2 heads, padding mask, vocabulary of 12 */
+static const char *enc_spec = "model enc {\n"
+                              "  arch encoder\n"
+                              "  vocab 12\n"
+                              "  d_model 16\n"
+                              "  heads 2\n"
+                              "  layers 2\n"
+                              "  ffn 32 relu\n"
+                              "  position learned max 12\n"
+                              "  tokens pad 0\n"
+                              "  mask encoder padding\n"
+                              "  head logits\n"
+                              "  max_batch 2\n"
+                              "}\n";
+
+static const char *encdec_spec = "model translate {\n"
+                                 "  arch encoder_decoder\n"
+                                 "  vocab src 20 tgt 20\n"
+                                 "  d_model 16\n"
+                                 "  heads 2\n"
+                                 "  layers encoder 1 decoder 1\n"
+                                 "  ffn 32 relu\n"
+                                 "  norm post\n"
+                                 "  position sinusoidal max 12\n"
+                                 "  tokens pad 1\n"
+                                 "  mask encoder padding\n"
+                                 "  mask decoder causal\n"
+                                 "  mask cross padding\n"
+                                 "  head log_softmax\n"
+                                 "}\n";
+
+/* ids 0..11: symbols that need escaping, one invalid UTF-8 byte, one too
+ * long to show whole */
+static const char vocab_text[] = "<pad>\n&\na\"b'c\n<b>x</b>\n\xff\x01z\n"
+                                 "abcdefghijklmnopqrstuvwxyz\nf\ng\nh\ni\nj\nk\n";
+
+static void write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static bool exists(const char *name) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return stat(p, &st) == 0;
+}
+
+/* Runs a shell command in dir; returns the exit status (or 128+signal),
+ * stderr in err_text. */
+static int sh(const char *cmd) {
+  char full[4096], p[512];
+  snprintf(full, sizeof full, "cd %s && %s 2>stderr.txt", dir, cmd);
+  int st = system(full);
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "r");
+  size_t k = f ? fread(err_text, 1, sizeof err_text - 1, f) : 0;
+  err_text[k] = 0;
+  if (f) fclose(f);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+static int tfmc(const char *args) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s/tfmc %s >stdout.txt", TFMC_BINARY_DIR, args);
+  return sh(cmd);
+}
+
+static void read_svg(const char *name) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "rb");
+  cr_assert(f, "no %s", name);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  free(svg);
+  svg = malloc((size_t)n + 1);
+  cr_assert(svg && fread(svg, 1, (size_t)n, f) == (size_t)n);
+  svg[n] = 0;
+  fclose(f);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* The k-th heatmap cell (from 0): its fill colour and its tooltip. */
+static void cell(int k, unsigned rgb[3], char *title, size_t n) {
+  const char *p = svg;
+  for (int i = 0; i <= k; i++) {
+    p = strstr(p, "<rect class=\"cell\"");
+    cr_assert(p, "no cell %d", k);
+    p++;
+  }
+  const char *fill = strstr(p, "fill=\"#");
+  cr_assert(fill && sscanf(fill, "fill=\"#%2x%2x%2x\"", &rgb[0], &rgb[1], &rgb[2]) == 3);
+  const char *t = strstr(p, "<title>"), *e = strstr(p, "</title>");
+  cr_assert(t && e && e > t);
+  t += 7;
+  snprintf(title, n, "%.*s", (int)(e - t), t);
+}
+
+/* The probabilities of output `name` in the safetensors file. */
+static float *read_probs(const char *file, const char *name, int64_t dims[4]) {
+  char p[512], err[512];
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  RtSafetensors *st;
+  cr_assert_eq(rt_st_open(p, &st, err, sizeof err), 0, "%s", err);
+  const RtStTensor *t = rt_st_find(st, name);
+  cr_assert(t, "%s has no %s", file, name);
+  cr_assert_eq(t->rank, 4);
+  for (int i = 0; i < 4; i++) dims[i] = t->shape[i];
+  float *x = malloc((size_t)rt_st_numel(t) * 4);
+  cr_assert(x && rt_st_read_f32(t, x, err, sizeof err) == 0, "%s", err);
+  rt_st_close(st);
+  return x;
+}
+
+/* The cell at flat index k has the colour viridis gives prob, and its
+ * tooltip shows prob. */
+static void expect_cell(int k, float prob) {
+  unsigned got[3];
+  unsigned char want[3];
+  char title[256], num[32];
+  cell(k, got, title, sizeof title);
+  rt_attnmap_viridis(prob, want);
+  for (int ch = 0; ch < 3; ch++)
+    cr_assert_eq(got[ch], want[ch], "cell %d (p = %g): channel %d is %02x, viridis %02x", k,
+                 prob, ch, got[ch], want[ch]);
+  snprintf(num, sizeof num, ": %.4f", prob);
+  cr_assert(strstr(title, num), "cell %d tooltip '%s' lacks %s", k, title, num);
+}
+
+static void write_ids(const char *file, const char **names, const int64_t *const *ids,
+                      const int64_t (*shape)[2], int n) {
+  RtStWrite w[4];
+  char p[512], err[512];
+  for (int i = 0; i < n; i++) w[i] = (RtStWrite){names[i], RT_I64, 2, {shape[i][0], shape[i][1]}, ids[i]};
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  cr_assert_eq(rt_st_write(p, w, n, NULL, 0, err, sizeof err), 0, "%s", err);
+}
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/tfmc_attn_XXXXXX");
+  cr_assert(mkdtemp(dir));
+  write_file("enc.tfm", enc_spec);
+  write_file("translate.tfm", encdec_spec);
+  write_file("v.txt", vocab_text);
+}
+
+static void teardown(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) {
+  }
+  free(svg);
+  svg = NULL;
+}
+
+TestSuite(attention, .init = setup, .fini = teardown);
+
+#define T 6 /* tokens of the --text below */
+#define TEXT "--text '& a\"b'\\''c <b>x</b> \xff\x01z abcdefghijklmnopqrstuvwxyz <pad>'"
+
+Test(attention, every_layer_and_head_valid_svg_with_the_run_s_colours) {
+  cr_assert_eq(tfmc("attention enc.tfm --init random --seed 3 --vocab v.txt " TEXT " -o maps.svg"),
+               0, "%s", err_text);
+  cr_assert_eq(sh("xmllint --noout maps.svg"), 0, "xmllint: %s", err_text);
+  cr_assert_eq(sh("rsvg-convert maps.svg -o maps.png"), 0, "rsvg-convert: %s", err_text);
+  read_svg("maps.svg");
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 2 * 2 * T * T);
+  cr_assert(strstr(svg, "width=\"") && strstr(svg, "px\" height=\""), "sizes in pixels");
+  cr_assert(strstr(svg, "attention probabilities of enc: 2 layers, 2 heads, batch row 0"));
+  cr_assert(strstr(svg, "encoder.1 \xC2\xB7 head 1"));
+  cr_assert(strstr(svg, "<linearGradient id=\"viridis\""), "legend bar");
+  cr_assert(strstr(svg, ">0.75</text>"), "legend ticks");
+  /* the labels: escaped, invalid bytes replaced, long ones cut */
+  cr_assert(strstr(svg, ">&lt;pad&gt;</text>"));
+  cr_assert(strstr(svg, ">&amp;</text>"));
+  cr_assert(strstr(svg, ">a&quot;b&apos;c</text>"));
+  cr_assert(strstr(svg, ">&lt;b&gt;x&lt;/b&gt;</text>"));
+  cr_assert(strstr(svg, ">\xEF\xBF\xBD\xEF\xBF\xBDz</text>"));
+  cr_assert(strstr(svg, ">abcdefghijk\xE2\x80\xA6</text>"));
+  cr_assert_null(strstr(svg, "<pad>"));
+  cr_assert_null(strstr(svg, "<b>"));
+
+  /* colours: the same model and inputs, every layer dumped */
+  cr_assert_eq(tfmc("run enc.tfm --init random --seed 3 --vocab v.txt " TEXT
+                    " --attention all --outputs out.safetensors"),
+               0, "%s", err_text);
+  int64_t d[4];
+  for (int layer = 0; layer < 2; layer++) {
+    float *p = read_probs("out.safetensors", layer ? "attention.encoder.1" : "attention.encoder.0", d);
+    cr_assert(d[0] == 1 && d[1] == 2 && d[2] == T && d[3] == T);
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+          int k = ((layer * 2 + h) * T + i) * T + j;
+          expect_cell(k, p[(h * T + i) * T + j]);
+        }
+    /* the padding key (last) gets nothing; the rest sums to 1 */
+    cr_assert_eq(p[T - 1], 0.0f);
+    free(p);
+  }
+  unsigned rgb[3];
+  char title[256];
+  cell(1, rgb, title, sizeof title);
+  cr_assert(strncmp(title, "&amp; \xE2\x86\x92 a&quot;b&apos;c: ", 23) == 0, "%s", title);
+}
+
+Test(attention, one_layer_one_head_one_batch_row_as_html) {
+  /* batch of 2, lengths 3 and 5 (pad 0); no vocabulary: ids as labels */
+  int64_t ids[10] = {7, 8, 9, 0, 0, 10, 11, 3, 4, 6};
+  const char *names[] = {"tokens"};
+  const int64_t *data[] = {ids};
+  const int64_t shape[][2] = {{2, 5}};
+  write_ids("in.safetensors", names, data, shape, 1);
+  cr_assert_eq(tfmc("attention enc.tfm --init random --seed 5 --inputs in.safetensors "
+                    "--layer encoder.1 --head 1 --batch-row 1 -o one.html"),
+               0, "%s", err_text);
+  read_svg("one.html");
+  cr_assert(strncmp(svg, "<!DOCTYPE html>", 15) == 0);
+  cr_assert(strstr(svg, "<meta charset=\"utf-8\">"));
+  cr_assert(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  cr_assert(strstr(svg, "</svg>\n</body>\n</html>\n"));
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 5 * 5);
+  cr_assert(strstr(svg, "attention probabilities of enc: encoder.1, head 1, batch row 1"));
+  cr_assert(strstr(svg, ">10</text>") && strstr(svg, ">6</text>"), "row 1's ids as labels");
+  cr_assert_eq(tfmc("run enc.tfm --init random --seed 5 --inputs in.safetensors "
+                    "--attention encoder.1 --outputs out.safetensors"),
+               0, "%s", err_text);
+  int64_t d[4];
+  float *p = read_probs("out.safetensors", "attention", d);
+  cr_assert(d[0] == 2 && d[1] == 2 && d[2] == 5 && d[3] == 5);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++) expect_cell(i * 5 + j, p[((1 * 2 + 1) * 5 + i) * 5 + j]);
+  free(p);
+}
+
+Test(attention, cross_attention_targets_down_sources_across) {
+  int64_t src[5] = {4, 5, 6, 7, 8}, tgt[3] = {2, 9, 10};
+  const char *names[] = {"src", "tgt"};
+  const int64_t *data[] = {src, tgt};
+  const int64_t shape[][2] = {{1, 5}, {1, 3}};
+  write_ids("in.safetensors", names, data, shape, 2);
+  cr_assert_eq(tfmc("attention translate.tfm --init random --inputs in.safetensors -o x.svg "
+                    "--backend interp"),
+               0, "%s", err_text);
+  cr_assert_eq(sh("xmllint --noout x.svg"), 0, "xmllint: %s", err_text);
+  read_svg("x.svg");
+  /* encoder.0 5x5, decoder.0 3x3, decoder.0.cross 3x5; 2 heads each */
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 2 * (25 + 9 + 15));
+  cr_assert(strstr(svg, "target tokens down, source tokens across"));
+  cr_assert_eq(tfmc("attention translate.tfm --init random --inputs in.safetensors --layer "
+                    "decoder.0.cross --head 0 -o c.svg"),
+               0, "%s", err_text);
+  read_svg("c.svg");
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 3 * 5);
+  unsigned rgb[3];
+  char title[256];
+  cell(1 * 5 + 3, rgb, title, sizeof title); /* query row 1 (tgt 9), key column 3 (src 7) */
+  cr_assert(strncmp(title, "9 \xE2\x86\x92 7: ", 8) == 0, "%s", title);
+  /* the causal decoder self-attention: nothing above the diagonal */
+  cr_assert_eq(tfmc("run translate.tfm --init random --inputs in.safetensors --attention all "
+                    "--outputs out.safetensors"),
+               0, "%s", err_text);
+  int64_t d[4];
+  float *p = read_probs("out.safetensors", "attention.decoder.0", d);
+  cr_assert(d[2] == 3 && d[3] == 3 && p[0 * 3 + 1] == 0.0f && p[0 * 3 + 2] == 0.0f);
+  free(p);
+  p = read_probs("out.safetensors", "attention.decoder.0.cross", d);
+  cr_assert(d[2] == 3 && d[3] == 5);
+  expect_cell(1 * 5 + 3, p[1 * 5 + 3]);
+  free(p);
+}
+
+Test(attention, refuses_bad_requests_and_keeps_inputs) {
+  const char *text = "--init random --vocab v.txt --text 'f g h'";
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o ./v.txt", text);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "refusing to overwrite"), "%s", err_text);
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o enc.tfm", text);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  char p[512];
+  snprintf(p, sizeof p, "%s/v.txt", dir);
+  FILE *f = fopen(p, "rb");
+  char back[sizeof vocab_text + 8];
+  size_t n = fread(back, 1, sizeof back, f);
+  fclose(f);
+  cr_assert(n == sizeof vocab_text - 1 && memcmp(back, vocab_text, n) == 0, "v.txt changed");
+  write_file("v.svg", vocab_text); /* an input with the picture's extension */
+  cr_assert_eq(tfmc("attention enc.tfm --init random --vocab v.svg --text 'f g' -o ./v.svg"), 1,
+               "%s", err_text);
+  cr_assert(strstr(err_text, "refusing to overwrite"), "%s", err_text);
+
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o maps.png", text);
+  cr_assert_eq(tfmc(cmd), 2, "%s", err_text);
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o m.svg --head 2", text);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "head 2 out of range"), "%s", err_text);
+  cr_assert(!exists("m.svg"));
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o m.svg --batch-row 1", text);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "batch row 1 out of range"), "%s", err_text);
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o m.svg --layer decoder.0", text);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "no such attention layer"), "%s", err_text);
+  snprintf(cmd, sizeof cmd, "attention enc.tfm %s -o m.svg --head -1", text);
+  cr_assert_eq(tfmc(cmd), 2, "%s", err_text);
+  cr_assert(!exists("m.svg"));
+  cr_assert_eq(tfmc("attention enc.tfm --init random --tokens '3 4' -o m.svg --head all"), 0,
+               "%s", err_text);
+  cr_assert(exists("m.svg"));
+}
