@@ -12,6 +12,7 @@
 #include "runtime/rt_weights.h"
 #include "frontend/spec.h"
 #include "passes/passes.h"
+#include "runtime/rt_file.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_text.h"
@@ -405,9 +406,25 @@ static int inputs_from_ids(const RtModelInfo *info, const char *tokens, const ch
 }
 
 static bool same_file(const char *a, const char *b) {
-  struct stat sa, sb;
-  if (stat(a, &sa) || stat(b, &sb)) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return rt_file_same(a, b) != 0;
+}
+
+/* Refuses, before any work, an output that is or resolves to one of the
+ * command's inputs (n entries, NULL skipped; the tfmc binary counts too),
+ * or, with within set, a directory holding one. what names the output as
+ * the user gave it. Returns 0 or EXIT_USER after a message. */
+static int refuse_overwrite(const char *cmd, const char *what, const char *out, bool within,
+                            const char *const *ins, int n) {
+  for (int i = 0; i <= n; i++) {
+    const char *in = i < n ? ins[i] : "/proc/self/exe";
+    if (!in || access(in, F_OK) != 0) continue;
+    if (within ? rt_file_within(in, out) : same_file(out, in)) {
+      fprintf(stderr, "tfmc %s: %s %s the input %s%s; refusing to overwrite it\n", cmd, what,
+              within ? "holds" : "is", in, i < n ? "" : " (tfmc itself)");
+      return EXIT_USER;
+    }
+  }
+  return 0;
 }
 
 /* ---- tfmc run ---- */
@@ -478,15 +495,10 @@ static int cmd_run(int argc, char **argv) {
     if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
     repeat = (int)t;
   }
-  if (outputs) {
-    const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
-    for (int i = 0; i < 4; i++)
-      if (ins[i] && (strcmp(ins[i], outputs) == 0 || same_file(ins[i], outputs))) {
-        fprintf(stderr, "tfmc run: --outputs %s is one of the input files; refusing to overwrite it\n",
-                outputs);
-        return EXIT_USER;
-      }
-  }
+  const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+  char what[4200];
+  snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 4))) return r;
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -689,8 +701,18 @@ static int cmd_build(int argc, char **argv) {
   if ((r = weights_source("build", &args, &weights, &seed))) return r;
   if (!exe || !*exe) return usage_error("build", "give the executable's path with -o EXE");
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
-  if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
-    return usage_error("build", "-o %s would overwrite an input file", exe);
+  /* EXE, EXE.weights (written, or removed when embedded) and EXE.build/ */
+  const char *ins[] = {args.pos[0], weights};
+  char what[3][8500], path[2][4200];
+  snprintf(what[0], sizeof what[0], "-o %s", exe);
+  snprintf(path[0], sizeof path[0], "%s.weights", exe);
+  snprintf(what[1], sizeof what[1], "%s (the weights beside -o %s)", path[0], exe);
+  snprintf(path[1], sizeof path[1], "%s.build", exe);
+  snprintf(what[2], sizeof what[2], "%s/ (the intermediates of -o %s)", path[1], exe);
+  if ((r = refuse_overwrite("build", what[0], exe, false, ins, 2)) ||
+      (r = refuse_overwrite("build", what[1], path[0], false, ins, 2)) ||
+      (r = refuse_overwrite("build", what[2], path[1], true, ins, 2)))
+    return r;
 
   Arena *a = arena_create();
   Diags d;
@@ -717,14 +739,14 @@ done:
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             PASS_OPTS};
+             {"force", false, NULL},  PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--embed-weights] [--attention LAYER]\n"
+         "                   -o DIR [--force] [--embed-weights] [--attention LAYER]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
@@ -732,6 +754,10 @@ static int cmd_emit_c(int argc, char **argv) {
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
          "building a standalone executable and a static library with a C API\n"
          "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.\n"
+         "DIR is refused when it exists, is not empty and was not written by tfmc\n"
+         "(DIR/.tfmc-project marks ours) unless --force; only the project's files\n"
+         "are replaced, all together when the emission succeeded, and never one of\n"
+         "the command's inputs.\n"
          "--passes / -O choose the graph passes (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
@@ -741,6 +767,11 @@ static int cmd_emit_c(int argc, char **argv) {
   uint64_t seed;
   if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
   if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
+  char err0[8500];
+  if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
+    fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
+    return EXIT_USER;
+  }
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
@@ -750,7 +781,9 @@ static int cmd_emit_c(int argc, char **argv) {
   const char *files[] = {args.pos[0], weights};
   if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c))) goto done;
   rc = EXIT_USER;
-  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime"};
+  const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
+  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime",
+                     opt(&args, "force") != NULL, ins, 4};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
@@ -776,7 +809,21 @@ static void usage(FILE *f) {
         f);
 }
 
+static int tfmc_main(int argc, char **argv);
+
+/* Output that never reached its file is a failure: stdout is flushed and
+ * closed here, so `tfmc run > /dev/full` exits 1 like an executable. */
 int main(int argc, char **argv) {
+  int rc = tfmc_main(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+    fprintf(stderr, "tfmc: cannot write to standard output: %s\n", strerror(errno));
+    if (!rc) rc = EXIT_USER;
+  }
+  if ((fflush(stderr) != 0 || ferror(stderr)) && !rc) rc = EXIT_USER;
+  return rc;
+}
+
+static int tfmc_main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return EXIT_USAGE;
