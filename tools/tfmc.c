@@ -434,7 +434,7 @@ static int cmd_run(int argc, char **argv) {
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
-             {"profile", false, NULL}, PASS_OPTS};
+             {"profile", false, NULL}, {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("run", &args, &argc, argv, &olevel);
@@ -443,7 +443,7 @@ static int cmd_run(int argc, char **argv) {
     puts("usage: tfmc run SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N] [--repeat N] [--profile] [--passes=LIST | -O0..-O3]\n"
+         "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
@@ -460,7 +460,9 @@ static int cmd_run(int argc, char **argv) {
          "--profile: time every compiled kernel and print the time per op kind and\n"
          "the slowest kernels to stderr.\n"
          "--passes / -O run graph passes before the backend, as 'tfmc ir' does\n"
-         "(see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs none.");
+         "(see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs none.\n"
+         "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
+         "named with its count); --strict makes them an error (also on build, emit-c).");
     return 0;
   }
   if (r) return r;
@@ -518,7 +520,8 @@ static int cmd_run(int argc, char **argv) {
   DriverStage stage;
   TFMC_ASSERT(backend_known(backend, &stage));
   DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = stage};
+                        .passes = &pl, .pass_ctx = &pctx, .stage = stage,
+                        .strict = opt(&args, "strict") != NULL};
   if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
     compile_failed(err);
     goto done;
@@ -662,7 +665,8 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   if (rc) return rc;
   char err[1024];
   DriverOptions dopt = {.attention = opt(args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED};
+                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED,
+                        .strict = opt(args, "strict") != NULL};
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
   if (rc) compile_failed(err);
   if (print_file && fclose(print_file)) rc = EXIT_USER;
@@ -672,14 +676,14 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
 static int cmd_build(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
-             {"attention", true, NULL}, PASS_OPTS};
+             {"attention", true, NULL}, {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("build", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER]\n"
+         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER] [--strict]\n"
          "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
@@ -739,14 +743,14 @@ done:
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             {"force", false, NULL},  PASS_OPTS};
+             {"force", false, NULL},  {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--force] [--embed-weights] [--attention LAYER]\n"
+         "                   -o DIR [--force] [--embed-weights] [--attention LAYER] [--strict]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
