@@ -267,7 +267,9 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
             size_t embedded_len) {
   const char *prog = prog_name(argc, argv, info);
   int rc = main_run(prog, argc, argv, info, run, embedded, embedded_len);
-  if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+  /* flushed, not closed: rt_main may be called again in one process */
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
     if (!rc)
       rc = EXIT_USER;
