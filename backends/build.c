@@ -9,12 +9,17 @@
  * Invariants: intermediate files live in EXE.build/ and are removed at the
  * end (success or not) unless keep is set; an embedded build removes a stale
  * EXE.weights, which would mislead; nothing is written outside EXE,
- * EXE.weights and EXE.build/. */
+ * EXE.weights and EXE.build/. EXE and EXE.weights are written as rt_file.h
+ * outputs (through symlinks, regular files only): both are complete
+ * temporaries next to their targets before either gets its name, so a
+ * failed build leaves the old files as they were. The caller has checked
+ * that neither is one of its inputs. */
 #include "backends/exec.h"
 
 #include "backends/c/c_backend.h"
 #include "backends/llvm/llvm_backend.h"
 #include "ir/loop.h"
+#include "runtime/rt_file.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_weights.h"
 
@@ -55,9 +60,10 @@ static int write_template(const char *rt_dir, const char *name, const char *path
   return rc;
 }
 
-/* Everything but the cleanup of EXE.build/. */
+/* Everything but the cleanup of EXE.build/ and committing *xout (EXE)
+ * and *wout (EXE.weights; left unopened when embedded). */
 static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, const float *packed,
-                 const BuildOptions *o, char *err, size_t errlen) {
+                 const BuildOptions *o, RtOut *xout, RtOut *wout, char *err, size_t errlen) {
   const char *exe = o->exe, *dir = arena_printf(a, "%s.build", exe);
   bool embed = o->embed_weights;
   char msg[1024];
@@ -79,7 +85,13 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   if (fclose(f)) return fail(err, errlen, "write", config_h);
   /* main.c and weights.S are the same for every model: runtime/templates */
   if (write_template(rt_dir, "main.c", main_c, err, errlen)) return 1;
-  if (rt_weights_write(embed ? wimg : wfile, info, packed, msg, sizeof msg))
+  if (embed ? rt_weights_write(wimg, info, packed, msg, sizeof msg)
+            : rt_out_open(wout, wfile, RT_OUT_REGULAR, msg, sizeof msg) ||
+                  rt_weights_write_fd(wout->fd, wfile, info, packed, msg, sizeof msg) ||
+                  rt_out_finish(wout, msg, sizeof msg))
+    return rt_errorf(err, errlen, "%s", msg);
+  /* the linker writes a temporary next to EXE's target; renamed at the end */
+  if (rt_out_open(xout, exe, RT_OUT_REGULAR, msg, sizeof msg) || rt_out_finish(xout, msg, sizeof msg))
     return rt_errorf(err, errlen, "%s", msg);
   if (embed && write_template(rt_dir, "weights.S", wasm, err, errlen)) return 1;
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
@@ -90,7 +102,7 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   cmd[n++] = arena_printf(a, "-I%s", o->include_dir);
   cmd[n++] = arena_printf(a, "-I%s", dir);
   cmd[n++] = "-o";
-  cmd[n++] = (char *)exe;
+  cmd[n++] = xout->tmp;
   cmd[n++] = (char *)obj;
   cmd[n++] = (char *)info_c;
   cmd[n++] = (char *)main_c;
@@ -102,6 +114,8 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   cmd[n] = NULL;
   int st = run_command(cmd);
   if (st != 0) return rt_errorf(err, errlen, "linking %s with %s failed (status %d)", exe, cc, st);
+  if ((!embed && rt_out_commit(wout, msg, sizeof msg)) || rt_out_commit(xout, msg, sizeof msg))
+    return rt_errorf(err, errlen, "%s", msg);
   if (embed) remove(wfile); /* a stale weights file next to an embedded build would mislead */
   return 0;
 }
@@ -109,7 +123,10 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
 int backend_build_executable(Arena *a, const LoopProgram *prog, const RtModelInfo *info,
                              const float *packed, const BuildOptions *o, char *err,
                              size_t errlen) {
-  int rc = build(a, prog, info, packed, o, err, errlen);
+  RtOut xout = {.fd = -1}, wout = {.fd = -1};
+  int rc = build(a, prog, info, packed, o, &xout, &wout, err, errlen);
+  rt_out_abort(&xout); /* no-ops once committed */
+  rt_out_abort(&wout);
   if (!o->keep) {
     const char *files[] = {"model.o", "info.c", "model_config.h", "main.c", "model.weights",
                            "weights.S"};

@@ -10,10 +10,12 @@
 #include "backends/exec.h"
 #include "runtime/rt_safetensors.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
@@ -46,14 +48,77 @@ static IrGraph *front_end(Arena *a, Diags *d, const char *path, const DriverOpti
  * the WeightSet holds its own f32 copies, and a mapping kept open would stay
  * in the resident set (bert-base's peak RSS under the JIT fell by ~440 MB)
  * while the backend packs and runs. */
+/* NaN or Inf in a checkpoint would silently poison every output: each
+ * weight holding any is named with its count (the first few; then a
+ * total), as warnings, or errors when strict. Returns the number of such
+ * weights. */
+static int nonfinite_weights(Diags *d, const char *file, const WeightSet *w, bool strict) {
+  enum { SHOWN = 20 };
+  int bad = 0;
+  IrLoc at = {file, 0, 0};
+  for (int i = 0; i < w->n; i++) {
+    const Weight *x = &w->items[i];
+    int64_t n = 1, count = 0;
+    for (int k = 0; k < x->type.rank; k++) n *= x->type.dims[k].value;
+    for (int64_t k = 0; k < n; k++) count += !isfinite(x->data[k]);
+    if (!count || bad++ >= SHOWN) continue;
+    (strict ? diag_error : diag_warning)(d, at, "weight '%s' has %lld NaN or Inf value%s (of %lld)",
+                                         x->name, (long long)count, count == 1 ? "" : "s",
+                                         (long long)n);
+  }
+  if (bad > SHOWN)
+    (strict ? diag_error : diag_warning)(d, at, "%d more weights hold NaN or Inf values",
+                                         bad - SHOWN);
+  return bad;
+}
+
+/* The machine's memory in bytes, or INT64_MAX when unknown. */
+static int64_t physical_memory(void) {
+#ifdef _SC_PHYS_PAGES
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && size > 0 && pages <= INT64_MAX / size) return (int64_t)pages * size;
+#endif
+  return INT64_MAX;
+}
+
 static WeightSet *weights_get(Arena *a, Diags *d, const IrGraph *g, const Spec *spec,
                               const DriverOptions *o, char *err, size_t errlen) {
-  if (!o->weights) return weights_random(a, g, o->seed);
+  /* a model bigger than the machine is refused before its pages are
+   * touched (later the kernel would kill us; an allocation failure is
+   * reported where it happens) */
+  int64_t need = weights_bytes(g), have = physical_memory();
+  if (need > have) {
+    snprintf(err, errlen,
+             "the weights of '%s' need %lld bytes as f32 (%.1f GB); this machine has %lld bytes "
+             "of memory",
+             g->name, (long long)need, (double)need / 1e9, (long long)have);
+    return NULL;
+  }
+  if (!o->weights) {
+    WeightSet *w = weights_random(a, g, o->seed);
+    for (int i = 0; !w && i < g->n_nodes; i++)
+      for (int k = 0; g->nodes[i].op == IR_OP_PARAM && k < g->nodes[i].type.rank; k++)
+        if (g->nodes[i].type.dims[k].sym >= 0 || g->nodes[i].type.dims[k].value < 0) {
+          snprintf(err, errlen, "param '%s' has a symbolic or negative dimension; weights need "
+                   "constant shapes", g->nodes[i].attrs.name ? g->nodes[i].attrs.name : "?");
+          return NULL;
+        }
+    if (!w)
+      snprintf(err, errlen,
+               "out of memory: the weights of '%s' need %lld bytes as f32 (%.1f GB), more than "
+               "this process can allocate",
+               g->name, (long long)need, (double)need / 1e9);
+    return w;
+  }
   RtSafetensors *st = NULL;
   if (rt_st_open(o->weights, &st, err, errlen)) return NULL;
   int errors0 = d->n_errors;
   WeightSet *w = weights_load(a, g, spec, st, d);
   rt_st_close(st);
+  if (w && nonfinite_weights(d, o->weights, w, o->strict) && o->strict) {
+    snprintf(err, errlen, "%s has NaN or Inf weights (refused under --strict)", o->weights);
+    return NULL;
+  }
   if (!w) {
     int n = d->n_errors - errors0;
     snprintf(err, errlen, "%s does not fit %s '%s' (%d problem%s above)", o->weights,
@@ -96,7 +161,13 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   if (o->stage == DRIVER_PACKED) {
     TFMC_ASSERT(c->w);
     /* 64-byte aligned: compiled code may assume each tensor's alignment */
-    uintptr_t raw = (uintptr_t)arena_alloc(a, (size_t)c->prog->weights_floats * 4 + 128);
+    uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)c->prog->weights_floats * 4 + 128);
+    if (!raw) {
+      snprintf(err, errlen,
+               "out of memory: packing the weights needs another %lld bytes (%.1f GB)",
+               (long long)c->prog->weights_floats * 4, (double)c->prog->weights_floats * 4e-9);
+      return 1;
+    }
     c->packed = (float *)((raw + 63) & ~(uintptr_t)63);
     backend_pack_weights(c->prog, c->w, c->packed);
   }

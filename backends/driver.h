@@ -50,6 +50,7 @@ typedef struct DriverOptions {
   const PassPipeline *passes; /* NULL or empty: no passes */
   PassContext *pass_ctx;      /* required with passes; its diags are the driver's */
   DriverStage stage;
+  bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
 } DriverOptions;
 
 typedef struct Compiled {

@@ -4,7 +4,8 @@
  * (0.5, 1e-5, 2.5E3, optional '-'), STRING "..." with the escapes \" \\ \n
  * \t \xHH, the punctuation { } [ ] = ., and NEWLINE (lines are significant).
  * '#' starts a comment that runs to the end of the line; "\r\n" counts as one
- * newline.
+ * newline; a run of newlines (blank and comment-only lines) is one NEWLINE
+ * token, so memory follows the content, not the line count.
  *
  * Invariants: the whole input is consumed (the text's length is used, not
  * its NUL, so a stray NUL byte is an error, not the end); the array always
@@ -298,7 +299,8 @@ Token *lex_tokens(Arena *a, const SrcFile *src, Diags *d, int *n_out) {
     }
     if (c == '\n' || (c == '\r' && s + 1 < lx.end && s[1] == '\n')) {
       lx.p += c == '\n' ? 1 : 2;
-      push(&lx, TOK_NEWLINE, s, lx.p);
+      /* blank and comment lines add no token: memory follows content */
+      if (lx.n == 0 || lx.toks[lx.n - 1].kind != TOK_NEWLINE) push(&lx, TOK_NEWLINE, s, lx.p);
       lx.line++;
       lx.line_start = lx.p;
       continue;

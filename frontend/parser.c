@@ -28,6 +28,7 @@ typedef struct Parser {
   Diags *d;
   const Token *t;
   int pos, n;
+  const bool *line_err; /* [n]: a TOK_ERROR from here to the end of the line */
   bool in_block;    /* '}' ends a line and closes the block */
   bool allow_rules; /* TARGET '=' lines are allowed */
 } Parser;
@@ -144,13 +145,23 @@ static bool is_word(const Token *t, const char *w) {
   return t->kind == TOK_IDENT && strcmp(t->str, w) == 0;
 }
 
+/* Looked up, not scanned: a line of many headers asks once per header,
+ * which scanning made quadratic (20000 headers on one line: 11 s). */
 static bool line_has_error(Parser *p) {
-  for (int i = p->pos; i < p->n; i++) {
-    TokKind k = p->t[i].kind;
-    if (k == TOK_NEWLINE || k == TOK_EOF) return false;
-    if (k == TOK_ERROR) return true;
+  return p->pos < p->n && p->line_err[p->pos];
+}
+
+static Parser parser_make(Arena *a, Diags *d, const Token *toks, int n_toks, bool allow_rules) {
+  bool *err = arena_alloc(a, (size_t)(n_toks > 0 ? n_toks : 1));
+  bool after = false;
+  for (int i = n_toks - 1; i >= 0; i--) {
+    TokKind k = toks[i].kind;
+    if (k == TOK_NEWLINE || k == TOK_EOF) after = false;
+    else if (k == TOK_ERROR) after = true;
+    err[i] = after;
   }
-  return false;
+  return (Parser){.a = a, .d = d, .t = toks, .n = n_toks, .line_err = err,
+                  .allow_rules = allow_rules};
 }
 
 static bool is_value(const Token *t) {
@@ -380,7 +391,7 @@ static void parse_block(Parser *p, Block *b) {
 }
 
 Block *parse_blocks(Arena *a, const Token *toks, int n_toks, Diags *d, int *n_blocks) {
-  Parser p = {.a = a, .d = d, .t = toks, .n = n_toks};
+  Parser p = parser_make(a, d, toks, n_toks, false);
   Block *blocks = NULL;
   int n = 0, cap = 0;
   for (;;) {
@@ -414,7 +425,7 @@ Block *parse_blocks(Arena *a, const Token *toks, int n_toks, Diags *d, int *n_bl
 }
 
 Entry *parse_rule_lines(Arena *a, const Token *toks, int n_toks, Diags *d, int *n_entries) {
-  Parser p = {.a = a, .d = d, .t = toks, .n = n_toks, .allow_rules = true};
+  Parser p = parser_make(a, d, toks, n_toks, true);
   Block b = {0};
   int cap = 0;
   for (;;) {

@@ -187,5 +187,8 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
  * linear weights U(-1/sqrt(in), 1/sqrt(in)), biases U(-0.1, 0.1), norm gains
  * 1 + U(-0.1, 0.1), norm biases U(-0.1, 0.1), embedding tables U(-1, 1). */
 WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed);
+/* (weights_load reports, and weights_random returns NULL, when the weights
+ * do not fit in memory.) The bytes of g's params as f32 (saturating). */
+int64_t weights_bytes(const IrGraph *g);
 
 #endif

@@ -1000,6 +1000,21 @@ static bool params_collect(Loader *L) {
   return ok;
 }
 
+int64_t weights_bytes(const IrGraph *g) {
+  int64_t total = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *nd = &g->nodes[i];
+    if (nd->op != IR_OP_PARAM) continue;
+    int64_t n = 4;
+    for (int k = 0; k < nd->type.rank; k++) {
+      int64_t v = nd->type.dims[k].sym >= 0 ? 0 : nd->type.dims[k].value;
+      n = v <= 0 ? 0 : n > INT64_MAX / v ? INT64_MAX : n * v;
+    }
+    total = n > INT64_MAX - total ? INT64_MAX : total + n;
+  }
+  return total;
+}
+
 WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
                         const RtSafetensors *st, Diags *d) {
   int errors0 = d->n_errors;
@@ -1017,7 +1032,14 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
   if (L.map) rules_prepare(&L);
   for (int i = 0; i < L.n_params; i++) {
     Param *p = &L.params[i];
-    p->data = arena_alloc(a, (size_t)shape_numel(&p->shape) * sizeof(float));
+    p->data = arena_try_alloc(a, (size_t)shape_numel(&p->shape) * sizeof(float));
+    if (!p->data) {
+      diag_error(d, (IrLoc){0},
+                 "out of memory: the weights of '%s' need %lld bytes as f32, more than this "
+                 "process can allocate",
+                 g->name, (long long)weights_bytes(g));
+      return NULL;
+    }
     int probs0 = 0;
     for (int k = 0; k < L.n_probs; k++) probs0 += L.probs[k].n_params;
     int slot = -1, ri = L.map ? rule_for(&L, p, &slot) : -1;
@@ -1087,7 +1109,8 @@ WeightSet *weights_random(Arena *a, const IrGraph *g, uint64_t seed) {
   for (int i = 0; i < L.n_params; i++) {
     Param *p = &L.params[i];
     int64_t n = shape_numel(&p->shape);
-    float *data = arena_alloc(a, (size_t)n * sizeof(float));
+    float *data = arena_try_alloc(a, (size_t)n * sizeof(float));
+    if (!data) return NULL; /* out of memory: the caller says how much was needed */
     uint64_t s = seed ^ hash_str(p->name);
     splitmix64(&s);
     bool is_bias = strcmp(p->leaf, "bias") == 0;

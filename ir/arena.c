@@ -2,10 +2,13 @@
  *
  * Invariants: every block is zeroed and 16-byte aligned; memory is released
  * only by arena_destroy, all at once. Allocation failure aborts (the
- * compiler cannot continue without memory; this is not a user error). */
+ * compiler cannot continue without memory; this is not a user error),
+ * except through arena_try_alloc, which user-sized data (weights) takes
+ * so that a model too big for the machine is a message, not an abort. */
 #include "ir.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,15 +45,31 @@ void arena_destroy(Arena *a) {
   free(a);
 }
 
-void *arena_alloc(Arena *a, size_t size) {
+#define ARENA_CHUNK ((size_t)1 << 16)
+
+void *arena_try_alloc(Arena *a, size_t size) {
+  if (size > SIZE_MAX - sizeof(Chunk) - 15) return NULL;
   size = (size + 15) & ~(size_t)15;
   if (size == 0) size = 16;
+  if (size > ARENA_CHUNK) {
+    /* a chunk of its own, behind the head so small blocks keep filling
+     * the head; calloc: the zero pages of a large block are not touched */
+    Chunk *big = calloc(1, sizeof *big + size);
+    if (!big) return NULL;
+    big->size = big->used = size;
+    if (a->head) {
+      big->next = a->head->next;
+      a->head->next = big;
+    } else {
+      a->head = big;
+    }
+    return big->data;
+  }
   Chunk *c = a->head;
   if (!c || c->size - c->used < size) {
-    size_t cap = size > (1u << 16) ? size : (1u << 16);
-    c = malloc(sizeof *c + cap);
-    if (!c) tfmc_assert_fail(__FILE__, __LINE__, "out of memory");
-    c->size = cap;
+    c = malloc(sizeof *c + ARENA_CHUNK);
+    if (!c) return NULL;
+    c->size = ARENA_CHUNK;
     c->used = 0;
     c->next = a->head;
     a->head = c;
@@ -58,6 +77,12 @@ void *arena_alloc(Arena *a, size_t size) {
   void *p = c->data + c->used;
   c->used += size;
   memset(p, 0, size);
+  return p;
+}
+
+void *arena_alloc(Arena *a, size_t size) {
+  void *p = arena_try_alloc(a, size);
+  if (!p) tfmc_assert_fail(__FILE__, __LINE__, "out of memory");
   return p;
 }
 

@@ -111,6 +111,13 @@ void diag_error(Diags *d, IrLoc loc, const char *fmt, ...) {
   d->n_errors++;
 }
 
+void diag_warning(Diags *d, IrLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(d, loc, "warning", fmt, ap);
+  va_end(ap);
+}
+
 void diag_note(Diags *d, IrLoc loc, const char *fmt, ...) {
   if (d->n_errors > DIAG_MAX_SHOWN) return;
   va_list ap;

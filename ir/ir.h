@@ -39,6 +39,9 @@ Arena *arena_create(void);
 void arena_destroy(Arena *a);
 /* Zeroed, 16-byte aligned memory owned by the arena. Aborts on OOM. */
 void *arena_alloc(Arena *a, size_t size);
+/* The same, but NULL when memory runs out (for sizes the user chose:
+ * weights) instead of stopping the compiler. */
+void *arena_try_alloc(Arena *a, size_t size);
 char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...)
@@ -84,6 +87,9 @@ typedef struct Diags {
 void diags_init(Diags *d, Arena *a, FILE *out);
 void diags_add_source(Diags *d, const SrcFile *f);
 void diag_error(Diags *d, IrLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A problem that does not stop the phase (not counted in n_errors). */
+void diag_warning(Diags *d, IrLoc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_note(Diags *d, IrLoc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -13,8 +13,11 @@
  * program name and an exit status (1: bad inputs, weights or environment;
  * 2: bad usage), never a crash; every resource taken is released on every
  * path (one cleanup block, in reverse order); the outputs file is only
- * replaced (atomically) after a complete run, and never when it names one
- * of the files being read. */
+ * written after a complete run (rt_file.h: atomically, through symlinks,
+ * FIFOs and devices in place), and never when it names one of the files
+ * being read or this executable; output that cannot be written to stdout
+ * is an error (exit status 1). */
+#include "runtime/rt_file.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_pool.h"
@@ -220,12 +223,7 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
 }
 
 static int same_file(const char *a, const char *b) {
-  if (strcmp(a, b) == 0)
-    return 1;
-  struct stat sa, sb;
-  if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
-    return 0;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return rt_file_same(a, b);
 }
 
 /* The default weights path: EXE.weights next to the executable (via
@@ -262,9 +260,25 @@ static char *default_weights_path(const char *argv0) {
 
 /* ---- main ---- */
 
+static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *info,
+                    RtModelRunFn run, const void *embedded, size_t embedded_len);
+
 int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, const void *embedded,
             size_t embedded_len) {
   const char *prog = prog_name(argc, argv, info);
+  int rc = main_run(prog, argc, argv, info, run, embedded, embedded_len);
+  /* flushed, not closed: rt_main may be called again in one process */
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
+    if (!rc)
+      rc = EXIT_USER;
+  }
+  return rc;
+}
+
+static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *info,
+                    RtModelRunFn run, const void *embedded, size_t embedded_len) {
   if (!info || !run) {
     fprintf(stderr, "%s: internal error: no model compiled in\n", prog);
     return EXIT_USER;
@@ -346,7 +360,9 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
   }
   if (o.outputs && ((o.inputs && same_file(o.inputs, o.outputs)) ||
                     (o.vocab && same_file(o.vocab, o.outputs)) ||
-                    (weights_path && same_file(weights_path, o.outputs)))) {
+                    (weights_path && same_file(weights_path, o.outputs)) ||
+                    same_file("/proc/self/exe", o.outputs) ||
+                    (argc > 0 && argv[0] && strchr(argv[0], '/') && same_file(argv[0], o.outputs)))) {
     fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
             o.outputs);
     goto done;

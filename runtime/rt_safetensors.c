@@ -13,6 +13,7 @@
  * from little-endian bytes, so unaligned data and big-endian hosts work. */
 #include "rt_safetensors.h"
 
+#include "rt_file.h"
 #include "rt_json.h"
 
 #include <errno.h>
@@ -821,19 +822,7 @@ static void buf_json_string(StBuf *b, const char *s) {
   buf_add(b, "\"", 1);
 }
 
-static int write_all(int fd, const void *data, size_t n) {
-  const unsigned char *p = data;
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
+#define write_all rt_file_write_all
 
 /* Writes count host-endian values of `size` bytes as little-endian. */
 static int write_values_le(int fd, const unsigned char *src, size_t count, size_t size) {
@@ -922,8 +911,8 @@ int rt_st_write(const char *path, const RtStWrite *tensors, int n, const char *c
   if (!path) return st_fail(&c, "internal: NULL path");
   if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta))
     return st_fail(&c, "internal: bad tensor or metadata count");
-  int rc = -1, fd = -1;
-  char *tmp = NULL;
+  int rc = -1;
+  RtOut o = {.fd = -1};
   StBuf h = {0};
   StRow *rows = malloc(((size_t)n + 1) * sizeof *rows);
   const char **mkeys = malloc(((size_t)n_meta + 1) * 2 * sizeof *mkeys);
@@ -1003,51 +992,22 @@ int rt_st_write(const char *path, const RtStWrite *tensors, int n, const char *c
     goto out;
   }
 
-  size_t plen = strlen(path);
-  tmp = malloc(plen + 16);
-  if (!tmp) {
-    st_fail(&c, "out of memory");
-    goto out;
-  }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmpXXXXXX", 11);
-  fd = mkstemp(tmp);
-  if (fd < 0) {
-    st_fail(&c, "cannot create a temporary file next to it: %s", strerror(errno));
-    free(tmp);
-    tmp = NULL;
-    goto out;
-  }
+  if (rt_out_open(&o, path, 0, err, errlen)) goto out;
   unsigned char len8[8];
   store_le(len8, h.n, 8);
-  int bad = fchmod(fd, 0644) != 0 || write_all(fd, len8, 8) || write_all(fd, h.s, h.n);
+  int bad = write_all(o.fd, len8, 8) || write_all(o.fd, h.s, h.n);
   for (int i = 0; i < n && !bad; i++) {
     size_t size = rt_dtype_size(rows[i].w->dtype);
-    bad = write_values_le(fd, rows[i].w->data, (size_t)(rows[i].nbytes / size), size);
+    bad = write_values_le(o.fd, rows[i].w->data, (size_t)(rows[i].nbytes / size), size);
   }
-  if (bad || fsync(fd) != 0) {
-    st_fail(&c, "cannot write %s: %s", tmp, strerror(errno));
+  if (bad) {
+    st_fail(&c, "cannot write: %s", strerror(errno));
     goto out;
   }
-  int cl = close(fd);
-  fd = -1;
-  if (cl != 0) {
-    st_fail(&c, "cannot write %s: %s", tmp, strerror(errno));
-    goto out;
-  }
-  if (rename(tmp, path) != 0) {
-    st_fail(&c, "cannot rename %s over it: %s", tmp, strerror(errno));
-    goto out;
-  }
-  free(tmp);
-  tmp = NULL;
+  if (rt_out_commit(&o, err, errlen)) goto out;
   rc = 0;
 out:
-  if (fd >= 0) close(fd);
-  if (tmp) {
-    unlink(tmp);
-    free(tmp);
-  }
+  rt_out_abort(&o);
   free(h.s);
   free(rows);
   free(mkeys);

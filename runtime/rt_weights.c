@@ -14,6 +14,8 @@
  * are handled; the byte order of the host is detected at run time. */
 #include "runtime/rt_weights.h"
 
+#include "runtime/rt_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -312,20 +314,6 @@ void rt_weights_close(RtWeights *w) {
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const void *buf, size_t n) {
-  const unsigned char *p = buf;
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return 1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
 /* The little-endian bytes of floats [i, i+n) in buf (at most 1024). */
 static void floats_to_le(unsigned char *buf, const float *src, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -335,12 +323,10 @@ static void floats_to_le(unsigned char *buf, const float *src, size_t n) {
   }
 }
 
-int rt_weights_write(const char *path, const RtModelInfo *info, const float *data, char *err,
-                     size_t errlen) {
-  const char *label = path ? path : "(null)";
-  char msg[256];
-  if (!path || !info)
-    return wts_fail(err, errlen, label, "internal: no path or model info");
+int rt_weights_write_fd(int fd, const char *label, const RtModelInfo *info, const float *data,
+                        char *err, size_t errlen) {
+  if (!info)
+    return wts_fail(err, errlen, label, "internal: no model info");
   if (info->weights_floats < 0 || (info->weights_floats > 0 && !data))
     return wts_fail(err, errlen, label, "internal: no weights data");
   size_t n = (size_t)info->weights_floats;
@@ -365,41 +351,35 @@ int rt_weights_write(const char *path, const RtModelInfo *info, const float *dat
   store_le(head + 24, (uint64_t)n, 8);
   store_le(head + 32, fnv_final(&f), 8);
 
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp)
-    return wts_fail(err, errlen, label, "out of memory");
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmpXXXXXX", 11);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    snprintf(msg, sizeof msg, "cannot create a temporary file next to it: %s", strerror(errno));
-    free(tmp);
-    return wts_fail(err, errlen, label, msg);
-  }
-  int bad = fchmod(fd, 0644) != 0 || write_all(fd, head, sizeof head);
+  int bad = rt_file_write_all(fd, head, sizeof head);
   if (le) {
     if (!bad && n)
-      bad = write_all(fd, data, n * 4);
+      bad = rt_file_write_all(fd, data, n * 4);
   } else {
     for (size_t i = 0; i < n && !bad; i += CHUNK_FLOATS) {
       size_t k = n - i < CHUNK_FLOATS ? n - i : CHUNK_FLOATS;
       floats_to_le(chunk, data + i, k);
-      bad = write_all(fd, chunk, k * 4);
+      bad = rt_file_write_all(fd, chunk, k * 4);
     }
   }
-  if (bad || fsync(fd) != 0)
-    bad = 1;
-  if (close(fd) != 0)
-    bad = 1;
   if (bad) {
-    snprintf(msg, sizeof msg, "cannot write %s: %s", tmp, strerror(errno));
-  } else if (rename(tmp, path) != 0) {
-    snprintf(msg, sizeof msg, "cannot rename %s over it: %s", tmp, strerror(errno));
-    bad = 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, "cannot write: %s", strerror(errno));
+    return wts_fail(err, errlen, label, msg);
   }
-  if (bad)
-    unlink(tmp);
-  free(tmp);
-  return bad ? wts_fail(err, errlen, label, msg) : 0;
+  return 0;
+}
+
+int rt_weights_write(const char *path, const RtModelInfo *info, const float *data, char *err,
+                     size_t errlen) {
+  RtOut o;
+  if (!path)
+    return wts_fail(err, errlen, "(null)", "internal: no path");
+  if (rt_out_open(&o, path, RT_OUT_REGULAR, err, errlen))
+    return 1;
+  if (rt_weights_write_fd(o.fd, path, info, data, err, errlen)) {
+    rt_out_abort(&o);
+    return 1;
+  }
+  return rt_out_commit(&o, err, errlen);
 }

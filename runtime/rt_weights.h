@@ -35,9 +35,14 @@
 typedef struct RtWeights RtWeights;
 
 /* Writes data (n_floats, host order) as a packed-weights file for `info`,
- * atomically (temporary file + rename). Returns 0 or non-zero + message. */
+ * atomically (temporary file + rename, through symlinks: rt_file.h; only
+ * to a regular file). Returns 0 or non-zero + message. */
 int rt_weights_write(const char *path, const RtModelInfo *info, const float *data,
                      char *err, size_t errlen);
+/* The same bytes to an open descriptor (label names it in messages): for
+ * callers that commit several outputs together (rt_out_*). */
+int rt_weights_write_fd(int fd, const char *label, const RtModelInfo *info, const float *data,
+                        char *err, size_t errlen);
 /* Maps and validates a packed-weights file against info. */
 int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out,
                     char *err, size_t errlen);

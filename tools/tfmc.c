@@ -13,6 +13,7 @@
 #include "frontend/spec.h"
 #include "passes/passes.h"
 #include "runtime/rt_attnmap.h"
+#include "runtime/rt_file.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_text.h"
@@ -434,9 +435,25 @@ static int inputs_from_ids(const RtModelInfo *info, const char *tokens, const ch
 }
 
 static bool same_file(const char *a, const char *b) {
-  struct stat sa, sb;
-  if (stat(a, &sa) || stat(b, &sb)) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return rt_file_same(a, b) != 0;
+}
+
+/* Refuses, before any work, an output that is or resolves to one of the
+ * command's inputs (n entries, NULL skipped; the tfmc binary counts too),
+ * or, with within set, a directory holding one. what names the output as
+ * the user gave it. Returns 0 or EXIT_USER after a message. */
+static int refuse_overwrite(const char *cmd, const char *what, const char *out, bool within,
+                            const char *const *ins, int n) {
+  for (int i = 0; i <= n; i++) {
+    const char *in = i < n ? ins[i] : "/proc/self/exe";
+    if (!in || access(in, F_OK) != 0) continue;
+    if (within ? rt_file_within(in, out) : same_file(out, in)) {
+      fprintf(stderr, "tfmc %s: %s %s the input %s%s; refusing to overwrite it\n", cmd, what,
+              within ? "holds" : "is", in, i < n ? "" : " (tfmc itself)");
+      return EXIT_USER;
+    }
+  }
+  return 0;
 }
 
 /* ---- tfmc run ---- */
@@ -446,7 +463,7 @@ static int cmd_run(int argc, char **argv) {
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
-             {"profile", false, NULL}, PASS_OPTS};
+             {"profile", false, NULL}, {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("run", &args, &argc, argv, &olevel);
@@ -455,7 +472,7 @@ static int cmd_run(int argc, char **argv) {
     puts("usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N] [--repeat N] [--profile] [--passes=LIST | -O0..-O3]\n"
+         "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
@@ -475,7 +492,9 @@ static int cmd_run(int argc, char **argv) {
          "the slowest kernels to stderr.\n"
          "--passes / -O run graph and loop passes before the backend, as 'tfmc ir'\n"
          "does (see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs\n"
-         "none; --disable-pass=a,b takes passes out of the pipeline.");
+         "none; --disable-pass=a,b takes passes out of the pipeline.\n"
+         "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
+         "named with its count); --strict makes them an error (also on build, emit-c).");
     return 0;
   }
   if (r) return r;
@@ -510,15 +529,10 @@ static int cmd_run(int argc, char **argv) {
     if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
     repeat = (int)t;
   }
-  if (outputs) {
-    const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
-    for (int i = 0; i < 4; i++)
-      if (ins[i] && (strcmp(ins[i], outputs) == 0 || same_file(ins[i], outputs))) {
-        fprintf(stderr, "tfmc run: --outputs %s is one of the input files; refusing to overwrite it\n",
-                outputs);
-        return EXIT_USER;
-      }
-  }
+  const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+  char what[4200];
+  snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 4))) return r;
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -538,7 +552,8 @@ static int cmd_run(int argc, char **argv) {
   DriverStage stage;
   TFMC_ASSERT(backend_known(backend, &stage));
   DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = stage};
+                        .passes = &pl, .pass_ctx = &pctx, .stage = stage,
+                        .strict = opt(&args, "strict") != NULL};
   if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
     compile_failed(err);
     goto done;
@@ -692,15 +707,26 @@ static int cmd_attention(int argc, char **argv) {
   }
   RtAttnPlot plot = {c.info->name, maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
                      ends_with(out, ".html")};
-  if (!(f = fopen(out, "w"))) {
-    fprintf(stderr, "tfmc: cannot write %s: %s\n", out, strerror(errno));
+  /* drawn in memory, then written as every output is (runtime/rt_file.h:
+   * atomically, through symlinks, never replacing a FIFO or device) */
+  char *svg = NULL;
+  size_t svg_len = 0;
+  if (!(f = open_memstream(&svg, &svg_len))) {
+    fprintf(stderr, "tfmc: out of memory\n");
     goto done;
   }
   int wrc = rt_attnmap_write(f, &plot, err, sizeof err);
-  if (fclose(f) && !wrc) wrc = rt_errorf(err, sizeof err, "write error");
+  if (fclose(f) && !wrc) wrc = rt_errorf(err, sizeof err, "out of memory");
+  RtOut svg_out = {0};
+  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
+    if (rt_file_write_all(svg_out.fd, svg, svg_len))
+      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
+    if (wrc) rt_out_abort(&svg_out);
+    else wrc = rt_out_commit(&svg_out, err, sizeof err);
+  }
+  free(svg);
   if (wrc) {
     fprintf(stderr, "tfmc: %s: %s\n", out, err);
-    remove(out);
     goto done;
   }
   fprintf(stderr, "tfmc: wrote %s (%d layer%s, %s heads, batch row %lld)\n", out, maps.n_layers,
@@ -818,7 +844,8 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   if (rc) return rc;
   char err[1024];
   DriverOptions dopt = {.attention = opt(args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED};
+                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED,
+                        .strict = opt(args, "strict") != NULL};
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
   if (rc) compile_failed(err);
   if (print_file && fclose(print_file)) rc = EXIT_USER;
@@ -828,14 +855,14 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
 static int cmd_build(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
-             {"attention", true, NULL}, PASS_OPTS};
+             {"attention", true, NULL}, {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("build", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER]\n"
+         "                  -o EXE [--embed-weights] [--keep] [--attention LAYER] [--strict]\n"
          "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
@@ -858,8 +885,18 @@ static int cmd_build(int argc, char **argv) {
   if ((r = weights_source("build", &args, &weights, &seed))) return r;
   if (!exe || !*exe) return usage_error("build", "give the executable's path with -o EXE");
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
-  if (strcmp(exe, args.pos[0]) == 0 || (weights && same_file(exe, weights)) || same_file(exe, args.pos[0]))
-    return usage_error("build", "-o %s would overwrite an input file", exe);
+  /* EXE, EXE.weights (written, or removed when embedded) and EXE.build/ */
+  const char *ins[] = {args.pos[0], weights};
+  char what[3][8500], path[2][4200];
+  snprintf(what[0], sizeof what[0], "-o %s", exe);
+  snprintf(path[0], sizeof path[0], "%s.weights", exe);
+  snprintf(what[1], sizeof what[1], "%s (the weights beside -o %s)", path[0], exe);
+  snprintf(path[1], sizeof path[1], "%s.build", exe);
+  snprintf(what[2], sizeof what[2], "%s/ (the intermediates of -o %s)", path[1], exe);
+  if ((r = refuse_overwrite("build", what[0], exe, false, ins, 2)) ||
+      (r = refuse_overwrite("build", what[1], path[0], false, ins, 2)) ||
+      (r = refuse_overwrite("build", what[2], path[1], true, ins, 2)))
+    return r;
 
   Arena *a = arena_create();
   Diags d;
@@ -886,14 +923,14 @@ done:
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             PASS_OPTS};
+             {"force", false, NULL},  {"strict", false, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--embed-weights] [--attention LAYER]\n"
+         "                   -o DIR [--force] [--embed-weights] [--attention LAYER] [--strict]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
@@ -901,6 +938,10 @@ static int cmd_emit_c(int argc, char **argv) {
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
          "building a standalone executable and a static library with a C API\n"
          "(model.h). `make` builds with BLAS (cblas), `make NO_BLAS=1` without.\n"
+         "DIR is refused when it exists, is not empty and was not written by tfmc\n"
+         "(DIR/.tfmc-project marks ours) unless --force; only the project's files\n"
+         "are replaced, all together when the emission succeeded, and never one of\n"
+         "the command's inputs.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
@@ -911,6 +952,11 @@ static int cmd_emit_c(int argc, char **argv) {
   uint64_t seed;
   if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
   if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
+  char err0[8500];
+  if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
+    fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
+    return EXIT_USER;
+  }
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
@@ -920,7 +966,9 @@ static int cmd_emit_c(int argc, char **argv) {
   const char *files[] = {args.pos[0], weights};
   if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c))) goto done;
   rc = EXIT_USER;
-  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime"};
+  const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
+  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime",
+                     opt(&args, "force") != NULL, ins, 4};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
@@ -947,7 +995,21 @@ static void usage(FILE *f) {
         f);
 }
 
+static int tfmc_main(int argc, char **argv);
+
+/* Output that never reached its file is a failure: stdout is flushed and
+ * closed here, so `tfmc run > /dev/full` exits 1 like an executable. */
 int main(int argc, char **argv) {
+  int rc = tfmc_main(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+    fprintf(stderr, "tfmc: cannot write to standard output: %s\n", strerror(errno));
+    if (!rc) rc = EXIT_USER;
+  }
+  if ((fflush(stderr) != 0 || ferror(stderr)) && !rc) rc = EXIT_USER;
+  return rc;
+}
+
+static int tfmc_main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return EXIT_USAGE;

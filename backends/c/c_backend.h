@@ -32,10 +32,20 @@ typedef struct CEmitOptions {
   bool embed_weights;      /* weights as a C array in weights.c */
   const char *runtime_dir; /* the runtime source folder: its rt_*.c / rt_*.h files and its
                               templates/ (main.c, api.c, model.h) are copied */
+  bool force;               /* write into an existing non-empty directory without a marker */
+  const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
+  int n_inputs;
 } CEmitOptions;
 
+/* Refuses dir when it exists and is not a directory, or is a non-empty
+ * directory tfmc did not write (no dir/.tfmc-project) and !force. Returns 0
+ * or non-zero with a message. */
+int c_project_dir_check(const char *dir, bool force, char *err, size_t errlen);
+
 /* Writes the project into dir (created if missing; files written there are
- * replaced, nothing else is touched). weights: info->weights_floats floats.
+ * replaced, nothing else is touched; c_project_dir_check first; no file is
+ * one of opt->inputs). All files get their names together at the end: a
+ * failure changes nothing in dir. weights: info->weights_floats floats.
  * Returns 0 or non-zero with a message. */
 int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *weights,
                    const CEmitOptions *opt, const char *dir, char *err, size_t errlen);

@@ -13,6 +13,7 @@
  *   DIR/runtime/rt_*     the runtime sources, copied from opt->runtime_dir
  *   DIR/Makefile         `make` builds EXE and libmodel.a; NO_BLAS=1 without BLAS
  *   DIR/CMakeLists.txt   the same with CMake (-DNO_BLAS=ON)
+ *   DIR/.tfmc-project    the marker saying tfmc wrote this directory (written last)
  * where EXE is the model's name reduced to [A-Za-z0-9_] (c_exe_name).
  *
  * Text that is the same for every model is not kept here as strings: the
@@ -28,11 +29,16 @@
  * (atomics) and is built with -std=c11.
  *
  * Invariants: the same program, info, weights and runtime give the same
- * bytes in every file (no timestamps, no paths, sorted listings); each file
- * is written to NAME.tmp and renamed over NAME, so a failed emission never
- * leaves a half-written file under a real name; only the files listed above
- * are written. */
+ * bytes in every file (no timestamps, no paths, sorted listings); only the
+ * files listed above are written, and none of them is one of the command's
+ * inputs (opt->inputs); a directory that exists, is not empty and has no
+ * marker is refused unless opt->force (c_project_dir_check). Every file is
+ * an rt_file.h output (a temporary next to its target, through symlinks,
+ * regular files only) and all of them get their names together at the end,
+ * so a failed emission changes nothing: no file is replaced, temporaries
+ * and the directories it created are removed. */
 #include "backends/c/c_internal.h"
+#include "runtime/rt_file.h"
 #include "runtime/rt_weights.h"
 
 #include <dirent.h>
@@ -40,8 +46,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PATH_CAP 4096
+#define PROJ_MARKER ".tfmc-project"
+#define PROJ_MAX_NEW_DIRS 64
+
+/* An output waiting for its name (renamed at the end, together). */
+typedef struct Pending {
+  RtOut out;
+  char path[PATH_CAP];
+} Pending;
 
 typedef struct Proj {
   const LoopProgram *p;
@@ -55,11 +70,15 @@ typedef struct Proj {
   int n_rt_files;
   char *err;
   size_t errlen;
+  Pending **pending; /* owned; committed or aborted by c_emit_project */
+  int n_pending, cap_pending;
+  char *new_dirs[PROJ_MAX_NEW_DIRS]; /* created by this emission, outermost first */
+  int n_new_dirs;
 } Proj;
 
 typedef struct OutFile {
-  FILE *f;
-  char path[PATH_CAP], tmp[PATH_CAP + 8];
+  FILE *f; /* on a dup of the pending output's descriptor */
+  Pending *pd;
 } OutFile;
 
 /* ---- files ---- */
@@ -70,35 +89,59 @@ static int join(Proj *P, char *out, size_t cap, const char *a, const char *b) {
   return 0;
 }
 
+/* DIR/name as a pending output: refused when it is one of the inputs. */
+static Pending *pending_open(Proj *P, const char *name) {
+  if (P->n_pending == P->cap_pending) {
+    int cap = P->cap_pending ? 2 * P->cap_pending : 32;
+    Pending **np = realloc(P->pending, (size_t)cap * sizeof *np);
+    if (!np) return c_fail(P->err, P->errlen, "c: out of memory"), NULL;
+    P->pending = np;
+    P->cap_pending = cap;
+  }
+  Pending *pd = malloc(sizeof *pd);
+  if (!pd) return c_fail(P->err, P->errlen, "c: out of memory"), NULL;
+  pd->out = (RtOut){.fd = -1};
+  if (join(P, pd->path, sizeof pd->path, P->dir, name)) return free(pd), NULL;
+  for (int i = 0; i < P->opt->n_inputs; i++)
+    if (P->opt->inputs[i] && rt_file_same(pd->path, P->opt->inputs[i])) {
+      c_fail(P->err, P->errlen, "c: %s is the input %s; refusing to overwrite it", pd->path,
+             P->opt->inputs[i]);
+      return free(pd), NULL;
+    }
+  char msg[PATH_CAP + 256];
+  if (rt_out_open(&pd->out, pd->path, RT_OUT_REGULAR, msg, sizeof msg)) {
+    c_fail(P->err, P->errlen, "c: %s", msg);
+    return free(pd), NULL;
+  }
+  P->pending[P->n_pending++] = pd;
+  return pd;
+}
+
 static int out_open(Proj *P, OutFile *o, const char *name) {
-  if (join(P, o->path, sizeof o->path, P->dir, name)) return 1;
-  snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
-  o->f = fopen(o->tmp, "wb");
-  if (!o->f) return c_fail(P->err, P->errlen, "c: cannot write %s: %s", o->tmp, strerror(errno));
+  o->f = NULL;
+  if (!(o->pd = pending_open(P, name))) return 1;
+  int fd = dup(o->pd->out.fd);
+  if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+    if (fd >= 0) close(fd);
+    return c_fail(P->err, P->errlen, "c: cannot write %s: %s", o->pd->path, strerror(errno));
+  }
   return 0;
 }
 
+/* The bytes are complete: flushed and synced; the name comes at the end. */
 static int out_close(Proj *P, OutFile *o) {
   bool bad = ferror(o->f) != 0;
   if (fclose(o->f) != 0) bad = true;
   o->f = NULL;
-  if (bad) {
-    int e = errno;
-    remove(o->tmp);
-    return c_fail(P->err, P->errlen, "c: cannot write %s: %s", o->path, strerror(e));
-  }
-  if (rename(o->tmp, o->path) != 0) {
-    int e = errno;
-    remove(o->tmp);
-    return c_fail(P->err, P->errlen, "c: cannot rename %s: %s", o->tmp, strerror(e));
-  }
+  if (bad) return c_fail(P->err, P->errlen, "c: cannot write %s: %s", o->pd->path, strerror(errno));
+  char msg[PATH_CAP + 256];
+  if (rt_out_finish(&o->pd->out, msg, sizeof msg)) return c_fail(P->err, P->errlen, "c: %s", msg);
   return 0;
 }
 
 static void out_abandon(OutFile *o) {
-  if (o->f) fclose(o->f);
+  if (o->f) fclose(o->f); /* the pending output is dropped with the others */
   o->f = NULL;
-  remove(o->tmp);
 }
 
 /* mkdir -p */
@@ -113,8 +156,12 @@ static int make_dirs(Proj *P, const char *path) {
     buf[i] = '\0';
     struct stat st;
     if (stat(buf, &st) != 0) {
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      if (mkdir(buf, 0755) == 0) {
+        if (P->n_new_dirs < PROJ_MAX_NEW_DIRS && (P->new_dirs[P->n_new_dirs] = malloc(n + 1)))
+          strcpy(P->new_dirs[P->n_new_dirs++], buf); /* removed again if the emission fails */
+      } else if (errno != EEXIST) {
         return c_fail(P->err, P->errlen, "c: cannot create %s: %s", buf, strerror(errno));
+      }
     } else if (!S_ISDIR(st.st_mode)) {
       return c_fail(P->err, P->errlen, "c: %s exists and is not a directory", buf);
     }
@@ -331,17 +378,32 @@ static int write_weights_c(Proj *P, const char *image_path) {
   return out_close(P, &o);
 }
 
+/* EXE.weights; or weights.c, from the packed image in a temporary that
+ * never gets a name. */
 static int write_weights(Proj *P) {
   char path[PATH_CAP], name[128];
-  char werr[512];
-  snprintf(name, sizeof name, P->opt->embed_weights ? ".%s.weights.image" : "%s.weights", P->exe);
-  if (join(P, path, sizeof path, P->dir, name)) return 1;
+  char werr[PATH_CAP + 256];
   static const float none[1] = {0};
-  if (rt_weights_write(path, P->info, P->weights ? P->weights : none, werr, sizeof werr))
+  const float *w = P->weights ? P->weights : none;
+  snprintf(name, sizeof name, P->opt->embed_weights ? ".%s.weights.image" : "%s.weights", P->exe);
+  if (!P->opt->embed_weights) {
+    Pending *pd = pending_open(P, name);
+    if (!pd) return 1;
+    if (rt_weights_write_fd(pd->out.fd, pd->path, P->info, w, werr, sizeof werr) ||
+        rt_out_finish(&pd->out, werr, sizeof werr))
+      return c_fail(P->err, P->errlen, "c: %s", werr);
+    return 0;
+  }
+  RtOut img;
+  if (join(P, path, sizeof path, P->dir, name)) return 1;
+  if (rt_out_open(&img, path, RT_OUT_REGULAR, werr, sizeof werr) ||
+      rt_weights_write_fd(img.fd, path, P->info, w, werr, sizeof werr) ||
+      rt_out_finish(&img, werr, sizeof werr)) {
+    rt_out_abort(&img);
     return c_fail(P->err, P->errlen, "c: %s", werr);
-  if (!P->opt->embed_weights) return 0;
-  int rc = write_weights_c(P, path);
-  remove(path);
+  }
+  int rc = write_weights_c(P, img.tmp);
+  rt_out_abort(&img); /* removes the temporary */
   return rc;
 }
 
@@ -592,6 +654,58 @@ static int write_model_c(Proj *P) {
   return out_close(P, &o);
 }
 
+int c_project_dir_check(const char *dir, bool force, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(dir, &st) != 0) return 0; /* created by the emission */
+  if (!S_ISDIR(st.st_mode)) return c_fail(err, errlen, "c: %s exists and is not a directory", dir);
+  char marker[PATH_CAP];
+  int n = snprintf(marker, sizeof marker, "%s/%s", dir, PROJ_MARKER);
+  if (n < 0 || (size_t)n >= sizeof marker) return c_fail(err, errlen, "c: path too long: %s", dir);
+  if (force || access(marker, F_OK) == 0) return 0;
+  DIR *d = opendir(dir);
+  if (!d) return c_fail(err, errlen, "c: cannot read %s: %s", dir, strerror(errno));
+  bool empty = true;
+  struct dirent *de;
+  while (empty && (de = readdir(d)) != NULL)
+    empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+  closedir(d);
+  if (empty) return 0;
+  return c_fail(err, errlen,
+                "c: %s exists, is not empty and was not written by tfmc emit-c (it has no %s);"
+                " refusing to write into it (--force writes the project's files there, replacing"
+                " only those)",
+                dir, PROJ_MARKER);
+}
+
+/* The marker: tfmc wrote this directory, so the next emission may replace
+ * its files without --force. */
+static int write_marker(Proj *P) {
+  OutFile o;
+  if (out_open(P, &o, PROJ_MARKER)) return 1;
+  fputs("This directory was written by tfmc emit-c; running it again with -o here\n"
+        "replaces the files it wrote (and nothing else) without --force.\n",
+        o.f);
+  return out_close(P, &o);
+}
+
+/* All pending outputs get their names, or, after a failure, none does and
+ * the directories this emission created are removed again. */
+static int finish_project(Proj *P, int rc) {
+  char msg[PATH_CAP + 256];
+  for (int i = 0; i < P->n_pending; i++) {
+    if (!rc && rt_out_commit(&P->pending[i]->out, msg, sizeof msg))
+      rc = c_fail(P->err, P->errlen, "c: %s", msg);
+    rt_out_abort(&P->pending[i]->out); /* a no-op once committed */
+    free(P->pending[i]);
+  }
+  free(P->pending);
+  for (int i = P->n_new_dirs - 1; i >= 0; i--) {
+    if (rc) rmdir(P->new_dirs[i]);
+    free(P->new_dirs[i]);
+  }
+  return rc;
+}
+
 int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *weights,
                    const CEmitOptions *opt, const char *dir, char *err, size_t errlen) {
   if (!opt || !opt->runtime_dir || !dir || !*dir)
@@ -605,11 +719,13 @@ int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *w
   c_exe_name(info->name, P.exe, sizeof P.exe);
   snprintf(P.weights_literal, sizeof P.weights_literal, "\"%s.weights\"", P.exe);
   char rt_dir[PATH_CAP];
-  int rc = list_runtime(&P) || make_dirs(&P, dir) ||
+  int rc = c_project_dir_check(dir, opt->force, err, errlen) || list_runtime(&P) ||
+           make_dirs(&P, dir) ||
            join(&P, rt_dir, sizeof rt_dir, dir, "runtime") || make_dirs(&P, rt_dir) ||
            write_model_c(&P) || write_model_h(&P) || write_model_config(&P) ||
            write_template(&P, "api.c") || write_template(&P, "main.c") ||
-           write_weights(&P) || copy_runtime(&P) || write_makefile(&P) || write_cmake(&P);
+           write_weights(&P) || copy_runtime(&P) || write_makefile(&P) || write_cmake(&P) || write_marker(&P);
+  rc = finish_project(&P, rc);
   for (int i = 0; i < P.n_rt_files; i++) free(P.rt_files[i]);
   free(P.rt_files);
   return rc;

@@ -331,3 +331,32 @@ Test(project, no_blas_build_has_no_dlopen, .timeout = 120) {
   arena_destroy(t.a);
   ct_rmdir(dir);
 }
+
+/* An output that resolves to an input (here only once the emission has
+ * created the directory) fails the emission, which then changes nothing:
+ * no file, no temporary, not even the directories it created. */
+Test(project, failed_emission_leaves_nothing) {
+  Model m = small_model("small");
+  char *dir = ct_mkdtemp("fail");
+  char out[600], input[700], parent[600], err[1024];
+  snprintf(parent, sizeof parent, "%s/new", dir);
+  snprintf(out, sizeof out, "%s/new/proj", dir);
+  snprintf(input, sizeof input, "%s/new/../new/proj/Makefile", dir);
+  const char *ins[] = {input};
+  CEmitOptions opt = {false, CT_RUNTIME_DIR, false, ins, 1};
+  cr_assert_neq(c_emit_project(m.p, m.info, m.weights, &opt, out, err, sizeof err), 0);
+  cr_assert(strstr(err, "refusing to overwrite"), "%s", err);
+  cr_assert(!dir_exists(parent), "a failed emission left %s", parent);
+  /* into an existing foreign directory only with force */
+  mkdir(parent, 0755);
+  mkdir(out, 0755);
+  snprintf(input, sizeof input, "%s/new/proj/notes", dir);
+  ct_write_text(input, "mine");
+  opt.n_inputs = 0;
+  cr_assert_neq(c_emit_project(m.p, m.info, m.weights, &opt, out, err, sizeof err), 0);
+  cr_assert(strstr(err, "--force"), "%s", err);
+  opt.force = true;
+  cr_assert_eq(c_emit_project(m.p, m.info, m.weights, &opt, out, err, sizeof err), 0, "%s", err);
+  arena_destroy(m.a);
+  ct_rmdir(dir);
+}

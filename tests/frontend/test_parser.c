@@ -573,3 +573,21 @@ Test(parser, readme_weight_map_example_mixes_qkv_with_q_and_k) {
                    "t.tfm:16:3: error: enc[i].attn.k is also covered by enc[i].attn.qkv\n")
             != NULL, "%s", captured());
 }
+
+/* Hostile shapes stay linear: many block headers on one line (each asks
+ * whether the rest of its line has a lexical error: a lookup, not a scan)
+ * still give the usual messages, and an error token later on the line
+ * silences the per-header message as before. */
+Test(parser, many_headers_on_one_line) {
+  enum { N = 20000 };
+  size_t cap = (size_t)N * 12 + 64;
+  char *text = malloc(cap);
+  cr_assert(text);
+  size_t k = (size_t)snprintf(text, cap, "model m {");
+  for (int i = 0; i < N; i++) k += (size_t)snprintf(text + k, cap - k, " model x {");
+  snprintf(text + k, cap - k, " $\n}\n");
+  cr_assert_null(parse(text));
+  cr_assert(strstr(captured(), "unexpected character '$'"), "%s", captured());
+  cr_assert(!strstr(captured(), "expected a new line after '{'"), "%s", captured());
+  free(text);
+}

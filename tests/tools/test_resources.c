@@ -1,0 +1,154 @@
+/* tests/tools/test_resources.c — tfmc on models too big for the machine
+ * and on checkpoints with NaN / Inf: a message and exit status 1, never an
+ * abort (134) or a kill (137); non-finite weights are named with their
+ * count, a warning by default and an error under --strict.
+ *
+ * Each test works in a fresh temporary directory with the built tfmc,
+ * through the shell. */
+#include "runtime/rt_safetensors.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SORT TFMC_SOURCE_DIR "/examples/sort"
+#define TFMC TFMC_BINARY_DIR "/tfmc"
+
+static char dir[256];
+static char err_text[65536];
+
+static int sh(const char *c) {
+  char cmd[4400], p[512];
+  snprintf(cmd, sizeof cmd, "cd %s && (%s) >/dev/null 2>stderr.txt", dir, c);
+  int st = system(cmd);
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "r");
+  size_t k = f ? fread(err_text, 1, sizeof err_text - 1, f) : 0;
+  err_text[k] = 0;
+  if (f) fclose(f);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+static void put(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/tfmc_resources_XXXXXX");
+  cr_assert(mkdtemp(dir));
+}
+
+static void teardown(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) {
+  }
+}
+
+TestSuite(resources, .init = setup, .fini = teardown, .timeout = 300);
+
+#define EXPECT_ERR(status, fragment)                                                     \
+  do {                                                                                   \
+    int st_ = (status);                                                                  \
+    cr_assert_eq(st_, 1, "exit %d, stderr: %s", st_, err_text);                          \
+    cr_assert(strstr(err_text, fragment), "stderr lacks '%s':\n%s", fragment, err_text); \
+  } while (0)
+
+static const char *spec_fmt = "model big {\n"
+                              "  arch decoder\n"
+                              "  vocab 50000\n"
+                              "  d_model %d\n"
+                              "  heads 8\n"
+                              "  layers %d\n"
+                              "  ffn %d gelu\n"
+                              "  position learned max 1024\n"
+                              "  head logits\n"
+                              "}\n";
+
+/* Weights of 41 TB (more than any test machine) and of 9.8 GB (more than a
+ * 2 GB address space): refused with the size, on every command that makes
+ * weights. */
+Test(resources, weights_too_big_are_a_message) {
+  char text[512];
+  snprintf(text, sizeof text, spec_fmt, 65536, 200, 262144);
+  put("huge.tfm", text);
+  snprintf(text, sizeof text, spec_fmt, 8192, 2, 32768);
+  put("mid.tfm", text);
+  cr_assert_eq(sh(TFMC " check huge.tfm"), 0, "%s", err_text);
+  const char *cmds[] = {TFMC " run %s --init random --tokens '1 2 3'",
+                        TFMC " build %s --init random -o exe",
+                        TFMC " emit-c %s --init random -o proj"};
+  for (int i = 0; i < 3; i++)
+    for (int m = 0; m < 2; m++) {
+      char c[600];
+      snprintf(c, sizeof c, "ulimit -v 2000000; ");
+      snprintf(c + strlen(c), sizeof c - strlen(c), cmds[i], m ? "mid.tfm" : "huge.tfm");
+      EXPECT_ERR(sh(c), "bytes");
+      cr_assert(strstr(err_text, m ? "9753857344" : "41258850651456"), "%s", err_text);
+    }
+  cr_assert_neq(sh("ls exe* proj"), 0, "a refused build left outputs");
+}
+
+/* The sort checkpoint with NaN and Inf written into two weights. */
+static void poisoned_checkpoint(void) {
+  RtSafetensors *st;
+  char err[1024], path[512];
+  cr_assert_eq(rt_st_open(SORT "/weights.safetensors", &st, err, sizeof err), 0, "%s", err);
+  int n = rt_st_count(st);
+  RtStWrite *w = calloc((size_t)n, sizeof *w);
+  float **data = calloc((size_t)n, sizeof *data);
+  int poisoned = 0;
+  for (int i = 0; i < n; i++) {
+    const RtStTensor *t = rt_st_get(st, i);
+    int64_t numel = rt_st_numel(t);
+    data[i] = malloc((size_t)numel * sizeof(float) + 4);
+    cr_assert_eq(rt_st_read_f32(t, data[i], err, sizeof err), 0, "%s", err);
+    w[i] = (RtStWrite){t->name, RT_F32, t->rank, {0}, data[i]};
+    memcpy(w[i].shape, t->shape, sizeof t->shape);
+    if (t->rank == 2 && poisoned < 2) {
+      data[i][0] = poisoned ? INFINITY : NAN;
+      if (!poisoned) data[i][numel - 1] = -INFINITY;
+      poisoned++;
+    }
+  }
+  cr_assert_eq(poisoned, 2);
+  snprintf(path, sizeof path, "%s/bad.safetensors", dir);
+  cr_assert_eq(rt_st_write(path, w, n, NULL, 0, err, sizeof err), 0, "%s", err);
+  rt_st_close(st);
+  for (int i = 0; i < n; i++) free(data[i]);
+  free(data);
+  free(w);
+}
+
+Test(resources, nonfinite_weights_warned_or_refused) {
+  poisoned_checkpoint();
+  cr_assert_eq(sh(TFMC " run " SORT "/model.tfm --weights bad.safetensors --tokens '3 1 2'"), 0,
+               "%s", err_text);
+  cr_assert(strstr(err_text, "warning: weight '"), "%s", err_text);
+  cr_assert(strstr(err_text, "has 2 NaN or Inf values"), "%s", err_text);
+  cr_assert(strstr(err_text, "has 1 NaN or Inf value ("), "%s", err_text);
+  const char *strict[] = {
+      TFMC " run " SORT "/model.tfm --weights bad.safetensors --tokens '3 1 2' --strict",
+      TFMC " build " SORT "/model.tfm --weights bad.safetensors -o exe --strict",
+      TFMC " emit-c " SORT "/model.tfm --weights bad.safetensors -o proj --strict"};
+  for (int i = 0; i < 3; i++) {
+    EXPECT_ERR(sh(strict[i]), "error: weight '");
+    cr_assert(strstr(err_text, "--strict"), "%s", err_text);
+  }
+  cr_assert_neq(sh("ls exe* proj"), 0, "a refused build left outputs");
+  /* a clean checkpoint says nothing under --strict */
+  cr_assert_eq(sh(TFMC " run " SORT "/model.tfm --weights " SORT
+                       "/weights.safetensors --tokens '3 1 2' --strict"),
+               0, "%s", err_text);
+  cr_assert(!strstr(err_text, "NaN"), "%s", err_text);
+}
