@@ -752,6 +752,8 @@ LoopProgram *loop_program_parse(Arena *a, const SrcFile *src, Diags *d) {
       else parse_header(&P);
       header = true;
     } else if (depth == 0) {
+      if (P.k && !P.vars_seen)
+        error_at(&P, P.s, "the kernel before this one has no 'vars' line");
       for (int j = 1; j <= MAX_DEPTH; j++)
         if (open_block[j]) error_at(&P, P.s, "a block ('{') is missing its '}'");
       memset(stack, 0, sizeof stack);
@@ -789,6 +791,11 @@ LoopProgram *loop_program_parse(Arena *a, const SrcFile *src, Diags *d) {
         dead = true, dead_depth = depth;
       }
     }
+  }
+  if (P.k && !P.vars_seen && !dead) {
+    P.line = P.s = P.eol = end;
+    P.line_failed = false;
+    error_at(&P, end, "the last kernel has no 'vars' line");
   }
   for (int j = 1; j <= MAX_DEPTH; j++)
     if (open_block[j]) {

@@ -138,6 +138,14 @@ Test(loop_parse, structure_errors) {
   refused("kernel k1 \"\" serial extent 1 (outer v0):\n  vars v0:i64\n  }\n", w7, 2);
   const char *w8[] = {"bad.tfloop:7:", "unterminated string"};
   refused("kernel k1 \"abc serial extent 1 (outer v0):\n", w8, 2);
+  /* a kernel header and no vars line (found by fuzz_tfloop: it printed a
+   * kernel without variables that did not read back) */
+  const char *w9[] = {"error: the last kernel has no 'vars' line"};
+  refused("kernel k1 \"\" serial extent 1 (outer v0):\n", w9, 1);
+  const char *w10[] = {"bad.tfloop:8:1: error: the kernel before this one has no 'vars' line"};
+  refused("kernel k1 \"\" serial extent 1 (outer v0):\n"
+          "kernel k2 \"\" serial extent 1 (outer v0):\n  vars v0:i64\n",
+          w10, 1);
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, NULL);
