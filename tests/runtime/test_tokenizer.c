@@ -4,6 +4,7 @@
  * packages gpt-3-encoder and @huggingface/tokenizers), byte-exact round
  * trips of any UTF-8, refusals with messages, and the Unicode tables. */
 #include "runtime/rt_json.h"
+#include "runtime/rt_text.h"
 #include "runtime/rt_tokenizer.h"
 #include "runtime/rt_unicode.h"
 
@@ -401,4 +402,122 @@ Test(unicode, categories_lowercase_and_nfd) {
   cr_assert_eq(rt_utf8_encode(0x1F600, u), 4);
   cr_assert_eq(rt_utf8_decode(u, 4, &cp), 4);
   cr_assert_eq(cp, 0x1F600);
+}
+
+/* ---- --text through a tokenizer (rt_text) ---- */
+
+enum { SYM_B, SYM_S };
+
+static const RtTensorInfo lm_inputs[] = {
+    {"tokens", RT_ELEM_I32, 2, {{SYM_B, 0}, {SYM_S, 0}}, RT_INPUT_IDS, 6, NULL, NULL},
+    {"mask", RT_ELEM_U8, 2, {{SYM_B, 0}, {SYM_S, 0}}, RT_INPUT_MASK, 0, "tokens", "lengths"},
+};
+static const RtTensorInfo lm_outputs[] = {
+    {"logits", RT_ELEM_F32, 3, {{SYM_B, 0}, {SYM_S, 0}, {-1, 6}}},
+};
+static const RtTensorInfo gpt_inputs[] = {
+    {"tokens", RT_ELEM_I32, 2, {{SYM_B, 0}, {SYM_S, 0}}, RT_INPUT_IDS, 50257, NULL, NULL},
+};
+static const RtTensorInfo gpt_outputs[] = {
+    {"logits", RT_ELEM_F32, 3, {{SYM_B, 0}, {SYM_S, 0}, {-1, 50257}}},
+};
+
+static RtModelInfo lm_info(const RtTensorInfo *in, int n_in, const RtTensorInfo *out) {
+  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
+                      .name = "lm",
+                      .n_syms = 2,
+                      .sym_names = {"B", "S"},
+                      .sym_max = {2, 4},
+                      .n_inputs = n_in,
+                      .inputs = in,
+                      .n_outputs = 1,
+                      .outputs = out,
+                      .pad_id = 0};
+  return info;
+}
+
+static char printed[4096];
+
+static const char *print_bound(const RtModelInfo *info, const RtBound *b, const RtVocab *v) {
+  FILE *f = tmpfile();
+  cr_assert(f);
+  cr_assert_eq(rt_text_print_bound(f, info, b, v), 0);
+  rewind(f);
+  size_t n = fread(printed, 1, sizeof printed - 1, f);
+  printed[n] = '\0';
+  fclose(f);
+  return printed;
+}
+
+static void expect_text_refusal(const RtModelInfo *info, const RtVocab *v, const char *text,
+                                const char *want) {
+  RtBound b;
+  char err[512];
+  cr_assert_neq(rt_text_bind(info, NULL, text, v, &b, err, sizeof err), 0, "'%s' accepted", text);
+  cr_assert_str_eq(err, want);
+  for (int i = 0; i < RT_MAX_IO; i++)
+    cr_assert(!b.inputs[i] && !b.outputs[i], "left allocated after a refusal");
+}
+
+Test(tokenizer_text, binds_encoded_text_and_prints_decoded_tokens) {
+  strcpy(tmp_dir, "/tmp/tfmc_tokXXXXXX");
+  cr_assert(mkdtemp(tmp_dir));
+  write_file("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n\"\n##s\n");
+  char spec[160];
+  snprintf(spec, sizeof spec, "wordpiece:%s/vocab.txt:uncased", tmp_dir);
+  RtTokenizer *t = load(spec);
+  RtVocab v = {0};
+  v.tokenizer = t;
+  RtModelInfo info = lm_info(lm_inputs, 2, lm_outputs);
+  RtBound b;
+  char err[512];
+  cr_assert_eq(rt_text_bind(&info, NULL, "HELLO \"", &v, &b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(b.syms[SYM_S], 4);
+  const int32_t *ids = b.inputs[0];
+  cr_assert(ids[0] == 2 && ids[1] == 4 && ids[2] == 5 && ids[3] == 3);
+  int32_t argmax[4] = {4, 5, 1, 3};
+  for (int l = 0; l < 4; l++)
+    b.outputs[0][l * 6 + argmax[l]] = 1.0f;
+  cr_assert_str_eq(print_bound(&info, &b, &v),
+                   "logits [1,4,6], argmax per position:\n"
+                   "  input:  \"[CLS]\" \"hello\" \"\\\"\" \"[SEP]\"\n"
+                   "  text:   \"[CLS] hello \\\" [SEP]\"\n"
+                   "  output: \"hello\" \"\\\"\" \"[UNK]\" \"[SEP]\"\n");
+  rt_model_unbind(&info, &b);
+  expect_text_refusal(&info, &v, "hellos",
+                      "--text: token 2 '##s' has id 6, beyond the model's vocab 6");
+  expect_text_refusal(&info, &v, "hello hello hello",
+                      "--text: 5 tokens, longer than the model's max_len 4");
+  expect_text_refusal(&info, &v, "h\xff", "--text: the text is not valid UTF-8 (at byte offset 1)");
+  rt_tokenizer_destroy(t);
+  char path[128];
+  snprintf(path, sizeof path, "%s/vocab.txt", tmp_dir);
+  unlink(path);
+  rmdir(tmp_dir);
+}
+
+Test(tokenizer_text, gpt2_rows_escape_what_is_not_printable_utf8) {
+  RtTokenizer *t = load("gpt2:" DATA "gpt2");
+  RtVocab v = {0};
+  v.tokenizer = t;
+  RtModelInfo info = lm_info(gpt_inputs, 1, gpt_outputs);
+  info.sym_max[SYM_S] = 16;
+  RtBound b;
+  char err[512];
+  cr_assert_eq(rt_text_bind(&info, NULL, "\"é\"\t\\", &v, &b, err, sizeof err), 0, "%s", err);
+  int64_t n = b.syms[SYM_S];
+  const int32_t *ids = b.inputs[0];
+  b.outputs[0][0 * 50257 + ids[0]] = 1.0f; /* the rest: argmax id 0, "!" */
+  const char *p = print_bound(&info, &b, &v);
+  cr_assert(strstr(p, "  text:   \"\\\"é\\\"\\t\\\\\"\n"), "%s", p);
+  cr_assert_gt(n, 1);
+  rt_model_unbind(&info, &b);
+  /* a token that is half a character prints as \xNN */
+  cr_assert_eq(rt_text_bind(&info, NULL, "\xf0\x9f\xa4\x96", &v, &b, err, sizeof err), 0);
+  cr_assert_gt(b.syms[SYM_S], 1); /* 🤖 is more than one token */
+  p = print_bound(&info, &b, &v);
+  cr_assert(strstr(p, "  input:  \"\\xf0"), "%s", p);
+  cr_assert(strstr(p, "  text:   \"🤖\"\n"), "%s", p);
+  rt_model_unbind(&info, &b);
+  rt_tokenizer_destroy(t);
 }
