@@ -700,8 +700,10 @@ static int wordpiece_word(const RtTokenizer *t, const uint32_t *w, size_t n, Byt
   return 0;
 }
 
-static int wordpiece_encode(const RtTokenizer *t, const char *text, size_t len, IdBuf *out,
-                            char *err, size_t errlen) {
+/* The basic tokenizer and WordPiece over one piece of text without
+ * special tokens. */
+static int wordpiece_segment(const RtTokenizer *t, const char *text, size_t len, IdBuf *out,
+                             char *err, size_t errlen) {
   uint32_t *in;
   size_t n;
   if (decode_all(text, len, &in, NULL, &n, err, errlen))
@@ -730,7 +732,7 @@ static int wordpiece_encode(const RtTokenizer *t, const char *text, size_t len, 
   Bytes buf = {0}, key = {0};
   uint32_t *word = NULL;
   size_t word_cap = 0;
-  int rc = ids_push(out, t->cls);
+  int rc = 0;
   for (size_t i = 0; i < m && !rc;) {
     if (rt_uc_is_space(c[i])) {
       i++;
@@ -768,8 +770,6 @@ static int wordpiece_encode(const RtTokenizer *t, const char *text, size_t len, 
       j = e;
     }
   }
-  if (!rc)
-    rc = ids_push(out, t->sep);
   free(word);
   free(buf.p);
   free(key.p);
@@ -777,15 +777,70 @@ static int wordpiece_encode(const RtTokenizer *t, const char *text, size_t len, 
   return rc ? rt_errorf(err, errlen, "out of memory") : 0;
 }
 
+typedef int (*SegmentFn)(const RtTokenizer *t, const char *text, size_t len, IdBuf *out,
+                         char *err, size_t errlen);
+
+/* Special tokens written in the text stay whole wherever they are (those
+ * of specials[0..n) the vocabulary has; the longest at each place), as
+ * Hugging Face's tokenizers split on added tokens before anything else;
+ * the pieces between go through segment. */
+static int encode_split(const RtTokenizer *t, const char *text, size_t len,
+                        const char *const *specials, int n, SegmentFn segment, IdBuf *out,
+                        char *err, size_t errlen) {
+  size_t bad;
+  if (!rt_utf8_valid(text, len, &bad))
+    return rt_errorf(err, errlen, "the text is not valid UTF-8 (at byte offset %zu)", bad);
+  int64_t special_id[8];
+  for (int k = 0; k < n && k < 8; k++)
+    special_id[k] = token_id(t, specials[k], strlen(specials[k]));
+  size_t from = 0;
+  for (size_t i = 0; i <= len;) {
+    int hit = -1;
+    size_t hit_len = 0;
+    for (int k = 0; k < n && k < 8 && i < len; k++) {
+      size_t sl = strlen(specials[k]);
+      if (special_id[k] >= 0 && sl > hit_len && len - i >= sl &&
+          memcmp(text + i, specials[k], sl) == 0)
+        hit = k, hit_len = sl;
+    }
+    if (hit < 0 && i < len) {
+      i++;
+      continue;
+    }
+    if (i > from && segment(t, text + from, i - from, out, err, errlen))
+      return 1;
+    if (hit < 0)
+      break;
+    if (ids_push(out, (int32_t)special_id[hit]))
+      return rt_errorf(err, errlen, "out of memory");
+    i += hit_len;
+    from = i;
+  }
+  return 0;
+}
+
 /* ---- the entry points ---- */
 
 int rt_tokenizer_encode(const RtTokenizer *t, const char *text, size_t len, int32_t **ids,
                         int64_t *n, char *err, size_t errlen) {
+  static const char *const gpt2_specials[] = {"<|endoftext|>"};
+  static const char *const bert_specials[] = {"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"};
   IdBuf out = {0};
   *ids = NULL;
   *n = 0;
-  int rc = t->kind == RT_TOKENIZER_GPT2 ? gpt2_encode(t, text, len, &out, err, errlen)
-                                        : wordpiece_encode(t, text, len, &out, err, errlen);
+  int rc;
+  if (t->kind == RT_TOKENIZER_GPT2) {
+    rc = encode_split(t, text, len, gpt2_specials, 1, gpt2_encode, &out, err, errlen);
+  } else {
+    if (ids_push(&out, t->cls))
+      rc = rt_errorf(err, errlen, "out of memory");
+    else if (encode_split(t, text, len, bert_specials, 5, wordpiece_segment, &out, err, errlen))
+      rc = 1;
+    else if (ids_push(&out, t->sep))
+      rc = rt_errorf(err, errlen, "out of memory");
+    else
+      rc = 0;
+  }
   if (rc) {
     free(out.v);
     return 1;

@@ -5,15 +5,20 @@
  *              merges.txt: the GPT-2 pre-tokenisation regex
  *                's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *              (written by hand over UTF-8), each piece's bytes as the
- *              bytes-to-unicode symbols, merged by rank. Any UTF-8 text
- *              round-trips exactly: decode(encode(x)) == x.
+ *              bytes-to-unicode symbols, merged by rank; "<|endoftext|>"
+ *              in the text is its one special id, as Hugging Face's GPT-2
+ *              tokenizer takes it. Any UTF-8 text round-trips exactly:
+ *              decode(encode(x)) == x.
  *   wordpiece  BERT's WordPiece from vocab.txt, as BertTokenizer does it:
  *              clean text (drop NUL, U+FFFD and controls; whitespace to
  *              spaces), spaces around CJK ideographs, split on whitespace;
- *              when uncased lowercase and strip accents (NFD, drop Mn);
+ *              when uncased lowercase (Python's str.lower, final sigma
+ *              included) and strip accents (NFD, drop Mn);
  *              split off punctuation; then greedy longest-match-first
  *              WordPiece with "##" continuations, [UNK] for a word with no
  *              match or over 100 characters; [CLS] ... [SEP] around it.
+ *              Special tokens written in the text ([CLS] [SEP] [PAD] [UNK]
+ *              [MASK]) stay whole, as BertTokenizer keeps them.
  *              Decoding is convert_tokens_to_string: tokens joined by
  *              spaces, " ##" removed.
  *
@@ -28,7 +33,11 @@
  *     free(text); free(ids);
  *     rt_tokenizer_destroy(t);
  *
- * Libc and rt_unicode / rt_json / rt_text only; C99. */
+ * Where Python's and JavaScript's tokenizers differ, this follows Python's:
+ * \s is the White_Space property (U+0085 is a space, U+FEFF is not), and
+ * BERT drops unassigned code points (category Cn) with the controls.
+ *
+ * Libc and rt_unicode / rt_json / rt_text / rt_model (messages) only; C99. */
 #ifndef TFMC_RT_TOKENIZER_H
 #define TFMC_RT_TOKENIZER_H
 

@@ -21,8 +21,9 @@
 //                                      texts, then UTF-8 lines made here (accents, CJK,
 //                                      emoji, scripts, spacing, contractions)
 //   gpt2.ids                           per corpus line, the ids of gpt-3-encoder's
-//                                      encode(line) (checked equal to tokenizers.js'
-//                                      ByteLevel BPE on the same files)
+//                                      encode(line), checked equal to tokenizers.js'
+//                                      ByteLevel BPE on the same files (which alone
+//                                      takes <|endoftext|> as the special token 50256)
 //   gpt2_all.ids                       the ids of the whole corpus as one text
 //   wordpiece_uncased.ids / .txt       per line, @huggingface/tokenizers (the
 //                                      tokenizers.js port of Hugging Face's) as
@@ -121,6 +122,7 @@ const made = [
   "Combining marks stacked: Z̤͔ͧ̑̓ä͖̭̈̇lͮ̒ͫǧ̗͚̚o̙̔ͮ̇͐̇ text.",
   "Armenian Հայերեն, Georgian ქართული, Amharic አማርኛ, Tamil தமிழ், Sinhala සිංහල.",
   "Control-ish: bell-free, only printable here; soft\u00adhyphen; word\u2060joiner.",
+  "Specials stay whole: [CLS] a[SEP]b [MASK]. [UNK]x [unused0] [cls] [SEP][SEP] <|endoftext|>",
   "x",
   "'s",
   " ",
@@ -160,18 +162,23 @@ const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 const gptRows = [];
 let disagree = 0;
 for (const line of lines) {
-  const ids = gpt3.encode(line);
+  // <|endoftext|> is a special token to Hugging Face's tokenizers (one id,
+  // 50256), plain text to gpt-3-encoder: tokenizers.js is the reference
+  // there, gpt-3-encoder checks every line without it
   const hf = hfGpt2.encode(line).ids;
+  const ids = line.includes("<|endoftext|>") ? hf : gpt3.encode(line);
   if (!same(ids, hf)) {
     disagree++;
     console.error(`gpt2: references disagree on ${JSON.stringify(line)}:\n  ${ids}\n  ${hf}`);
   }
-  if (gpt3.decode(ids) !== line) throw new Error(`gpt2: no round trip of ${JSON.stringify(line)}`);
+  if ((ids.length && hfGpt2.decode(ids) !== line) || gpt3.decode(ids) !== line) throw new Error(`gpt2: no round trip of ${JSON.stringify(line)}`);
   gptRows.push(ids.join(" "));
 }
 if (disagree) throw new Error(`gpt2: the references disagree on ${disagree} lines`);
 fs.writeFileSync(path.join(out, "gpt2.ids"), gptRows.join("\n") + "\n");
-fs.writeFileSync(path.join(out, "gpt2_all.ids"), gpt3.encode(corpus).join(" ") + "\n");
+const all = hfGpt2.encode(corpus).ids;
+if (hfGpt2.decode(all) !== corpus) throw new Error("gpt2: no round trip of the corpus");
+fs.writeFileSync(path.join(out, "gpt2_all.ids"), all.join(" ") + "\n");
 
 // ---- WordPiece (BertTokenizer) ----
 const vocabObj = Object.fromEntries(vocabTxt.map((t, i) => [t, i]));

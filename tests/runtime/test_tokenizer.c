@@ -1,5 +1,5 @@
 /* tests/runtime/test_tokenizer.c — rt_tokenizer and rt_unicode: GPT-2 BPE
- * and BERT WordPiece against reference tokenizations of a 2139-line corpus
+ * and BERT WordPiece against reference tokenizations of a 2140-line corpus
  * (tests/data/tokenizer/, made by tools/gen_tokenizer_refs.mjs with the npm
  * packages gpt-3-encoder and @huggingface/tokenizers), byte-exact round
  * trips of any UTF-8, refusals with messages, and the Unicode tables. */
@@ -116,6 +116,11 @@ Test(tokenizer_gpt2, hello_world) {
   const char *tok = rt_tokenizer_token(t, 995, &len);
   cr_assert_str_eq(tok, " world"); /* raw bytes, not "Ġworld" */
   cr_assert_str_eq(rt_tokenizer_token(t, 50256, NULL), "<|endoftext|>");
+  free(ids);
+  /* the special token stays whole, anywhere */
+  cr_assert_eq(rt_tokenizer_encode(t, "a<|endoftext|><|endoftext|>", 27, &ids, &n, err, sizeof err), 0);
+  cr_assert_eq(n, 3);
+  cr_assert(ids[0] == 64 && ids[1] == 50256 && ids[2] == 50256);
   cr_assert_null(rt_tokenizer_token(t, 50257, NULL));
   free(ids);
   rt_tokenizer_destroy(t);
