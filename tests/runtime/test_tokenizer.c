@@ -212,6 +212,56 @@ Test(tokenizer_gpt2, any_utf8_round_trips) {
   rt_tokenizer_destroy(t);
 }
 
+/* Random bytes, mostly not UTF-8: both tokenizers refuse exactly what
+ * rt_utf8_valid refuses, naming its offset; the rest GPT-2 round-trips and
+ * WordPiece encodes to ids of its vocabulary between [CLS] and [SEP]. */
+Test(tokenizer_gpt2, random_bytes_are_refused_or_round_trip) {
+  RtTokenizer *g = load("gpt2:" DATA "gpt2");
+  RtTokenizer *w = load("wordpiece:" DATA "bert-base-uncased/vocab.txt:uncased");
+  uint64_t s = 12345;
+  char text[256];
+  int valid_seen = 0;
+  for (int round = 0; round < 2000; round++) {
+    size_t len = (size_t)(round % 40);
+    for (size_t i = 0; i < len; i++) {
+      s = s * 6364136223846793005u + 1442695040888963407u;
+      uint32_t r = (uint32_t)(s >> 33);
+      /* mostly ASCII so that some strings are valid */
+      text[i] = (char)(r % 4 ? r % 0x80 : 0x80 + r % 0x80);
+    }
+    size_t bad;
+    int valid = rt_utf8_valid(text, len, &bad);
+    valid_seen += valid;
+    for (int k = 0; k < 2; k++) {
+      RtTokenizer *t = k ? w : g;
+      int32_t *ids;
+      int64_t n;
+      char err[512], want[128];
+      int rc = rt_tokenizer_encode(t, text, len, &ids, &n, err, sizeof err);
+      if (!valid) {
+        snprintf(want, sizeof want, "the text is not valid UTF-8 (at byte offset %zu)", bad);
+        cr_assert_neq(rc, 0);
+        cr_assert_str_eq(err, want);
+        continue;
+      }
+      cr_assert_eq(rc, 0, "%s", err);
+      for (int64_t i = 0; i < n; i++)
+        cr_assert(ids[i] >= 0 && ids[i] < rt_tokenizer_size(t));
+      size_t back_len;
+      char *back = decode(t, ids, n, &back_len);
+      if (t == g)
+        cr_assert(back_len == len && memcmp(back, text, len) == 0, "round %d", round);
+      else
+        cr_assert(n >= 2 && ids[0] == 101 && ids[n - 1] == 102);
+      free(back);
+      free(ids);
+    }
+  }
+  cr_assert_gt(valid_seen, 100);
+  rt_tokenizer_destroy(g);
+  rt_tokenizer_destroy(w);
+}
+
 Test(tokenizer_gpt2, empty_text_and_invalid_utf8) {
   RtTokenizer *t = load("gpt2:" DATA "gpt2");
   int32_t *ids;
