@@ -1,13 +1,15 @@
 /* runtime/rt_main.c — the main of standalone executables (see rt_model.h):
  * arguments, inputs, weights, pool, arena, the run, the outputs.
  *
- *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt)
- *       [--outputs OUT.safetensors] [--vocab V.txt] [--weights FILE]
+ *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt
+ *        | --text "TEXT" --tokenizer gpt2:DIR|wordpiece:VOCAB.txt[:uncased])
+ *       [--outputs OUT.safetensors] [--vocab V.txt | --tokenizer SPEC] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
  *
  * --tokens / --text give one sequence (rt_text.c, as `tfmc run` takes it);
  * without --outputs the outputs are summarised on stdout as `tfmc run`
- * prints them (argmax tokens as symbols when --vocab is given).
+ * prints them (argmax tokens as symbols when --vocab is given, decoded
+ * when --tokenizer is: rt_tokenizer.c).
  *
  * Invariants: every failure is a message on stderr prefixed with the
  * program name and an exit status (1: bad inputs, weights or environment;
@@ -41,7 +43,7 @@
 #define MAIN_MAX_THREADS 256
 
 typedef struct MainOpts {
-  const char *inputs, *outputs, *weights, *threads, *repeat, *tokens, *text, *vocab;
+  const char *inputs, *outputs, *weights, *threads, *repeat, *tokens, *text, *vocab, *tokenizer;
   int help, version, profile;
 } MainOpts;
 
@@ -85,7 +87,8 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
   fprintf(f,
           "usage: %s --inputs IN.safetensors [--outputs OUT.safetensors] [--weights FILE]\n"
           "       [--threads N] [--repeat N] [--profile]\n"
-          "   or: %s (--tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt) [--outputs FILE] ...\n\n"
+          "   or: %s (--tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
+          "           | --text \"TEXT\" --tokenizer SPEC) [--outputs FILE] ...\n\n"
           "Runs the model '%s', compiled by tfmc.\n\n",
           prog, prog, info->name ? info->name : "?");
   int n_in = info->n_inputs >= 0 && info->n_inputs <= RT_MAX_IO ? info->n_inputs : 0;
@@ -137,6 +140,10 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
              "  --text \"SYMBOLS\" instead: one sequence of whitespace-separated symbols of\n"
              "                   --vocab V.txt (one token per line, line k = id k)\n"
              "  --vocab FILE     the vocabulary of --text; also prints argmax ids as symbols\n"
+             "  --tokenizer SPEC instead of --vocab: a real tokenizer that encodes any --text\n"
+             "                   and decodes the ids printed: gpt2:DIR (DIR/vocab.json and\n"
+             "                   DIR/merges.txt; or gpt2:VOCAB.json,MERGES.txt), or\n"
+             "                   wordpiece:VOCAB.txt[:uncased] (BERT; [CLS] ... [SEP])\n"
              "  --outputs FILE   where to write the outputs (replaced atomically; must not be\n"
              "                   one of the files read); without it they are summarised on\n"
              "                   stdout (logits: the argmax token per position; class_logits:\n"
@@ -175,7 +182,7 @@ static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
 /* Returns 0, or EXIT_USAGE after a message. */
 static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
   static const char *const names[] = {"inputs",  "outputs", "weights", "threads",
-                                      "repeat",  "tokens",  "text",    "vocab"};
+                                      "repeat",  "tokens",  "text",    "vocab", "tokenizer"};
   enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
@@ -201,7 +208,8 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
     size_t klen = eq ? (size_t)(eq - key) : strlen(key);
     const char **slot = NULL;
     const char **slots[N_NAMES] = {&o->inputs, &o->outputs, &o->weights, &o->threads,
-                                   &o->repeat, &o->tokens,  &o->text,    &o->vocab};
+                                   &o->repeat, &o->tokens,  &o->text,    &o->vocab,
+                                   &o->tokenizer};
     for (int k = 0; k < N_NAMES; k++)
       if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
         slot = slots[k];
@@ -306,8 +314,10 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
                              "--vocab V.txt)");
   if (!!o.inputs + !!o.tokens + !!o.text != 1)
     return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
-  if (o.text && !o.vocab)
-    return usage_error(prog, "--text needs --vocab");
+  if (o.vocab && o.tokenizer)
+    return usage_error(prog, "give one of --vocab and --tokenizer");
+  if (o.text && !o.vocab && !o.tokenizer)
+    return usage_error(prog, "--text needs --vocab or --tokenizer");
   int threads = 0;
   if (o.threads) {
     char *end;
@@ -339,6 +349,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   unsigned char *arena = NULL;
   char *weights_path = NULL;
   RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
   rc = EXIT_USER;
 
   if (info->abi_version != RT_ABI_VERSION) {
@@ -371,6 +382,11 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
   }
+  if (o.tokenizer && rt_tokenizer_load(o.tokenizer, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "%s: --tokenizer: %s\n", prog, err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
   /* inputs first: their checks are cheap, the weights checksum is not */
   if (o.inputs) {
     if (rt_st_open(o.inputs, &st, err, sizeof err)) {
@@ -425,7 +441,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
       goto done;
     }
   } else {
-    int bad = rt_text_print_bound(stdout, info, &bound, o.vocab ? &vocab : NULL);
+    int bad = rt_text_print_bound(stdout, info, &bound, o.vocab || tokenizer ? &vocab : NULL);
     if (fflush(stdout) != 0 || ferror(stdout)) {
       fprintf(stderr, "%s: cannot write the outputs to stdout: %s\n", prog, strerror(errno));
       goto done;
@@ -444,6 +460,7 @@ done:
     rt_model_unbind(info, &bound);
   rt_st_close(st);
   rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
   free(weights_path);
   return rc;
 }

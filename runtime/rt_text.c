@@ -1,14 +1,18 @@
 /* runtime/rt_text.c — one sequence of token ids from the command line, the
- * vocabulary file it may be written in, and the summary of the outputs (see
+ * vocabulary file it may be written in (or the tokenizer that encodes it,
+ * rt_tokenizer.c), and the summary of the outputs (see
  * rt_text.h). Shared by `tfmc run` and standalone executables.
  *
  * Invariants: nothing reaches a model unchecked — a bound sequence has
  * 1..max_len ids, each in [0, vocab), and a real token per padding mask,
  * exactly as rt_model_bind would require of a file; every refusal is a
  * message in err, never a crash, and leaves nothing allocated. The printer
- * only reads within the dims it is given. Libc and libm only, C99 (emitted
- * C projects copy this file). */
+ * only reads within the dims it is given, and prints decoded tokens quoted
+ * and escaped, whatever their bytes. Libc and libm only, C99 (emitted C
+ * projects copy this file). */
 #include "runtime/rt_text.h"
+
+#include "runtime/rt_json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -142,10 +146,49 @@ static int find_tokens(const RtModelInfo *info, char *err, size_t errlen) {
   return tok;
 }
 
+/* Encodes text with v's tokenizer into ids[0..max_len); returns their
+ * number, or -1 after a message. */
+static int64_t encode_text(const char *text, const RtTokenizer *t, int64_t vocab, int64_t max_len,
+                           int32_t *ids, char *err, size_t errlen) {
+  int32_t *enc;
+  int64_t n;
+  char msg[256];
+  if (rt_tokenizer_encode(t, text, strlen(text), &enc, &n, msg, sizeof msg))
+    return rt_errorf(err, errlen, "--text: %s", msg), -1;
+  int64_t bad = -1;
+  for (int64_t k = 0; k < n && bad < 0; k++)
+    if (enc[k] >= vocab)
+      bad = k;
+  if (bad >= 0) {
+    size_t len = 0;
+    const char *tok = rt_tokenizer_token(t, enc[bad], &len);
+    int32_t id = enc[bad];
+    free(enc);
+    return rt_errorf(err, errlen,
+                     "--text: token %lld '%.*s' has id %d, beyond the model's vocab %lld",
+                     (long long)bad, (int)len, tok ? tok : "", (int)id, (long long)vocab),
+           -1;
+  }
+  if (n > max_len) {
+    free(enc);
+    return rt_errorf(err, errlen, "--text: %lld tokens, longer than the model's max_len %lld",
+                     (long long)n, (long long)max_len),
+           -1;
+  }
+  if (n > 0)
+    memcpy(ids, enc, (size_t)n * sizeof *ids);
+  free(enc);
+  if (n == 0)
+    return rt_errorf(err, errlen, "empty input sequence"), -1;
+  return n;
+}
+
 /* Parses the ids of tokens or text into ids[0..max_len); returns their
  * number, or -1 after a message. */
 static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v, int64_t vocab,
                          int64_t max_len, int32_t *ids, char *err, size_t errlen) {
+  if (text && v->tokenizer)
+    return encode_text(text, v->tokenizer, vocab, max_len, ids, err, errlen);
   int64_t n = 0;
   const char *p = tokens ? tokens : text;
   while (*p) {
@@ -273,7 +316,54 @@ static void print_shape(char *buf, size_t n, const RtTextTensor *t) {
     snprintf(buf + k, n - k, "]");
 }
 
+/* s[0..n) in double quotes: UTF-8 as is, quotes, backslashes and control
+ * characters escaped, bytes that are not UTF-8 as \xNN. */
+static void print_quoted(FILE *f, const char *s, size_t n) {
+  fputc('"', f);
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t k = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c >= 0x80 && k <= n - i && rt_utf8_valid(s + i, k, NULL)) {
+      fwrite(s + i, 1, k, f);
+      i += k;
+      continue;
+    }
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", f);
+    else if (c == '\t')
+      fputs("\\t", f);
+    else if (c < 0x20 || c >= 0x7F)
+      fprintf(f, "\\x%02x", c);
+    else
+      fputc(c, f);
+    i++;
+  }
+  fputc('"', f);
+}
+
+/* Each id decoded on its own; an id the tokenizer lacks as <ID>. */
+static void print_decoded_row(FILE *f, const int32_t *ids, int64_t len, const RtTokenizer *t) {
+  for (int64_t k = 0; k < len; k++) {
+    char *s, err[128];
+    size_t n;
+    if (k)
+      fputc(' ', f);
+    if (rt_tokenizer_decode(t, ids + k, 1, &s, &n, err, sizeof err)) {
+      fprintf(f, "<%d>", (int)ids[k]);
+      continue;
+    }
+    print_quoted(f, s, n);
+    free(s);
+  }
+}
+
 static void print_ids_row(FILE *f, const int32_t *ids, int64_t len, const RtVocab *v) {
+  if (v && v->tokenizer) {
+    print_decoded_row(f, ids, len, v->tokenizer);
+    return;
+  }
   for (int64_t k = 0; k < len; k++) {
     const char *s = rt_text_vocab_symbol(v, ids[k]);
     if (s)
@@ -313,9 +403,18 @@ static int print_argmax(FILE *f, const RtTextTensor *t, const char *sh, const Rt
       best[l] = (int32_t)arg;
     }
     if (show) {
+      const int32_t *row = (const int32_t *)ids->data + b * L;
       fprintf(f, "  input:  ");
-      print_ids_row(f, (const int32_t *)ids->data + b * L, L, v);
+      print_ids_row(f, row, L, v);
       fprintf(f, "\n");
+      char *s, err[128];
+      size_t n;
+      if (v && v->tokenizer && !rt_tokenizer_decode(v->tokenizer, row, L, &s, &n, err, sizeof err)) {
+        fprintf(f, "  text:   ");
+        print_quoted(f, s, n);
+        fprintf(f, "\n");
+        free(s);
+      }
     }
     fprintf(f, "  output: ");
     print_ids_row(f, best, L, v);

@@ -20,16 +20,20 @@
 #define TFMC_RT_TEXT_H
 
 #include "runtime/rt_model.h"
+#include "runtime/rt_tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
 /* A vocabulary file: one token per line, line k (from 0) is id k; a final
- * newline ends the last line, "\r\n" line ends are accepted. */
+ * newline ends the last line, "\r\n" line ends are accepted. Or a real
+ * tokenizer (rt_tokenizer.h, not owned: the caller destroys it): then
+ * --text is any text, encoded by it, and ids print as its decoded tokens. */
 typedef struct RtVocab {
   char **tok;  /* tok[k]: the symbol of id k; points into text */
   int64_t n;   /* number of ids */
   char *text;  /* the file's bytes, one NUL-terminated line per id */
+  const RtTokenizer *tokenizer; /* when set, used instead of tok */
 } RtVocab;
 
 /* Reads path into *v (owned by v: free with rt_text_vocab_free). Returns 0,
@@ -42,7 +46,8 @@ const char *rt_text_vocab_symbol(const RtVocab *v, int64_t id);
 /* Binds one sequence (batch 1) for a model taking the ids input "tokens"
  * and nothing else but its padding masks (derived from info->pad_id):
  * exactly one of tokens (ids separated by whitespace or commas) and text
- * (whitespace-separated symbols of v, which must then be given). Refuses,
+ * (whitespace-separated symbols of v, which must then be given; or, when v
+ * has a tokenizer, any text it encodes). Refuses,
  * with a message: models needing other ids (src/tgt, token_types), ids out
  * of [0, vocab), symbols not in v or beyond the model's vocab, sequences
  * longer than the model's maximum, an empty sequence, a sequence that is
@@ -62,7 +67,9 @@ typedef struct RtTextTensor {
 /* The summary `tfmc run` prints without --outputs, one block per output:
  *   logits / log_probs [B,L,V]: "NAME [B,L,V], argmax per position:" then per
  *     row "  input:  IDS" (when ids, [B,L] int32, is given) and
- *     "  output: IDS", each id printed as its symbol when v has it;
+ *     "  output: IDS", each id printed as its symbol when v has it; with a
+ *     tokenizer each id as its decoded token, quoted and escaped, and the
+ *     input row also decoded whole ("  text:   \"...\"");
  *   class_logits [B,C]: per row the argmax class, its softmax probability
  *     and the first 10 logits;
  *   anything else: mean, rms and the first 6 values.

@@ -463,14 +463,16 @@ static int cmd_run(int argc, char **argv) {
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
-             {"profile", false, NULL}, {"strict", false, NULL}, PASS_OPTS};
+             {"profile", false, NULL}, {"strict", false, NULL},  {"tokenizer", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("run", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("run", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
-         "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt)\n"
+         "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
+         "                 | --text \"TEXT\" --tokenizer gpt2:DIR | wordpiece:VOCAB.txt[:uncased])\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
          "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
@@ -478,7 +480,12 @@ static int cmd_run(int argc, char **argv) {
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
          "one sequence directly (--text looks whitespace-separated symbols up in\n"
-         "the vocabulary file, one token per line, line k = id k). Outputs go to\n"
+         "the vocabulary file, one token per line, line k = id k). --tokenizer\n"
+         "encodes any text instead and decodes the ids it prints: gpt2:DIR (GPT-2\n"
+         "byte-level BPE from DIR/vocab.json and DIR/merges.txt; or\n"
+         "gpt2:VOCAB.json,MERGES.txt) or wordpiece:VOCAB.txt[:uncased] (BERT\n"
+         "WordPiece, [CLS] ... [SEP]; uncased lowercases and strips accents); with\n"
+         "--tokens or --inputs it only decodes what is printed. Outputs go to\n"
          "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
          "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
          "attention probabilities [B,H,Tq,Tk] as \"attention\"; --attention all\n"
@@ -507,7 +514,9 @@ static int cmd_run(int argc, char **argv) {
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
   if (!!inputs + !!tokens + !!text != 1)
     return usage_error("run", "give exactly one of --inputs, --tokens and --text");
-  if (text && !vocab_path) return usage_error("run", "--text needs --vocab");
+  const char *tok_spec = opt(&args, "tokenizer");
+  if (tok_spec && vocab_path) return usage_error("run", "give one of --vocab and --tokenizer");
+  if (text && !vocab_path && !tok_spec) return usage_error("run", "--text needs --vocab or --tokenizer");
   if (!backend) backend = "jit";
   bool profile = opt(&args, "profile") != NULL;
   if (profile && strcmp(backend, "jit") != 0)
@@ -546,6 +555,7 @@ static int cmd_run(int argc, char **argv) {
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
   RtBound bound = {0};
   char err[1024];
   Compiled c = {0};
@@ -562,6 +572,11 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (tok_spec && rt_tokenizer_load(tok_spec, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
   if (inputs ? inputs_from_file(c.info, inputs, &bound)
              : inputs_from_ids(c.info, tokens, text, &vocab, &bound))
     goto done;
@@ -581,7 +596,7 @@ static int cmd_run(int argc, char **argv) {
       fprintf(stderr, "tfmc: %s\n", err);
       goto done;
     }
-  } else if (rt_text_print_bound(stdout, c.info, &bound, vocab_path ? &vocab : NULL)) {
+  } else if (rt_text_print_bound(stdout, c.info, &bound, vocab_path || tokenizer ? &vocab : NULL)) {
     fprintf(stderr, "tfmc: out of memory\n");
     goto done;
   }
@@ -590,6 +605,7 @@ done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
   if (c.info) rt_model_unbind(c.info, &bound);
   rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
   arena_destroy(a);
   return rc;
 }
