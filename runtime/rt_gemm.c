@@ -4,7 +4,9 @@
  *
  * TFMC_GEMM=portable selects the portable GEMM, TFMC_GEMM=portable-baseline
  * the same without ISA extensions (what a CPU without AVX2 runs; for tests
- * and benchmarks); anything else, OpenBLAS when it loads.
+ * and benchmarks); anything else, OpenBLAS when it loads. TFMC_GEMM_ISA
+ * caps the kernel set (avx512 | avx2 | scalar) below what cpuid + xgetbv
+ * allow (gemm_isa_detect).
  *
  * Backend choice happens once (pthread_once), at the first call of any entry
  * point; rt_main calls rt_gemm_backend() before it starts threads, because
@@ -25,16 +27,25 @@
  *         pack alpha*op(A)[ic.., pc..] into MR-row panels (zero-padded)
  *         for jr (B panel, in L1), for ir (A panel): C[MR,NR] += A_p B_p
  * C is scaled by beta once first (beta == 0 stores zeros, so NaNs in C
- * vanish, as BLAS does). The micro-kernel is plain C that the compiler
+ * vanish, as BLAS does). The C micro-kernel is plain C that the compiler
  * vectorises: 4x24 accumulators (12 AVX2 registers); on x86 it is built
- * twice, for the baseline ISA and with target("avx2,fma"), and chosen by
- * cpuid. Packing buffers are per thread (pthread key, freed at thread exit),
- * so nothing is allocated on the hot path after the first call.
+ * twice, for the baseline ISA and with target("avx2,fma"). On x86-64 an
+ * AVX-512F set (rt_gemm_avx512.c: a 6x64 intrinsics tile) is the third;
+ * the set (GemmKernels, rt_gemm_kernels.h) carries its tile, and packing
+ * follows it. Packing buffers are per thread (pthread key, freed at thread
+ * exit), so nothing is allocated on the hot path after the first call.
+ *
+ * rt_linear with M <= 8 (GEMM_DECODE_ROWS) takes the decode path: the
+ * set's rows kernel over blocks of w that stay in L1 while all M rows of x
+ * pass, so w streams from memory once and nothing is packed; the pool
+ * splits the columns. Whether a product takes it depends on its M only,
+ * never on how it is split, so splits still give the same bits.
  *
  * Invariants: every entry point is correct for any m, n, k >= 0, either
  * transpose and any leading dimensions >= the row length; op(A), op(B) are
  * only read, C only inside its M x N window. */
 #include "runtime/rt_gemm.h"
+#include "runtime/rt_gemm_kernels.h"
 
 #ifndef TFMC_NO_BLAS
 #include <dlfcn.h>
@@ -45,16 +56,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The portable GEMM's register tile (MR x NR) is what its micro-kernel is
- * written for; the cache blocks MC, KC, NC are sized for typical L1/L2/L3
- * and stay runtime constants for now (a tiling pass could pass them in as
- * rt_linear's task_macs / split_macs are). */
-#define GEMM_MR 4 /* gemm_pack_a interleaves exactly 4 rows */
+/* The C kernels' register tile (MR x NR) is what their micro-kernel is
+ * written for (each kernel set says its own: GemmKernels.mr, .nr); the
+ * cache blocks MC, KC, NC are sized for typical L1/L2/L3 and stay runtime
+ * constants for now (a tiling pass could pass them in as rt_linear's
+ * task_macs / split_macs are). KC is the same for every kernel set. */
+#define GEMM_MR 4
 #define GEMM_NR 24
-#define GEMM_MC 128  /* multiple of MR */
-#define GEMM_KC 384  /* at most; K is cut into equal blocks (multiples of 8) */
-#define GEMM_NC 2016 /* multiple of NR */
-#define GEMV_NB 64   /* columns per register block in the no-transpose gemv */
+#define GEMM_MC 128      /* rounded down to a multiple of a set's MR */
+#define GEMM_KC 384      /* at most; K is cut into equal blocks (multiples of 8) */
+#define GEMM_NC 2016     /* rounded down to a multiple of a set's NR */
+#define GEMV_NB 64       /* columns per register block in the no-transpose gemv */
+#define DECODE_BYTES (24 * 1024) /* w rows per decode block: about this much of L1 */
 
 /* rt_linear's column blocks are multiples of this (a multiple of 16 for
  * BLAS kernels and of NR for ours), so only the last block is ragged. How
@@ -63,6 +76,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define GEMM_X86 1
+#include <cpuid.h>
 #endif
 
 /* ---- the kernels, instantiated per ISA ---- */
@@ -178,6 +192,20 @@
       for (int64_t l = 0; l < r; l++)                                                              \
         y[j + l] = beta == 0 ? alpha * acc[l] : alpha * acc[l] + beta * y[j + l];                  \
     }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  /* decode: gemv_t per row of x over blocks of w rows that stay in L1, so                        \
+   * w streams from memory once and each y[i, j] is gemv_t's value */                              \
+  ATTR static void gemm_rows_##SUFFIX(int64_t m, int64_t n, int64_t k, const float *x,             \
+                                      int64_t ldx, const float *w, int64_t ldw, float *y,          \
+                                      int64_t ldy) {                                               \
+    int64_t jb = DECODE_BYTES / (4 * (k > 0 ? k : 1)) & ~(int64_t)3;                               \
+    if (jb < 4)                                                                                    \
+      jb = 4;                                                                                      \
+    for (int64_t j0 = 0; j0 < n; j0 += jb)                                                         \
+      for (int64_t i = 0; i < m; i++)                                                              \
+        gemv_t_##SUFFIX(n - j0 < jb ? n - j0 : jb, k, 1.0f, x + i * ldx, w + j0 * ldw, ldw, 0.0f,   \
+                        y + i * ldy + j0);                                                         \
   }
 
 GEMM_DEFINE_KERNELS(base, , MADD_BASE)
@@ -185,18 +213,20 @@ GEMM_DEFINE_KERNELS(base, , MADD_BASE)
 GEMM_DEFINE_KERNELS(avx2, __attribute__((target("avx2,fma"))), MADD_FMA)
 #endif
 
-typedef struct GemmKernels {
-  void (*micro)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr);
-  void (*gemv_t)(int64_t n, int64_t k, float alpha, const float *x, const float *w, int64_t ldw,
-                 float beta, float *y);
-  void (*gemv_n)(int64_t n, int64_t k, float alpha, const float *x, const float *b, int64_t ldb,
-                 float beta, float *y);
-  const char *isa;
-} GemmKernels;
-
-static const GemmKernels kernels_base = {gemm_micro_base, gemv_t_base, gemv_n_base, "baseline"};
+static const GemmKernels kernels_base = {
+    "baseline",  GEMM_MR,     GEMM_NR,     GEMM_MC,       GEMM_NC,
+    gemm_micro_base, gemv_t_base, gemv_n_base, gemm_rows_base};
 #ifdef GEMM_X86
-static const GemmKernels kernels_avx2 = {gemm_micro_avx2, gemv_t_avx2, gemv_n_avx2, "avx2+fma"};
+static const GemmKernels kernels_avx2 = {
+    "avx2+fma",  GEMM_MR,     GEMM_NR,     GEMM_MC,       GEMM_NC,
+    gemm_micro_avx2, gemv_t_avx2, gemv_n_avx2, gemm_rows_avx2};
+#endif
+#ifdef GEMM_AVX512
+/* the single-row sgemm kernels stay AVX2: they are bound by memory */
+static const GemmKernels kernels_avx512 = {
+    "avx512f", GEMM_AVX512_MR, GEMM_AVX512_NR, GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
+    GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR,
+    rt_gemm_micro_avx512, gemv_t_avx2, gemv_n_avx2, rt_gemm_rows_avx512};
 #endif
 
 /* ---- backend selection ---- */
@@ -219,16 +249,59 @@ static struct {
 
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
 
-static int cpu_has(const char *what) {
+/* The kernel sets, narrowest first; TFMC_GEMM_ISA names one by these
+ * words to cap what the CPU would get. */
+typedef enum GemmIsa { GEMM_ISA_BASELINE, GEMM_ISA_AVX2, GEMM_ISA_AVX512, GEMM_ISA_COUNT } GemmIsa;
+static const char *const gemm_isa_words[GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512"};
+
+/* The widest set this CPU and its OS can run: cpuid says what the CPU
+ * has, XCR0 (xgetbv) which register state the OS saves on a context
+ * switch (ymm: bits 1-2; zmm: also opmask and both zmm halves, bits 5-7).
+ * A CPU with AVX-512F under an OS that does not save zmm gets AVX2. */
+static GemmIsa gemm_isa_detect(void) {
 #ifdef GEMM_X86
-  __builtin_cpu_init();
-  if (strcmp(what, "avx2+fma") == 0)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (strcmp(what, "avx512f") == 0)
-    return __builtin_cpu_supports("avx512f");
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return GEMM_ISA_BASELINE;
+  int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  if (!osxsave || !avx || __get_cpuid_max(0, NULL) < 7)
+    return GEMM_ISA_BASELINE;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  __cpuid_count(7, 0, a, b, c, d);
+  int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1;
+  if (!avx2 || !fma || (xcr0_lo & 0x6) != 0x6)
+    return GEMM_ISA_BASELINE;
+#ifdef GEMM_AVX512
+  if (avx512f && (xcr0_lo & 0xe6) == 0xe6)
+    return GEMM_ISA_AVX512;
+#else
+  (void)avx512f;
 #endif
-  (void)what;
-  return 0;
+  return GEMM_ISA_AVX2;
+#else
+  return GEMM_ISA_BASELINE;
+#endif
+}
+
+static const GemmKernels *gemm_kernels_for(GemmIsa isa) {
+  switch (isa) {
+  case GEMM_ISA_AVX512:
+#ifdef GEMM_AVX512
+    return &kernels_avx512;
+#endif
+    /* fall through (only detected where it is built) */
+  case GEMM_ISA_AVX2:
+#ifdef GEMM_X86
+    return &kernels_avx2;
+#endif
+    /* fall through */
+  case GEMM_ISA_BASELINE:
+  case GEMM_ISA_COUNT:
+    break;
+  }
+  return &kernels_base;
 }
 
 #ifndef TFMC_NO_BLAS
@@ -274,7 +347,7 @@ static int gemm_load_openblas(char *why, size_t whylen) {
   int had_threads = 0, had_core = 0, set_core = 0;
   int user_core = getenv("OPENBLAS_CORETYPE") != NULL;
   env_push("OPENBLAS_NUM_THREADS", "1", &saved_threads, &had_threads);
-  if (!user_core && cpu_has("avx512f")) {
+  if (!user_core && gemm_isa_detect() == GEMM_ISA_AVX512) {
     env_push("OPENBLAS_CORETYPE", "SkylakeX", &saved_core, &had_core);
     set_core = 1;
   }
@@ -303,7 +376,7 @@ static int gemm_load_openblas(char *why, size_t whylen) {
   if (set_threads)
     set_threads(1);
   const char *core = corename ? corename() : NULL;
-  if (core && !user_core && cpu_has("avx2+fma") && core_is_pre_avx(core)) {
+  if (core && !user_core && gemm_isa_detect() >= GEMM_ISA_AVX2 && core_is_pre_avx(core)) {
     /* OpenBLAS did not recognise this CPU: its SSE kernels run at a quarter
      * of the speed of our AVX2 ones (measured: Prescott 20 GFLOP/s, ours 70,
      * Zen 87 at M=128 N=K=768). */
@@ -317,25 +390,49 @@ static int gemm_load_openblas(char *why, size_t whylen) {
   else
     memcpy(&gemm.sgemm32, &sgemm, sizeof sgemm);
   gemm.blas_handle = h;
-  snprintf(gemm.name, sizeof gemm.name, "openblas (core %s%s)", core ? core : "unknown",
-           set_core ? ", coretype SkylakeX set by tfmc" : "");
+  snprintf(gemm.name, sizeof gemm.name, "openblas (core %s%s; %s kernels for few rows)",
+           core ? core : "unknown", set_core ? ", coretype SkylakeX set by tfmc" : "",
+           gemm.k->isa);
   return 0;
 }
 #else
 /* Built with TFMC_NO_BLAS: no dlopen at all, the portable GEMM only. */
 static int gemm_load_openblas(char *why, size_t whylen) {
-  (void)cpu_has; /* only the OpenBLAS loader asks about the CPU on some targets */
   snprintf(why, whylen, "built without BLAS (TFMC_NO_BLAS)");
   return 1;
 }
 #endif
 
+/* The kernel set: the widest the machine runs, capped by TFMC_GEMM_ISA
+ * (avx512 | avx2 | baseline, or scalar for baseline) so that one machine
+ * can test and time every path; a cap above what the machine runs, or an
+ * unknown word, changes nothing and is noted in note. */
+static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
+  GemmIsa isa = gemm_isa_detect();
+  const char *cap = getenv("TFMC_GEMM_ISA");
+  note[0] = 0;
+  if (!cap || !*cap)
+    return isa;
+  int want = -1;
+  for (int i = 0; i < GEMM_ISA_COUNT; i++)
+    if (strcmp(cap, gemm_isa_words[i]) == 0)
+      want = i;
+  if (strcmp(cap, "scalar") == 0)
+    want = GEMM_ISA_BASELINE;
+  if (strcmp(cap, "avx512f") == 0)
+    want = GEMM_ISA_AVX512;
+  if (want < 0)
+    snprintf(note, notelen, ", TFMC_GEMM_ISA=%.16s unknown", cap);
+  else if (want > (int)isa)
+    snprintf(note, notelen, ", TFMC_GEMM_ISA=%.16s not supported here", cap);
+  else
+    isa = (GemmIsa)want;
+  return isa;
+}
+
 static void gemm_init(void) {
-  gemm.k = &kernels_base;
-#ifdef GEMM_X86
-  if (cpu_has("avx2+fma"))
-    gemm.k = &kernels_avx2;
-#endif
+  char isa_note[64];
+  gemm.k = gemm_kernels_for(gemm_isa_choose(isa_note, sizeof isa_note));
   const char *want = getenv("TFMC_GEMM");
   char why[128] = "";
   if (want && strcmp(want, "portable-baseline") == 0) { /* what a CPU without AVX2 runs */
@@ -346,7 +443,8 @@ static void gemm_init(void) {
   } else if (gemm_load_openblas(why, sizeof why) == 0) {
     return;
   }
-  snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s)", gemm.k->isa, why);
+  snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s%s)", gemm.k->isa, why,
+           isa_note);
 }
 
 static void gemm_ensure_init(void) {
@@ -422,65 +520,68 @@ static void gemm_scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc
   }
 }
 
-/* Packs alpha * op(A)[i0.., p0..] (mc x kc) as MR-row panels: panel q holds
- * rows q*MR.. as kc groups of MR values, zero past mc. */
+/* Packs alpha * op(A)[i0.., p0..] (mc x kc) as mr-row panels: panel q holds
+ * rows q*mr.. as kc groups of mr values, zero past mc. */
 static void gemm_pack_a(int trans, const float *a, int64_t lda, int64_t i0, int64_t p0, int64_t mc,
-                        int64_t kc, float alpha, float *restrict dst) {
-  for (int64_t q = 0; q < mc; q += GEMM_MR) {
-    int64_t rows = mc - q < GEMM_MR ? mc - q : GEMM_MR;
+                        int64_t kc, float alpha, int mr, float *restrict dst) {
+  for (int64_t q = 0; q < mc; q += mr) {
+    int64_t rows = mc - q < mr ? mc - q : mr;
     float *d = dst + q * kc;
-    if (!trans && rows == GEMM_MR) { /* A[i, p] = a[i*lda + p]: interleave MR rows */
+    if (!trans && rows == 4 && mr == 4) { /* the C kernels' tile: interleave 4 rows */
       const float *r0 = a + (i0 + q) * lda + p0, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
       for (int64_t p = 0; p < kc; p++) {
-        d[p * GEMM_MR + 0] = alpha * r0[p];
-        d[p * GEMM_MR + 1] = alpha * r1[p];
-        d[p * GEMM_MR + 2] = alpha * r2[p];
-        d[p * GEMM_MR + 3] = alpha * r3[p];
+        d[p * 4 + 0] = alpha * r0[p];
+        d[p * 4 + 1] = alpha * r1[p];
+        d[p * 4 + 2] = alpha * r2[p];
+        d[p * 4 + 3] = alpha * r3[p];
       }
-    } else if (!trans) {
-      for (int64_t p = 0; p < kc; p++)
-        for (int i = 0; i < GEMM_MR; i++)
-          d[p * GEMM_MR + i] = i < rows ? alpha * a[(i0 + q + i) * lda + p0 + p] : 0.0f;
+    } else if (!trans) { /* A[i, p] = a[i*lda + p]: row by row, zeros past mc */
+      for (int64_t i = 0; i < mr; i++) {
+        const float *r = a + (i0 + q + i) * lda + p0;
+        if (i < rows)
+          for (int64_t p = 0; p < kc; p++)
+            d[p * mr + i] = alpha * r[p];
+        else
+          for (int64_t p = 0; p < kc; p++)
+            d[p * mr + i] = 0.0f;
+      }
     } else { /* A[i, p] = a[p*lda + i] */
       for (int64_t p = 0; p < kc; p++) {
         const float *s = a + (p0 + p) * lda + i0 + q;
-        for (int i = 0; i < GEMM_MR; i++)
-          d[p * GEMM_MR + i] = i < rows ? alpha * s[i] : 0.0f;
+        for (int i = 0; i < mr; i++)
+          d[p * mr + i] = i < rows ? alpha * s[i] : 0.0f;
       }
     }
   }
 }
 
-/* Packs op(B)[p0.., j0..] (kc x nc) as NR-column panels: panel q holds
- * columns q*NR.. as kc groups of NR values, zero past nc. */
+/* Packs op(B)[p0.., j0..] (kc x nc) as nr-column panels: panel q holds
+ * columns q*nr.. as kc groups of nr values, zero past nc. */
 static void gemm_pack_b(int trans, const float *b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc,
-                        int64_t nc, float *restrict dst) {
-  for (int64_t q = 0; q < nc; q += GEMM_NR) {
-    int64_t cols = nc - q < GEMM_NR ? nc - q : GEMM_NR;
+                        int64_t nc, int nr, float *restrict dst) {
+  for (int64_t q = 0; q < nc; q += nr) {
+    int64_t cols = nc - q < nr ? nc - q : nr;
     float *d = dst + q * kc;
     if (!trans) { /* B[p, j] = b[p*ldb + j]: rows of the panel are contiguous */
       for (int64_t p = 0; p < kc; p++) {
         const float *s = b + (p0 + p) * ldb + j0 + q;
-        if (cols == GEMM_NR) {
-          memcpy(d + p * GEMM_NR, s, sizeof(float) * GEMM_NR);
-        } else {
-          for (int64_t j = 0; j < GEMM_NR; j++)
-            d[p * GEMM_NR + j] = j < cols ? s[j] : 0.0f;
-        }
+        memcpy(d + p * nr, s, sizeof(float) * (size_t)cols);
+        for (int64_t j = cols; j < nr; j++)
+          d[p * nr + j] = 0.0f;
       }
     } else { /* B[p, j] = b[j*ldb + p]: a transpose, done in 8-deep strips */
-      if (cols < GEMM_NR)
-        memset(d, 0, sizeof(float) * (size_t)(kc * GEMM_NR));
+      if (cols < nr)
+        memset(d, 0, sizeof(float) * (size_t)(kc * nr));
       int64_t p = 0;
       for (; p + 8 <= kc; p += 8)
         for (int64_t j = 0; j < cols; j++) {
           const float *s = b + (j0 + q + j) * ldb + p0 + p;
           for (int l = 0; l < 8; l++)
-            d[(p + l) * GEMM_NR + j] = s[l];
+            d[(p + l) * nr + j] = s[l];
         }
       for (; p < kc; p++)
         for (int64_t j = 0; j < cols; j++)
-          d[p * GEMM_NR + j] = b[(j0 + q + j) * ldb + p0 + p];
+          d[p * nr + j] = b[(j0 + q + j) * ldb + p0 + p];
     }
   }
 }
@@ -557,20 +658,22 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
   int64_t kc_step = ((k + k_blocks - 1) / k_blocks + 7) & ~(int64_t)7;
   if (kc_step > GEMM_KC)
     kc_step = GEMM_KC;
-  for (int64_t jc = 0; jc < n; jc += GEMM_NC) {
-    int64_t nc = n - jc < GEMM_NC ? n - jc : GEMM_NC;
+  const GemmKernels *gk = gemm.k;
+  const int64_t MR = gk->mr, NR = gk->nr, MC = gk->mc, NC = gk->nc;
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    int64_t nc = n - jc < NC ? n - jc : NC;
     for (int64_t pc = 0; pc < k; pc += kc_step) {
       int64_t kc = k - pc < kc_step ? k - pc : kc_step;
-      gemm_pack_b(trans_b, b, ldb, pc, jc, kc, nc, pb->b);
-      for (int64_t ic = 0; ic < m; ic += GEMM_MC) {
-        int64_t mc = m - ic < GEMM_MC ? m - ic : GEMM_MC;
-        gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, pb->a);
-        for (int64_t jr = 0; jr < nc; jr += GEMM_NR) {
-          int nr = (int)(nc - jr < GEMM_NR ? nc - jr : GEMM_NR);
+      gemm_pack_b(trans_b, b, ldb, pc, jc, kc, nc, gk->nr, pb->b);
+      for (int64_t ic = 0; ic < m; ic += MC) {
+        int64_t mc = m - ic < MC ? m - ic : MC;
+        gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, gk->mr, pb->a);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          int nr = (int)(nc - jr < NR ? nc - jr : NR);
           const float *bp = pb->b + jr * kc;
-          for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-            int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
-            gemm.k->micro(kc, pb->a + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            int mr = (int)(mc - ir < MR ? mc - ir : MR);
+            gk->micro(kc, pb->a + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
           }
         }
       }
@@ -648,11 +751,12 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   int64_t rows = r1 - r0, cols = c1 - c0;
   const float *x = j->x + r0 * j->ldx, *w = j->w + c0 * j->k;
   float *y = j->y + r0 * j->ldy + c0;
-  if (j->m == 1) { /* y = W x (+ bias) in one pass over W */
-    gemm.k->gemv_t(cols, j->k, 1.0f, x, w, j->k, 0.0f, y);
+  if (j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias) in one pass over W */
+    gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
     if (j->bias)
-      for (int64_t c = 0; c < cols; c++)
-        y[c] += j->bias[c0 + c];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+          y[r * j->ldy + c] += j->bias[c0 + c];
     return;
   }
   float beta = 0.0f;
@@ -693,8 +797,8 @@ void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, in
   }
   /* Few rows: split the columns (each thread streams its share of w once);
    * many rows: split the rows unless w is the larger operand, as every row
-   * block packs all of w. */
-  j.split_n = m < 4 * threads || n * 2 > m;
+   * block packs all of w. The decode path always splits the columns. */
+  j.split_n = m <= GEMM_DECODE_ROWS || m < 4 * threads || n * 2 > m;
   int64_t units, per_unit;
   if (j.split_n) {
     j.unit = LINEAR_COL_UNIT;

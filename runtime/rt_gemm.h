@@ -10,7 +10,16 @@
  * or TFMC_GEMM=portable is set (TFMC_GEMM=portable-baseline forces the SSE2
  * kernels, for tests). The choice sets environment variables, so make it
  * (rt_gemm_backend()) before starting any thread. A single row (M = 1) never
- * goes through sgemm: a matrix-vector kernel is 2-3x faster there. */
+ * goes through sgemm: a matrix-vector kernel is 2-3x faster there; nor do
+ * rt_linear's products of up to 8 rows (the decode path, below).
+ *
+ * The portable kernels come in three sets, the widest the CPU and OS run
+ * chosen once by cpuid and xgetbv: AVX-512F (6x64 register tile), AVX2+FMA
+ * (4x24), baseline (the same C built for the target's base ISA; what
+ * aarch64, s390x and pre-AVX2 x86 get). TFMC_GEMM_ISA=avx512|avx2|scalar
+ * caps the choice (baseline is scalar's other name), so one machine can
+ * test and time every path; it applies whichever backend does the GEMMs,
+ * since the few-row kernels are tfmc's in both. */
 #ifndef TFMC_RT_GEMM_H
 #define TFMC_RT_GEMM_H
 
@@ -19,9 +28,11 @@
 #include <stdint.h>
 
 /* y[M,N] = x[M,K] w[N,K]^T (+ bias[N] if not NULL), row-major; x rows are
- * ldx floats apart, y rows ldy apart; w is dense [N,K]. Splits the work
- * over the pool (N blocks for small M, M blocks otherwise) as the caller's
- * policy says (the compiler chooses it: passes/lower_loops.c):
+ * ldx floats apart, y rows ldy apart; w is dense [N,K]. M <= 8 (decoding a
+ * few tokens) takes the decode path: no packing, each row of w read from
+ * memory once for all M rows of x, the pool splitting the columns (N).
+ * Splits the work over the pool (N blocks for small M, M blocks otherwise)
+ * as the caller's policy says (the compiler chooses it: passes/lower_loops.c):
  *   task_macs   multiply-adds a task gets at least; a product of fewer than
  *               2 * task_macs runs on the calling thread (values below 1
  *               count as 1)

@@ -2,8 +2,11 @@
  * against a naive double-precision reference: random and awkward sizes (1,
  * 7, 17, 129, sizes crossing every block boundary), all transposes, alpha
  * and beta cases, padded leading dimensions, pools of 1-3 threads, both
- * backends and kernel sets (TFMC_GEMM=portable / portable-baseline, each in
- * its own test process). Errors must be
+ * backends and kernel sets (TFMC_GEMM=portable / portable-baseline, and
+ * every ISA path through TFMC_GEMM_ISA=avx512 / avx2 / scalar, each in its
+ * own test process; a path the CPU cannot run is reported and skipped),
+ * rt_linear's decode path (M <= 8) and odd shapes (M, N, K in 1..130,
+ * padded x and y, bias or not). Errors must be
  * within 1e-4 of the magnitude of the terms summed (|alpha| sum |a||b| +
  * |beta c|). Also prints measured GFLOP/s (not asserted). */
 #include "runtime/rt_gemm.h"
@@ -231,6 +234,27 @@ Test(gemm, linear_matches_reference, .timeout = 120) {
   linear_sweep();
 }
 
+/* Odd shapes around the decode path (M <= 8) and the register tiles
+ * (4x24, 8x48): M, N, K in 1..130, leading dimensions padded or not, bias
+ * or not, on the calling thread and pools of 1-3 threads. */
+static void linear_odd_sweep(void) {
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 33, 130};
+  static const int64_t nks[] = {1, 2, 3, 5, 15, 16, 17, 31, 47, 48, 49, 64, 95, 97, 129, 130};
+  const int nm = (int)(sizeof ms / sizeof *ms), nnk = (int)(sizeof nks / sizeof *nks);
+  RtPool *pools[4] = {NULL, rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  for (int r = 0; r < 96; r++) {
+    int64_t m = ms[r % nm], n = nks[(r * 7 + 3) % nnk], k = nks[(r * 5 + r / nnk) % nnk];
+    check_linear_policy(pools[r % 4], m, n, k, r % 3 != 0, (int64_t)(r % 2) * 3,
+                        POLICIES[r % N_POLICIES]);
+  }
+  for (int p = 0; p < 4; p++)
+    rt_pool_destroy(pools[p]);
+}
+
+Test(gemm, linear_odd_shapes, .timeout = 120) {
+  linear_odd_sweep();
+}
+
 /* The same product on 1, 2 and 3 threads (row and column splits, one-row
  * remainders) under every policy must give the same bits as on the calling
  * thread. Asserted
@@ -238,8 +262,8 @@ Test(gemm, linear_matches_reference, .timeout = 120) {
  * reported, as its kernels promise nothing about it. */
 static int linear_is_split_invariant(int assert_it) {
   RtPool *pools[3] = {rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
-  const int64_t shapes[][3] = {{9, 768, 64},   {13, 40, 300}, {300, 50, 100},
-                               {1, 1000, 129}, {6, 2000, 70}, {129, 100, 64}};
+  const int64_t shapes[][3] = {{9, 768, 64},   {13, 40, 300}, {300, 50, 100}, {1, 1000, 129},
+                               {6, 2000, 70},  {129, 100, 64}, {8, 3, 130},   {5, 301, 17}};
   int same = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -295,6 +319,62 @@ Test(gemm, portable_baseline_kernels, .init = use_baseline, .timeout = 120) {
   cr_assert(strstr(name, "baseline kernels"), "backend is '%s'", name);
   sweep(rt_sgemm, "rt_sgemm (baseline kernels)");
   linear_sweep();
+}
+
+/* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
+ * process: every entry point, every split, against the reference. Returns
+ * early (reporting it) when this CPU cannot run the path. */
+static void isa_suite(const char *isa_name) {
+  const char *name = rt_gemm_backend();
+  if (strstr(name, "not supported here")) {
+    fprintf(stderr, "gemm: %s: skipped on this CPU (%s)\n", isa_name, name);
+    return;
+  }
+  cr_assert(strncmp(name, "portable", 8) == 0 && strstr(name, isa_name), "backend is '%s'", name);
+  fprintf(stderr, "gemm: testing %s\n", name);
+  sweep(rt_sgemm, name);
+  sweep(rt_sgemm_portable, name);
+  linear_sweep();
+  linear_odd_sweep();
+  linear_is_split_invariant(1);
+}
+
+static void use_isa(const char *isa) {
+  setenv("TFMC_GEMM", "portable", 1);
+  setenv("TFMC_GEMM_ISA", isa, 1);
+}
+static void use_avx512(void) {
+  use_isa("avx512");
+}
+static void use_avx2(void) {
+  use_isa("avx2");
+}
+static void use_scalar(void) {
+  use_isa("scalar");
+}
+
+Test(gemm, isa_avx512, .init = use_avx512, .timeout = 240) {
+  isa_suite("avx512f kernels");
+}
+
+Test(gemm, isa_avx2, .init = use_avx2, .timeout = 240) {
+  isa_suite("avx2+fma kernels");
+}
+
+Test(gemm, isa_scalar, .init = use_scalar, .timeout = 240) {
+  isa_suite("baseline kernels");
+}
+
+static void use_bogus_isa(void) {
+  setenv("TFMC_GEMM", "portable", 1);
+  setenv("TFMC_GEMM_ISA", "sse9", 1);
+}
+
+/* An unknown TFMC_GEMM_ISA changes nothing and says so. */
+Test(gemm, isa_unknown_is_noted, .init = use_bogus_isa) {
+  const char *name = rt_gemm_backend();
+  cr_assert(strstr(name, "TFMC_GEMM_ISA=sse9 unknown"), "backend is '%s'", name);
+  check_sgemm(rt_sgemm, name, 0, 1, 9, 50, 33, 1.0f, 0.0f, 0);
 }
 
 Test(gemm, backend_names_itself) {

@@ -1,0 +1,153 @@
+/* runtime/rt_gemm_avx512.c — the AVX-512F kernels of the portable GEMM
+ * (rt_gemm_kernels.h says what each computes and the packed layouts).
+ *
+ *   micro  C[6,64] += A_p^T B_p: 24 zmm accumulators (6 rows x 4 vectors of
+ *          16 columns), 4 loads of B and 6 broadcasts of A per step of k,
+ *          24 FMAs; 29 of the 32 zmm registers. The ragged edge of C is
+ *          written through lane masks, not a scratch tile. Measured
+ *          against 8x48, 12x32 and 14x32 (bench/gemm, one thread, M = 128,
+ *          N,K at bert/gpt2 sizes, best of 3 interleaved runs on a loaded
+ *          machine): 6x64 was fastest on 3 of 4 shapes, 155-166 GFLOP/s
+ *          against 130-156 for the others.
+ *   rows   decode, y[m,n] = x[m,k] w[n,k]^T for m <= 8: blocks of w rows
+ *          small enough to stay in L1 while every row of x passes over
+ *          them, so w streams from memory once; tiles of up to 4 x rows by
+ *          4 w rows (16 accumulators, x and w chunks in registers: 8 loads
+ *          per 16 FMAs), k in chunks of 16 with a masked last chunk; each
+ *          dot product is summed across its 16 lanes at the end.
+ *
+ * Per output element the operations are the same wherever it lies (full
+ * or ragged tile, any block), so splits never change results: micro is
+ * acc = fma(a, b, acc) over p in order, then C += acc, the same sequence
+ * as the AVX2 kernel; rows is one 16-lane fma chain per element plus
+ * _mm512_reduce_add_ps.
+ *
+ * Built with __attribute__((target("avx512f"))) only, never a global
+ * -mavx512f: the rest of the runtime stays baseline and rt_gemm.c calls
+ * these only after cpuid and xgetbv say the CPU and OS support zmm state.
+ * On other targets this file compiles to nothing. */
+#include "runtime/rt_gemm_kernels.h"
+
+#ifdef GEMM_AVX512
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+#define MR GEMM_AVX512_MR
+#define NR GEMM_AVX512_NR
+#define NV (NR / 16) /* zmm vectors per row of the tile */
+
+_Static_assert(NR % 16 == 0, "the tile's width is whole zmm vectors");
+
+/* lanes [0, n) of a 16-lane mask, n clamped to 0..16 */
+AVX512 static inline __mmask16 lanes(int n) {
+  return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, float *c,
+                                 int64_t ldc, int mr, int nr) {
+  __m512 acc[MR][NV];
+  _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; p++) {
+    __m512 bv[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =
+        _mm512_load_ps(b + p * NR + 16 * v);
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+      __m512 ai = _mm512_set1_ps(a[p * MR + i]);
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =
+          _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+  if (mr == MR && nr == NR) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+      float *ci = c + i * ldc + 16 * v;
+      _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][v]));
+    }
+    return;
+  }
+  for (int i = 0; i < mr; i++)
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+      __mmask16 m = lanes(nr - 16 * v);
+      float *ci = c + i * ldc + 16 * v;
+      _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));
+    }
+}
+
+AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {
+  (void)m;
+  return _mm512_loadu_ps(p);
+}
+
+/* One chunk of 16 k-steps: acc[r][j] += x[r, p..] * w[j, p..] lane-wise. */
+#define ROWS_STEP(R, J, LOAD, M)                                                                   \
+  do {                                                                                             \
+    __m512 xv[R];                                                                                  \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) xv[r] = LOAD(M, x + r * ldx + p);          \
+    _Pragma("GCC unroll 4") for (int j = 0; j < J; j++) {                                          \
+      __m512 wv = LOAD(M, w + j * ldw + p);                                                        \
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r][j] =                              \
+          _mm512_fmadd_ps(xv[r], wv, acc[r][j]);                                                   \
+    }                                                                                              \
+  } while (0)
+
+/* y[i, j0+jj] for R rows of x and J rows of w starting at w (ldw apart). */
+#define ROWS_TILE(R, J)                                                                            \
+  AVX512 static void rows_tile_##R##x##J(int64_t k, const float *x, int64_t ldx, const float *w,  \
+                                         int64_t ldw, float *y, int64_t ldy) {                     \
+    __m512 acc[R][J];                                                                              \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int j = 0; j < J; j++) acc[r][j] = _mm512_setzero_ps();       \
+    int64_t p = 0;                                                                                 \
+    for (; p + 16 <= k; p += 16)                                                                   \
+      ROWS_STEP(R, J, load_all, 0);                                                                \
+    if (p < k) { /* the last chunk: lanes past k load as zeros */                                  \
+      __mmask16 m = lanes((int)(k - p));                                                           \
+      ROWS_STEP(R, J, _mm512_maskz_loadu_ps, m);                                                   \
+    }                                                                                              \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int j = 0; j < J; j++) y[r * ldy + j] =                       \
+            _mm512_reduce_add_ps(acc[r][j]);                                                       \
+  }
+
+ROWS_TILE(1, 4)
+ROWS_TILE(2, 4)
+ROWS_TILE(3, 4)
+ROWS_TILE(4, 4)
+ROWS_TILE(1, 1)
+ROWS_TILE(2, 1)
+ROWS_TILE(3, 1)
+ROWS_TILE(4, 1)
+
+typedef void (*RowsTile)(int64_t k, const float *x, int64_t ldx, const float *w, int64_t ldw,
+                         float *y, int64_t ldy);
+static const RowsTile tiles4[] = {rows_tile_1x4, rows_tile_2x4, rows_tile_3x4, rows_tile_4x4};
+static const RowsTile tiles1[] = {rows_tile_1x1, rows_tile_2x1, rows_tile_3x1, rows_tile_4x1};
+
+/* w rows per block: the block (rows x k floats) stays within ~24 KiB of L1
+ * while up to 8 rows of x pass over it. */
+#define ROWS_BLOCK_BYTES (24 * 1024)
+
+AVX512 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                                const float *w, int64_t ldw, float *y, int64_t ldy) {
+  int64_t jb = ROWS_BLOCK_BYTES / (4 * (k > 0 ? k : 1)) & ~(int64_t)3;
+  if (jb < 4)
+    jb = 4;
+  for (int64_t j0 = 0; j0 < n; j0 += jb) {
+    int64_t j1 = j0 + jb < n ? j0 + jb : n;
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+      int r = (int)(m - i0 < 4 ? m - i0 : 4);
+      const float *xi = x + i0 * ldx;
+      float *yi = y + i0 * ldy;
+      int64_t j = j0;
+      for (; j + 4 <= j1; j += 4)
+        tiles4[r - 1](k, xi, ldx, w + j * ldw, ldw, yi + j, ldy);
+      for (; j < j1; j++)
+        tiles1[r - 1](k, xi, ldx, w + j * ldw, ldw, yi + j, ldy);
+    }
+  }
+}
+#else
+/* ISO C wants at least one declaration in a translation unit. */
+typedef int rt_gemm_avx512_unused;
+#endif
