@@ -130,7 +130,8 @@ typedef struct WeightMap {
   IrLoc loc;
   const char *model_name;
   const char *preset; /* NULL = none */
-  const char *root;   /* prefix prepended to preset sources ("" = none) */
+  const char *root;   /* where the preset's base model lives in the checkpoint: the
+                       * `root` given, else the preset's base (spec_preset_base) */
   WeightRule *rules;  /* explicit rules first, then preset rules (explicit win) */
   int n_rules;
   const char **ignore; /* checkpoint name patterns ({i}, {h}, * allowed) */
@@ -151,6 +152,15 @@ Spec *spec_parse(Arena *a, const SrcFile *src, Diags *d);
 /* presets.c: the preset's rule text (in the weights-block syntax), or NULL
  * if no such preset. Lists all names through names/n. */
 const char *spec_preset_text(const char *name);
+/* The prefix the preset's base-model sources carry ("bert." for hf-bert):
+ * the root used when the weights block gives none. NULL if no such preset. */
+const char *spec_preset_base(const char *name);
+/* The checkpoint name a source (or ignore pattern) of preset `name` stands
+ * for under `root`: the base prefix replaced by root; a source outside the
+ * base (a task head at the top of the state_dict) unchanged. Arena-owned or
+ * `source` itself. */
+const char *spec_preset_source(Arena *a, const char *name, const char *root,
+                               const char *source);
 void spec_preset_names(const char *const **names, int *n);
 
 /* ---- lower.c: model -> graph IR ---- */
