@@ -141,6 +141,21 @@ static const Preset presets[] = {
      "enc[i].norm2 = norm \"bert.encoder.layer.{i}.output.LayerNorm\"\n"
      "pooler = linear \"bert.pooler.dense\"\n"
      "classifier = linear \"classifier\"\n"},
+    {"hf-distilbert", "distilbert.",
+     /* Hugging Face DistilBertForMaskedLM / ...ForSequenceClassification;
+      * root "" for DistilBertModel. No token types; post-norm. */
+     "embed = tensor \"distilbert.embeddings.word_embeddings.weight\"\n"
+     "pos = tensor \"distilbert.embeddings.position_embeddings.weight\"\n"
+     "embed_norm = norm \"distilbert.embeddings.LayerNorm\"\n"
+     "ignore \"distilbert.embeddings.position_ids\"\n"
+     "enc[i].attn.q = linear \"distilbert.transformer.layer.{i}.attention.q_lin\"\n"
+     "enc[i].attn.k = linear \"distilbert.transformer.layer.{i}.attention.k_lin\"\n"
+     "enc[i].attn.v = linear \"distilbert.transformer.layer.{i}.attention.v_lin\"\n"
+     "enc[i].attn.o = linear \"distilbert.transformer.layer.{i}.attention.out_lin\"\n"
+     "enc[i].norm1 = norm \"distilbert.transformer.layer.{i}.sa_layer_norm\"\n"
+     "enc[i].ffn.w1 = linear \"distilbert.transformer.layer.{i}.ffn.lin1\"\n"
+     "enc[i].ffn.w2 = linear \"distilbert.transformer.layer.{i}.ffn.lin2\"\n"
+     "enc[i].norm2 = norm \"distilbert.transformer.layer.{i}.output_layer_norm\"\n"},
     {"hf-gpt2", "transformer.",
      /* Hugging Face GPT2LMHeadModel: Conv1D weights are [in, out];
       * root "" for GPT2Model */
