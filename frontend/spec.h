@@ -163,6 +163,22 @@ const char *spec_preset_source(Arena *a, const char *name, const char *root,
                                const char *source);
 void spec_preset_names(const char *const **names, int *n);
 
+/* ---- hf_import.c: a Hugging Face config.json -> a spec ---- */
+
+typedef struct HfImportOptions {
+  const char *name;  /* the model's name; NULL: the model_type ("bert") */
+  int64_t max_batch; /* > 0: a max_batch line; 0: the spec's default */
+} HfImportOptions;
+
+/* Reads a Hugging Face config.json (model_type bert, distilbert, gpt2; the
+ * architectures field picks the head and the checkpoint root) and returns
+ * a spec, model block and weights block, as text that spec_parse accepts.
+ * Reports every problem to d, at the JSON value's line:col where there is
+ * one (refusals say why the model is not expressible), and returns NULL.
+ * The text is arena-owned. */
+const char *spec_import_hf(Arena *a, const SrcFile *config, const HfImportOptions *opt,
+                           Diags *d);
+
 /* ---- lower.c: model -> graph IR ---- */
 
 typedef struct LowerOptions {

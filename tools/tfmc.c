@@ -791,6 +791,92 @@ done:
   return rc;
 }
 
+/* ---- tfmc import-hf ---- */
+
+static int cmd_import_hf(int argc, char **argv) {
+  Opt o[] = {{"o", true, NULL}, {"name", true, NULL}, {"max-batch", true, NULL},
+             {"force", false, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int r = parse_args("import-hf", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc import-hf CONFIG.json [-o MODEL.tfm [--force]] [--name NAME]\n"
+         "                      [--max-batch N]\n\n"
+         "Writes a spec (model block and weights block) for a Hugging Face checkpoint\n"
+         "from its config.json: model_type bert (BertModel, BertForSequenceClassification,\n"
+         "BertForMaskedLM, BertForPreTraining), distilbert (DistilBertModel,\n"
+         "DistilBertForMaskedLM) or gpt2 (GPT2Model, GPT2LMHeadModel). The\n"
+         "architectures field picks the head and the prefix (preset root) the\n"
+         "checkpoint's tensors sit under; anything the spec cannot express is refused\n"
+         "with the reason. Without -o the spec goes to stdout; -o does not overwrite\n"
+         "an existing file without --force, and never the config. Then:\n"
+         "  tfmc run MODEL.tfm --weights DIR/model.safetensors --inputs IN.safetensors");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("import-hf", "expected one config.json");
+  const char *config = args.pos[0], *out = opt(&args, "o"), *name = opt(&args, "name");
+  bool force = opt(&args, "force") != NULL;
+  if (out && !*out) return usage_error("import-hf", "-o takes a file name");
+  if (force && !out) return usage_error("import-hf", "--force goes with -o");
+  HfImportOptions io = {name, 0};
+  if (name) {
+    bool ok = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_';
+    for (const char *p = name; *p && ok; p++)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '_';
+    if (!ok) return usage_error("import-hf", "--name takes an identifier (letters, digits, _)");
+  }
+  if (opt(&args, "max-batch")) {
+    char *e;
+    errno = 0;
+    long v = strtol(opt(&args, "max-batch"), &e, 10);
+    if (*e || errno || v < 1 || v > 65536 || !*opt(&args, "max-batch"))
+      return usage_error("import-hf", "--max-batch takes 1..65536");
+    io.max_batch = v;
+  }
+  if (out && (strcmp(out, config) == 0 || same_file(out, config))) {
+    fprintf(stderr, "tfmc import-hf: -o %s is the config itself; refusing to overwrite it\n", out);
+    return EXIT_USER;
+  }
+  struct stat st;
+  if (out && !force && stat(out, &st) == 0) {
+    fprintf(stderr, "tfmc import-hf: %s exists; refusing to overwrite it (--force to replace it)\n",
+            out);
+    return EXIT_USER;
+  }
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  char err[1024];
+  SrcFile *src = src_file_read(a, config, err, sizeof err);
+  if (!src) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  const char *text = spec_import_hf(a, src, &io, &d);
+  if (!text) goto done;
+  if (!out) {
+    fputs(text, stdout);
+    rc = fflush(stdout) ? EXIT_USER : 0;
+    goto done;
+  }
+  FILE *f = fopen(out, "w");
+  if (!f) {
+    fprintf(stderr, "tfmc: cannot write %s: %s\n", out, strerror(errno));
+    goto done;
+  }
+  bool ok = fputs(text, f) >= 0;
+  if (fclose(f) || !ok) {
+    fprintf(stderr, "tfmc: cannot write %s\n", out);
+    goto done;
+  }
+  rc = 0;
+done:
+  arena_destroy(a);
+  return rc;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f) {
@@ -801,7 +887,8 @@ static void usage(FILE *f) {
         "  run SPEC ...        run a model on inputs (LLVM JIT, or the interpreter)\n"
         "  build SPEC ...      compile a standalone executable\n"
         "  emit-c SPEC ...     write a portable C99 project\n"
-        "  compare OUT REF     compare two safetensors files within a tolerance\n\n"
+        "  compare OUT REF     compare two safetensors files within a tolerance\n"
+        "  import-hf CONFIG    write a spec for a Hugging Face config.json (BERT, GPT-2, ...)\n\n"
         "'tfmc COMMAND --help' describes each command.\n",
         f);
 }
@@ -822,6 +909,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
   if (strcmp(cmd, "build") == 0) return cmd_build(argc - 2, argv + 2);
   if (strcmp(cmd, "emit-c") == 0) return cmd_emit_c(argc - 2, argv + 2);
+  if (strcmp(cmd, "import-hf") == 0) return cmd_import_hf(argc - 2, argv + 2);
   fprintf(stderr, "tfmc: unknown command '%s'\n", cmd);
   usage(stderr);
   return EXIT_USAGE;
