@@ -319,9 +319,11 @@ typedef struct HfModel {
   const char *head_line;    /* the head entry's values */
   const char *head_note;    /* a comment line or NULL */
   const char *ignores[4];   /* ignore lines of the weights block */
+  bool ignore_under_root[4]; /* the pattern is in the base model: printed after the root */
   const char *ignore_why[4];
   int n_ignores;
-  const char *weights_note; /* a comment above the weights block */
+  const char *probe;        /* the base model's word embedding, without the root */
+  const char *root_note;    /* why the root is what it is, when not from architectures */
 } HfModel;
 
 /* Shortest text that reads back as the same double. */
@@ -389,9 +391,10 @@ static int64_t labels(HfConfig *c, HfField **id2label) {
   return f->n_items;
 }
 
-static void add_ignore(HfModel *m, const char *pattern, const char *why) {
+static void add_ignore(HfModel *m, const char *pattern, bool under_root, const char *why) {
   TFMC_ASSERT(m->n_ignores < 4);
   m->ignore_why[m->n_ignores] = why;
+  m->ignore_under_root[m->n_ignores] = under_root;
   m->ignores[m->n_ignores++] = pattern;
 }
 
@@ -428,6 +431,7 @@ static void import_bert(HfConfig *c, HfModel *m, HfField **id2label) {
   refuse_bool(c, "add_cross_attention", false, "BERT with cross-attention is an "
               "encoder-decoder half the spec cannot describe");
   m->preset = "hf-bert";
+  m->probe = "embeddings.word_embeddings.weight";
   const char *supported = "BertModel, BertForSequenceClassification, BertForMaskedLM, "
                           "BertForPreTraining";
   const char *a = m->arch_name;
@@ -436,7 +440,7 @@ static void import_bert(HfConfig *c, HfModel *m, HfField **id2label) {
     m->head_line = "none";
     m->head_note = "BertModel: the output is last_hidden_state (\"hidden\"); its pooled "
                    "output, tanh(pooler(x[:,0])), has no spec head without a classifier";
-    add_ignore(m, "pooler.dense.*", "the pooler: only a classifier head uses it");
+    add_ignore(m, "pooler.dense.*", true, "the pooler: only a classifier head uses it");
   } else if (strcmp(a, "BertForSequenceClassification") == 0) {
     m->root = "bert.";
     m->n_classes = labels(c, id2label);
@@ -447,8 +451,8 @@ static void import_bert(HfConfig *c, HfModel *m, HfField **id2label) {
     m->head_note = arena_printf(c->a, "%s: the output is the encoder's last_hidden_state "
                                 "(\"hidden\"); the pre-training heads (cls.*: dense, gelu, "
                                 "LayerNorm, tied decoder) are not imported", a);
-    add_ignore(m, "bert.pooler.dense.*", "the pooler: only a classifier head uses it");
-    add_ignore(m, "cls.*", "the pre-training heads");
+    add_ignore(m, "pooler.dense.*", true, "the pooler: only a classifier head uses it");
+    add_ignore(m, "cls.*", false, "the pre-training heads");
   } else if (strcmp(a, "BertForTokenClassification") == 0) {
     refuse_arch(c, m, "its classifier runs on every position; tfmc's classifier head reads "
                 "position 0", supported);
@@ -475,6 +479,7 @@ static void import_distilbert(HfConfig *c, HfModel *m) {
   m->bos = m->eos = -1;
   m->norm = "post";
   m->preset = "hf-distilbert";
+  m->probe = "embeddings.word_embeddings.weight";
   const char *supported = "DistilBertModel, DistilBertForMaskedLM";
   const char *a = m->arch_name;
   if (strcmp(a, "DistilBertModel") == 0) {
@@ -487,7 +492,7 @@ static void import_distilbert(HfConfig *c, HfModel *m) {
     m->head_note = "DistilBertForMaskedLM: the output is the encoder's last_hidden_state "
                    "(\"hidden\"); the MLM head (vocab_transform, gelu, vocab_layer_norm, "
                    "vocab_projector) is not imported";
-    add_ignore(m, "vocab_*", "the MLM head");
+    add_ignore(m, "vocab_*", false, "the MLM head");
   } else if (strcmp(a, "DistilBertForSequenceClassification") == 0) {
     refuse_arch(c, m, "its head is classifier(relu(pre_classifier(x[:,0]))) and tfmc's "
                 "pooler is tanh (BERT's), so the head is not expressible", supported);
@@ -521,6 +526,7 @@ static void import_gpt2(HfConfig *c, HfModel *m) {
   refuse_bool(c, "add_cross_attention", false, "GPT-2 with cross-attention is a decoder "
               "half the spec cannot describe");
   m->preset = "hf-gpt2";
+  m->probe = "wte.weight";
   const char *supported = "GPT2Model, GPT2LMHeadModel";
   const char *a = m->arch_name;
   if (strcmp(a, "GPT2Model") == 0) {
@@ -552,6 +558,31 @@ static void check_model(HfConfig *c, const HfModel *m, const char *heads_key,
       hf_error(c, loc_of(c, keys[i]), "\"%s\" %lld is not below \"vocab_size\" %lld%s", keys[i],
                (long long)ids[i], (long long)m->vocab,
                field(c, keys[i]) ? "" : " (the config does not give it; that is HF's default)");
+}
+
+/* The root is the prefix of the checkpoint's word embedding: the one
+ * tensor every model of the family has, under its base model. */
+static void root_from_checkpoint(HfConfig *c, HfModel *m, const HfImportOptions *opt) {
+  const char *w = opt->weights_path ? opt->weights_path : "the checkpoint";
+  size_t np = strlen(m->probe);
+  for (int i = 0; i < opt->n_tensor_names; i++) {
+    const char *t = opt->tensor_names[i];
+    size_t n = strlen(t);
+    if (n < np || strcmp(t + n - np, m->probe) != 0 || (n > np && t[n - np - 1] != '.')) continue;
+    const char *root = arena_strndup(c->a, t, n - np);
+    m->root_note = arena_printf(c->a, "The root is the prefix of the word embedding in %s: it "
+                                "holds \"%s\"%s.", w, clip(c->a, t),
+                                strcmp(root, m->root) == 0 ? "" : arena_printf(c->a,
+                                " (%s would save it under \"%s\")", clip(c->a, m->arch_name),
+                                m->root));
+    m->root = root;
+    if (strchr(root, '"') || strchr(root, '{') || strchr(root, '}') || strchr(root, '\\'))
+      hf_error(c, (IrLoc){w, 0, 0}, "the tensor \"%s\" has a prefix a spec cannot quote",
+               clip(c->a, t));
+    return;
+  }
+  hf_error(c, (IrLoc){w, 0, 0}, "no tensor named \"%s\" (under any prefix): not a checkpoint "
+           "of the %s model this config describes", m->probe, m->family);
 }
 
 /* ---- the spec text ---- */
@@ -631,7 +662,9 @@ static const char *spec_text(HfConfig *c, const HfModel *m, const HfField *id2la
   put(&b, "  head        %s\n", m->head_line);
   if (max_batch > 0) put(&b, "  max_batch   %lld\n", (long long)max_batch);
   put(&b, "}\n\n");
-  if (m->root[0])
+  if (m->root_note)
+    put_comment(&b, "# ", m->root_note);
+  else if (m->root[0])
     put_comment(&b, "# ", arena_printf(a, "%s saves the base model under \"%s\" (a checkpoint "
                 "saved from the base model alone has no prefix: root \"\").",
                 clip(a, m->arch_name), m->root));
@@ -642,8 +675,10 @@ static const char *spec_text(HfConfig *c, const HfModel *m, const HfField *id2la
   put(&b, "weights %s {\n", name);
   put(&b, "  preset \"%s\" root \"%s\"\n", m->preset, m->root);
   for (int i = 0; i < m->n_ignores; i++) {
-    int pad = 24 - (int)strlen(m->ignores[i]);
-    put(&b, "  ignore \"%s\"%*s# %s\n", m->ignores[i], pad > 1 ? pad : 1, "", m->ignore_why[i]);
+    const char *p = m->ignore_under_root[i] ? arena_printf(a, "%s%s", m->root, m->ignores[i])
+                                            : m->ignores[i];
+    int pad = 24 - (int)strlen(p);
+    put(&b, "  ignore \"%s\"%*s# %s\n", p, pad > 1 ? pad : 1, "", m->ignore_why[i]);
   }
   put(&b, "}\n");
   return b.p;
@@ -704,6 +739,7 @@ const char *spec_import_hf(Arena *a, const SrcFile *config, const HfImportOption
     return NULL;
   }
   if (c.errors) return NULL;
+  if (opt && opt->tensor_names) root_from_checkpoint(&c, &m, opt);
   check_model(&c, &m, heads_key, d_key);
   const char *name = opt && opt->name ? opt->name : NULL;
   if (!name) {

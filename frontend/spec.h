@@ -168,6 +168,13 @@ void spec_preset_names(const char *const **names, int *n);
 typedef struct HfImportOptions {
   const char *name;  /* the model's name; NULL: the model_type ("bert") */
   int64_t max_batch; /* > 0: a max_batch line; 0: the spec's default */
+  /* The checkpoint's tensor names, when it is at hand: the root is then
+   * the prefix its word embedding carries, whatever "architectures" says
+   * (the hub's gpt2 says GPT2LMHeadModel but stores GPT2Model's names).
+   * weights_path names it in messages and in the spec's comment. */
+  const char *weights_path;
+  const char *const *tensor_names;
+  int n_tensor_names;
 } HfImportOptions;
 
 /* Reads a Hugging Face config.json (model_type bert, distilbert, gpt2; the

@@ -795,19 +795,21 @@ done:
 
 static int cmd_import_hf(int argc, char **argv) {
   Opt o[] = {{"o", true, NULL}, {"name", true, NULL}, {"max-batch", true, NULL},
-             {"force", false, NULL}};
+             {"force", false, NULL}, {"weights", true, NULL}};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int r = parse_args("import-hf", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc import-hf CONFIG.json [-o MODEL.tfm [--force]] [--name NAME]\n"
-         "                      [--max-batch N]\n\n"
+         "                      [--max-batch N] [--weights W.safetensors]\n\n"
          "Writes a spec (model block and weights block) for a Hugging Face checkpoint\n"
          "from its config.json: model_type bert (BertModel, BertForSequenceClassification,\n"
          "BertForMaskedLM, BertForPreTraining), distilbert (DistilBertModel,\n"
          "DistilBertForMaskedLM) or gpt2 (GPT2Model, GPT2LMHeadModel). The\n"
          "architectures field picks the head and the prefix (preset root) the\n"
-         "checkpoint's tensors sit under; anything the spec cannot express is refused\n"
-         "with the reason. Without -o the spec goes to stdout; -o does not overwrite\n"
+         "checkpoint's tensors sit under, unless the checkpoint is at hand (--weights,\n"
+         "or model.safetensors beside the config): then the root is the prefix of its\n"
+         "word embedding. Anything the spec cannot express is refused with the\n"
+         "reason. Without -o the spec goes to stdout; -o does not overwrite\n"
          "an existing file without --force, and never the config. Then:\n"
          "  tfmc run MODEL.tfm --weights DIR/model.safetensors --inputs IN.safetensors");
     return 0;
@@ -834,12 +836,23 @@ static int cmd_import_hf(int argc, char **argv) {
       return usage_error("import-hf", "--max-batch takes 1..65536");
     io.max_batch = v;
   }
-  if (out && (strcmp(out, config) == 0 || same_file(out, config))) {
-    fprintf(stderr, "tfmc import-hf: -o %s is the config itself; refusing to overwrite it\n", out);
+  const char *weights = opt(&args, "weights");
+  if (weights && !*weights) return usage_error("import-hf", "--weights takes a file name");
+  char beside[4096]; /* the checkpoint beside the config, if there is one */
+  const char *slash = strrchr(config, '/');
+  int n = snprintf(beside, sizeof beside, "%.*smodel.safetensors",
+                   slash ? (int)(slash - config + 1) : 0, config);
+  struct stat bs;
+  if (!weights && n > 0 && (size_t)n < sizeof beside && stat(beside, &bs) == 0 &&
+      S_ISREG(bs.st_mode))
+    weights = beside;
+  if (out && (strcmp(out, config) == 0 || same_file(out, config) ||
+              (weights && (strcmp(out, weights) == 0 || same_file(out, weights))))) {
+    fprintf(stderr, "tfmc import-hf: -o %s is an input file; refusing to overwrite it\n", out);
     return EXIT_USER;
   }
-  struct stat st;
-  if (out && !force && stat(out, &st) == 0) {
+  struct stat os;
+  if (out && !force && stat(out, &os) == 0) {
     fprintf(stderr, "tfmc import-hf: %s exists; refusing to overwrite it (--force to replace it)\n",
             out);
     return EXIT_USER;
@@ -849,10 +862,22 @@ static int cmd_import_hf(int argc, char **argv) {
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   char err[1024];
+  RtSafetensors *st = NULL;
   SrcFile *src = src_file_read(a, config, err, sizeof err);
   if (!src) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
+  }
+  if (weights) {
+    if (rt_st_open(weights, &st, err, sizeof err)) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+    const char **names = arena_alloc(a, sizeof(char *) * (size_t)(rt_st_count(st) + 1));
+    for (int i = 0; i < rt_st_count(st); i++) names[i] = rt_st_get(st, i)->name;
+    io.weights_path = weights;
+    io.tensor_names = names;
+    io.n_tensor_names = rt_st_count(st);
   }
   const char *text = spec_import_hf(a, src, &io, &d);
   if (!text) goto done;
@@ -873,6 +898,7 @@ static int cmd_import_hf(int argc, char **argv) {
   }
   rc = 0;
 done:
+  if (st) rt_st_close(st);
   arena_destroy(a);
   return rc;
 }

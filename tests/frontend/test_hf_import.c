@@ -131,3 +131,31 @@ Test(hf_import, hostile_text_is_refused_not_crashed) {
     cr_expect_gt(diags.n_errors, before, "case %zu", i);
   }
 }
+
+/* With the checkpoint's names at hand the root is the prefix of its word
+ * embedding, and the ignore lines follow it. */
+Test(hf_import, root_from_the_checkpoint) {
+  const char *bert_model =
+      "{\"model_type\": \"bert\", \"architectures\": [\"BertModel\"], \"hidden_size\": 32,"
+      " \"num_attention_heads\": 2, \"num_hidden_layers\": 1, \"intermediate_size\": 64,"
+      " \"max_position_embeddings\": 16, \"vocab_size\": 50}";
+  const char *names[] = {"bert.pooler.dense.weight", "bert.embeddings.word_embeddings.weight"};
+  HfImportOptions o = {NULL, 0, "w.safetensors", names, 2};
+  const char *text = import(bert_model, &o);
+  cr_assert_not_null(text, "%s", captured());
+  cr_expect(strstr(text, "preset \"hf-bert\" root \"bert.\"") != NULL, "%s", text);
+  cr_expect(strstr(text, "ignore \"bert.pooler.dense.*\"") != NULL, "%s", text);
+  cr_expect(strstr(text, "# The root is the prefix of the word embedding in") != NULL, "%s", text);
+
+  const char *hub[] = {"h.0.ln_1.weight", "wte.weight"};
+  HfImportOptions og = {NULL, 0, "w.safetensors", hub, 2};
+  text = import(tiny_gpt2, &og);
+  cr_assert_not_null(text, "%s", captured());
+  cr_expect(strstr(text, "preset \"hf-gpt2\" root \"\"") != NULL, "%s", text);
+
+  const char *other[] = {"xwte.weight", "encoder.embed.weight"}; /* no "wte.weight" part */
+  HfImportOptions ob = {NULL, 0, "w.safetensors", other, 2};
+  cr_expect_null(import(tiny_gpt2, &ob));
+  cr_expect(strstr(captured(), "w.safetensors: error: no tensor named \"wte.weight\"") != NULL,
+            "%s", captured());
+}
