@@ -58,7 +58,21 @@ typedef struct HfConfig {
   HfField *f;
   int n, cap;
   int errors;
+  size_t scan_pos; /* loc_at's last offset and its location */
+  IrLoc scan_loc;
+  struct HfKey *by_key; /* the fields sorted by key, for lookups */
 } HfConfig;
+
+typedef struct HfKey {
+  const char *key;
+  int index; /* into HfConfig.f */
+} HfKey;
+
+static int key_cmp(const void *x, const void *y) {
+  const HfKey *a = x, *b = y;
+  int c = strcmp(a->key, b->key);
+  return c ? c : (a->index > b->index) - (a->index < b->index);
+}
 
 static void hf_error(HfConfig *c, IrLoc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -72,9 +86,14 @@ static void hf_error(HfConfig *c, IrLoc loc, const char *fmt, ...) {
   c->errors++;
 }
 
-static IrLoc loc_at(const HfConfig *c, size_t pos) {
-  IrLoc l = {c->src->name, 1, 1};
-  for (size_t i = 0; i < pos && i < c->src->len; i++) {
+/* line:col of a byte offset; offsets come in increasing order, so the scan
+ * resumes where the last one stopped (a config with a million keys is
+ * still read in one pass) */
+static IrLoc loc_at(HfConfig *c, size_t pos) {
+  if (pos < c->scan_pos) c->scan_pos = 0, c->scan_loc = (IrLoc){c->src->name, 1, 1};
+  IrLoc l = c->scan_loc;
+  size_t i = c->scan_pos;
+  for (; i < pos && i < c->src->len; i++) {
     if (c->src->text[i] == '\n') {
       l.line++;
       l.col = 1;
@@ -82,6 +101,8 @@ static IrLoc loc_at(const HfConfig *c, size_t pos) {
       l.col++;
     }
   }
+  c->scan_pos = i;
+  c->scan_loc = l;
   return l;
 }
 
@@ -154,11 +175,6 @@ static bool config_read(HfConfig *c) {
     key = arena_strndup(c->a, key, klen);
     if (rt_json_peek(&r, &t)) goto fail;
     IrLoc loc = loc_at(c, r.pos);
-    for (int i = 0; i < c->n; i++)
-      if (strcmp(c->f[i].key, key) == 0) {
-        hf_error(c, loc, "duplicate key \"%s\"", clip(c->a, key));
-        diag_note(c->d, c->f[i].loc, "first given here");
-      }
     arena_grow(c->a, (void **)&c->f, &c->cap, c->n + 1, sizeof *c->f);
     HfField *f = &c->f[c->n++];
     memset(f, 0, sizeof *f);
@@ -191,7 +207,19 @@ static bool config_read(HfConfig *c) {
     }
   }
   if (rt_json_finish(&r)) goto fail;
-  ok = true;
+  /* sorted by key (then by position): lookups are binary searches, and a
+   * key given twice is an error (Python would silently keep the last) */
+  c->by_key = arena_alloc(c->a, sizeof(HfKey) * (size_t)(c->n + 1));
+  for (int i = 0; i < c->n; i++) c->by_key[i] = (HfKey){c->f[i].key, i};
+  qsort(c->by_key, (size_t)c->n, sizeof(HfKey), key_cmp);
+  for (int i = 1; i < c->n; i++)
+    if (strcmp(c->by_key[i].key, c->by_key[i - 1].key) == 0) {
+      int first = i - 1;
+      while (first > 0 && strcmp(c->by_key[first - 1].key, c->by_key[i].key) == 0) first--;
+      hf_error(c, c->f[c->by_key[i].index].loc, "duplicate key \"%s\"", clip(c->a, c->by_key[i].key));
+      diag_note(c->d, c->f[c->by_key[first].index].loc, "first given here");
+    }
+  ok = true; /* duplicates stop nothing: the other checks still run */
   goto done;
 fail:
   hf_error(c, loc_at(c, r.err_pos), "invalid JSON: %s", r.msg);
@@ -200,10 +228,16 @@ done:
   return ok;
 }
 
+/* The field of that key (the last one, were there two), or NULL. */
 static HfField *field(HfConfig *c, const char *key) {
-  for (int i = c->n - 1; i >= 0; i--)
-    if (strcmp(c->f[i].key, key) == 0) return &c->f[i];
-  return NULL;
+  int lo = 0, hi = c->n; /* first entry with key > `key` */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (strcmp(c->by_key[mid].key, key) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || strcmp(c->by_key[lo - 1].key, key) != 0) return NULL;
+  return &c->f[c->by_key[lo - 1].index];
 }
 
 /* ---- typed getters: each reports its own problems ---- */
@@ -696,7 +730,7 @@ static bool ident_ok(const char *s) {
 const char *spec_import_hf(Arena *a, const SrcFile *config, const HfImportOptions *opt,
                            Diags *d) {
   diags_add_source(d, config);
-  HfConfig c = {.a = a, .d = d, .src = config};
+  HfConfig c = {.a = a, .d = d, .src = config, .scan_loc = {config->name, 1, 1}};
   if (!config_read(&c)) return NULL;
   HfModel m = {0};
   HfField *id2label = NULL;

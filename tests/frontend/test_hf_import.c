@@ -6,6 +6,7 @@
 #include "frontend/spec.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 static Arena *arena;
@@ -158,4 +159,18 @@ Test(hf_import, root_from_the_checkpoint) {
   cr_expect_null(import(tiny_gpt2, &ob));
   cr_expect(strstr(captured(), "w.safetensors: error: no tensor named \"wte.weight\"") != NULL,
             "%s", captured());
+}
+
+/* Reading is linear in the config: 200k keys import in well under a
+ * second (the duplicate check and lookups once scanned every field). */
+Test(hf_import, many_keys_stay_linear, .timeout = 20) {
+  size_t cap = 200000 * 24 + 1024, n = 0;
+  char *json = malloc(cap);
+  cr_assert_not_null(json);
+  n += (size_t)snprintf(json + n, cap - n, "{\n");
+  for (int i = 0; i < 200000; i++) n += (size_t)snprintf(json + n, cap - n, " \"k%d\": %d,\n", i, i);
+  snprintf(json + n, cap - n, "%s", tiny_gpt2 + 1);
+  const char *text = import(json, NULL);
+  free(json);
+  cr_expect_not_null(text, "%s", captured());
 }
