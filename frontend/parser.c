@@ -615,8 +615,8 @@ static bool check_placeholders(WSema *ws, const Token *tok, int *n_i, int *n_h) 
 /* TARGET = XFORM "SOURCE" [weight "SUFFIX"] [bias "SUFFIX"] [no_bias]
  * Returns false after reporting. *target_ix is set as soon as the target is
  * known (-1 otherwise), so duplicates are found even in a faulty rule. */
-static bool wrule_read(WSema *ws, const Entry *e, const char *root, WeightRule *r,
-                       int *target_ix) {
+static bool wrule_read(WSema *ws, const Entry *e, const char *preset, const char *root,
+                       WeightRule *r, int *target_ix) {
   Arena *a = ws->a;
   Diags *d = ws->d;
   memset(r, 0, sizeof *r);
@@ -735,7 +735,7 @@ static bool wrule_read(WSema *ws, const Entry *e, const char *root, WeightRule *
   r->loc = e->key->loc;
   r->target = tg->name;
   r->xform = (WeightXform)x;
-  r->source = root && root[0] ? arena_printf(a, "%s%s", root, src->str) : src->str;
+  r->source = preset ? spec_preset_source(a, preset, root, src->str) : src->str;
   r->weight_suffix = seen_w ? seen_w->str : "weight";
   r->bias_suffix = seen_nb ? "" : seen_b ? seen_b->str : "bias";
   return true;
@@ -760,7 +760,8 @@ static void wmap_add_ignore(WSema *ws, const char *pattern, IrLoc loc) {
 }
 
 /* ignore "PATTERN" */
-static void wmap_ignore(WSema *ws, const Entry *e, const char *root, IrLoc loc) {
+static void wmap_ignore(WSema *ws, const Entry *e, const char *preset, const char *root,
+                        IrLoc loc) {
   if (e->n_vals != 1 || e->vals[0].kind != TOK_STRING) {
     IrLoc at = e->n_vals == 0 ? e->end : e->vals[e->vals[0].kind == TOK_STRING ? 1 : 0].loc;
     diag_error(ws->d, at, "'ignore' takes one checkpoint name pattern in quotes "
@@ -774,7 +775,7 @@ static void wmap_ignore(WSema *ws, const Entry *e, const char *root, IrLoc loc) 
   }
   int n_i, n_h;
   if (!check_placeholders(ws, t, &n_i, &n_h)) return;
-  const char *p = root && root[0] ? arena_printf(ws->a, "%s%s", root, t->str) : t->str;
+  const char *p = preset ? spec_preset_source(ws->a, preset, root, t->str) : t->str;
   wmap_add_ignore(ws, p, loc);
 }
 
@@ -801,7 +802,7 @@ static void wmap_expand_preset(WSema *ws, const char *name, const char *root, Ir
     if (e->bad) continue;
     if (e->kind == ENTRY_PLAIN) {
       if (strcmp(e->key->str, "ignore") == 0)
-        wmap_ignore(ws, e, root, at);
+        wmap_ignore(ws, e, name, root, at);
       else
         diag_error(ws->d, e->key->loc, "a preset holds only rules and ignore lines, not '%s'",
                    e->key->str);
@@ -809,7 +810,7 @@ static void wmap_expand_preset(WSema *ws, const char *name, const char *root, Ir
     }
     WeightRule r;
     int ti;
-    bool ok = wrule_read(ws, e, root, &r, &ti);
+    bool ok = wrule_read(ws, e, name, root, &r, &ti);
     if (ti >= 0 && seen[ti]) {
       diag_error(ws->d, e->key->loc, "duplicate rule for '%s' in preset '%s'",
                  targets[ti].name, name);
@@ -903,7 +904,7 @@ static WeightMap *sema_weights(Arena *a, const Block *b, Diags *d) {
       if (strcmp(k, "preset") == 0) {
         wmap_preset_line(&ws, e, &preset, &root);
       } else if (strcmp(k, "ignore") == 0) {
-        wmap_ignore(&ws, e, NULL, e->key->loc);
+        wmap_ignore(&ws, e, NULL, NULL, e->key->loc);
       } else if (target_find(k) >= 0) {
         IrLoc at = e->n_vals ? e->vals[0].loc : e->end;
         diag_error(d, at, "expected '=' after the target '%s'", k);
@@ -915,7 +916,7 @@ static WeightMap *sema_weights(Arena *a, const Block *b, Diags *d) {
     }
     WeightRule r;
     int ti;
-    bool ok = wrule_read(&ws, e, NULL, &r, &ti);
+    bool ok = wrule_read(&ws, e, NULL, NULL, &r, &ti);
     if (ti < 0) continue;
     const TargetInfo *tg = &targets[ti];
     if (ws.first[ti]) {
@@ -944,7 +945,7 @@ static WeightMap *sema_weights(Arena *a, const Block *b, Diags *d) {
   }
   if (preset) {
     w->preset = preset->str;
-    w->root = root ? root->str : "";
+    w->root = root ? root->str : spec_preset_base(w->preset);
     wmap_expand_preset(&ws, w->preset, w->root, preset->loc);
   }
   return w;

@@ -4,25 +4,36 @@
  *
  * A preset may name targets a given model does not have (a decoder's rules
  * on an encoder-only model, a learned position table on a sinusoidal model);
- * such rules are dropped when the map is applied. `root` (weights block:
- * preset "NAME" root "PREFIX") is prepended to every source and ignore
- * pattern of the preset.
+ * such rules are dropped when the map is applied.
+ *
+ * Each preset has a base: the prefix its base model's tensors carry in the
+ * checkpoint it was written for ("bert." for BertForSequenceClassification,
+ * "transformer." for GPT2LMHeadModel, "" for the rest). `root` (weights
+ * block: preset "NAME" root "PREFIX") says where the base model lives in
+ * the user's checkpoint: every source and ignore pattern that starts with
+ * the base has the base replaced by the root; sources outside the base
+ * (Hugging Face's task heads, `classifier`, `lm_head.weight`, which sit at
+ * the top of the state_dict whatever the base model's prefix) are kept. So
+ * `root ""` reads a checkpoint saved from BertModel (no "bert." prefix),
+ * and for a base of "" the root is simply prepended to every name.
  *
  * Every preset is checked against the real state_dict of its model family by
  * tools/gen_goldens.py (check_weight_map: each tensor mapped or ignored, each
  * mapped name present), which reads the rules out of this file: keep each
- * preset a {"name", "rule\n" "rule\n" ...} initializer of string literals. */
+ * preset a {"name", "base", "rule\n" "rule\n" ...} initializer of string
+ * literals. */
 #include "frontend/spec.h"
 
 #include <string.h>
 
 typedef struct Preset {
   const char *name;
+  const char *base; /* the default root; see above */
   const char *text;
 } Preset;
 
 static const Preset presets[] = {
-    {"torch.nn",
+    {"torch.nn", "",
      /* nn.Transformer / nn.TransformerEncoder / nn.TransformerDecoder */
      "enc[i].attn.qkv = split \"encoder.layers.{i}.self_attn\" weight \"in_proj_weight\" bias \"in_proj_bias\"\n"
      "enc[i].attn.o = linear \"encoder.layers.{i}.self_attn.out_proj\"\n"
@@ -41,7 +52,7 @@ static const Preset presets[] = {
      "dec[i].norm2 = norm \"decoder.layers.{i}.norm2\"\n"
      "dec[i].norm3 = norm \"decoder.layers.{i}.norm3\"\n"
      "dec.norm = norm \"decoder.norm\"\n"},
-    {"annotated",
+    {"annotated", "",
      /* The Annotated Transformer: EncoderDecoder(make_model) */
      "src_embed = tensor \"src_embed.0.lut.weight\"\n"
      "tgt_embed = tensor \"tgt_embed.0.lut.weight\"\n"
@@ -71,7 +82,7 @@ static const Preset presets[] = {
      "dec[i].norm3 = norm \"decoder.layers.{i}.sublayer.2.norm\" weight \"a_2\" bias \"b_2\"\n"
      "dec.norm = norm \"decoder.norm\" weight \"a_2\" bias \"b_2\"\n"
      "head = linear \"generator.proj\"\n"},
-    {"pytorch-seq2seq",
+    {"pytorch-seq2seq", "",
      /* bentrevett/pytorch-seq2seq, "6 - Attention is All You Need" */
      "src_embed = tensor \"encoder.tok_embedding.weight\"\n"
      "src_pos = tensor \"encoder.pos_embedding.weight\"\n"
@@ -99,7 +110,7 @@ static const Preset presets[] = {
      "dec[i].norm2 = norm \"decoder.layers.{i}.enc_attn_layer_norm\"\n"
      "dec[i].norm3 = norm \"decoder.layers.{i}.ff_layer_norm\"\n"
      "head = linear \"decoder.fc_out\"\n"},
-    {"anatomy",
+    {"anatomy", "",
      /* "NLP with Transformers" ch. 3: TransformerForSequenceClassification */
      "embed = tensor \"encoder.embeddings.token_embeddings.weight\"\n"
      "pos = tensor \"encoder.embeddings.position_embeddings.weight\"\n"
@@ -113,8 +124,8 @@ static const Preset presets[] = {
      "enc[i].ffn.w1 = linear \"encoder.layers.{i}.feed_forward.linear_1\"\n"
      "enc[i].ffn.w2 = linear \"encoder.layers.{i}.feed_forward.linear_2\"\n"
      "classifier = linear \"classifier\"\n"},
-    {"hf-bert",
-     /* Hugging Face BertForSequenceClassification */
+    {"hf-bert", "bert.",
+     /* Hugging Face BertForSequenceClassification; root "" for BertModel */
      "embed = tensor \"bert.embeddings.word_embeddings.weight\"\n"
      "pos = tensor \"bert.embeddings.position_embeddings.weight\"\n"
      "token_type = tensor \"bert.embeddings.token_type_embeddings.weight\"\n"
@@ -130,8 +141,24 @@ static const Preset presets[] = {
      "enc[i].norm2 = norm \"bert.encoder.layer.{i}.output.LayerNorm\"\n"
      "pooler = linear \"bert.pooler.dense\"\n"
      "classifier = linear \"classifier\"\n"},
-    {"hf-gpt2",
-     /* Hugging Face GPT2LMHeadModel: Conv1D weights are [in, out] */
+    {"hf-distilbert", "distilbert.",
+     /* Hugging Face DistilBertForMaskedLM / ...ForSequenceClassification;
+      * root "" for DistilBertModel. No token types; post-norm. */
+     "embed = tensor \"distilbert.embeddings.word_embeddings.weight\"\n"
+     "pos = tensor \"distilbert.embeddings.position_embeddings.weight\"\n"
+     "embed_norm = norm \"distilbert.embeddings.LayerNorm\"\n"
+     "ignore \"distilbert.embeddings.position_ids\"\n"
+     "enc[i].attn.q = linear \"distilbert.transformer.layer.{i}.attention.q_lin\"\n"
+     "enc[i].attn.k = linear \"distilbert.transformer.layer.{i}.attention.k_lin\"\n"
+     "enc[i].attn.v = linear \"distilbert.transformer.layer.{i}.attention.v_lin\"\n"
+     "enc[i].attn.o = linear \"distilbert.transformer.layer.{i}.attention.out_lin\"\n"
+     "enc[i].norm1 = norm \"distilbert.transformer.layer.{i}.sa_layer_norm\"\n"
+     "enc[i].ffn.w1 = linear \"distilbert.transformer.layer.{i}.ffn.lin1\"\n"
+     "enc[i].ffn.w2 = linear \"distilbert.transformer.layer.{i}.ffn.lin2\"\n"
+     "enc[i].norm2 = norm \"distilbert.transformer.layer.{i}.output_layer_norm\"\n"},
+    {"hf-gpt2", "transformer.",
+     /* Hugging Face GPT2LMHeadModel: Conv1D weights are [in, out];
+      * root "" for GPT2Model */
      "embed = tensor \"transformer.wte.weight\"\n"
      "pos = tensor \"transformer.wpe.weight\"\n"
      "dec[i].norm1 = norm \"transformer.h.{i}.ln_1\"\n"
@@ -146,10 +173,31 @@ static const Preset presets[] = {
      "ignore \"transformer.h.{i}.attn.masked_bias\"\n"},
 };
 
-const char *spec_preset_text(const char *name) {
+static const Preset *preset_find(const char *name) {
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-    if (strcmp(presets[i].name, name) == 0) return presets[i].text;
+    if (strcmp(presets[i].name, name) == 0) return &presets[i];
   return NULL;
+}
+
+const char *spec_preset_text(const char *name) {
+  const Preset *p = preset_find(name);
+  return p ? p->text : NULL;
+}
+
+const char *spec_preset_base(const char *name) {
+  const Preset *p = preset_find(name);
+  return p ? p->base : NULL;
+}
+
+const char *spec_preset_source(Arena *a, const char *name, const char *root,
+                               const char *source) {
+  const char *base = spec_preset_base(name);
+  TFMC_ASSERT(base);
+  if (!root) return source;
+  size_t n = strlen(base);
+  if (strncmp(source, base, n) != 0) return source; /* outside the base model */
+  if (n == 0 && !root[0]) return source;
+  return arena_printf(a, "%s%s", root, source + n);
 }
 
 void spec_preset_names(const char *const **names, int *n) {

@@ -130,7 +130,8 @@ typedef struct WeightMap {
   IrLoc loc;
   const char *model_name;
   const char *preset; /* NULL = none */
-  const char *root;   /* prefix prepended to preset sources ("" = none) */
+  const char *root;   /* where the preset's base model lives in the checkpoint: the
+                       * `root` given, else the preset's base (spec_preset_base) */
   WeightRule *rules;  /* explicit rules first, then preset rules (explicit win) */
   int n_rules;
   const char **ignore; /* checkpoint name patterns ({i}, {h}, * allowed) */
@@ -151,7 +152,39 @@ Spec *spec_parse(Arena *a, const SrcFile *src, Diags *d);
 /* presets.c: the preset's rule text (in the weights-block syntax), or NULL
  * if no such preset. Lists all names through names/n. */
 const char *spec_preset_text(const char *name);
+/* The prefix the preset's base-model sources carry ("bert." for hf-bert):
+ * the root used when the weights block gives none. NULL if no such preset. */
+const char *spec_preset_base(const char *name);
+/* The checkpoint name a source (or ignore pattern) of preset `name` stands
+ * for under `root`: the base prefix replaced by root; a source outside the
+ * base (a task head at the top of the state_dict) unchanged. Arena-owned or
+ * `source` itself. */
+const char *spec_preset_source(Arena *a, const char *name, const char *root,
+                               const char *source);
 void spec_preset_names(const char *const **names, int *n);
+
+/* ---- hf_import.c: a Hugging Face config.json -> a spec ---- */
+
+typedef struct HfImportOptions {
+  const char *name;  /* the model's name; NULL: the model_type ("bert") */
+  int64_t max_batch; /* > 0: a max_batch line; 0: the spec's default */
+  /* The checkpoint's tensor names, when it is at hand: the root is then
+   * the prefix its word embedding carries, whatever "architectures" says
+   * (the hub's gpt2 says GPT2LMHeadModel but stores GPT2Model's names).
+   * weights_path names it in messages and in the spec's comment. */
+  const char *weights_path;
+  const char *const *tensor_names;
+  int n_tensor_names;
+} HfImportOptions;
+
+/* Reads a Hugging Face config.json (model_type bert, distilbert, gpt2; the
+ * architectures field picks the head and the checkpoint root) and returns
+ * a spec, model block and weights block, as text that spec_parse accepts.
+ * Reports every problem to d, at the JSON value's line:col where there is
+ * one (refusals say why the model is not expressible), and returns NULL.
+ * The text is arena-owned. */
+const char *spec_import_hf(Arena *a, const SrcFile *config, const HfImportOptions *opt,
+                           Diags *d);
 
 /* ---- lower.c: model -> graph IR ---- */
 

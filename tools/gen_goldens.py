@@ -254,21 +254,30 @@ def canonical_targets(f):
 
 
 def preset_texts():
-    """{preset name: rule text} parsed out of frontend/presets.c."""
+    """{preset name: (base, rule text)} parsed out of frontend/presets.c."""
     with open(os.path.join(ROOT, "frontend", "presets.c")) as fh:
         src = fh.read()
     src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
     out = {}
-    for m in re.finditer(r'\{\s*"([^"]+)"\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\}', src):
-        pieces = re.findall(r'"(?:[^"\\]|\\.)*"', m.group(2))
-        out[m.group(1)] = "".join(ast.literal_eval(p) for p in pieces)
+    for m in re.finditer(r'\{\s*"([^"]+)"\s*,\s*"([^"]*)"\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\}',
+                         src):
+        pieces = re.findall(r'"(?:[^"\\]|\\.)*"', m.group(3))
+        out[m.group(1)] = (m.group(2), "".join(ast.literal_eval(p) for p in pieces))
     return out
 
 
+def preset_source(base, root, source):
+    """spec_preset_source: the root replaces the preset's base prefix; a
+    source outside the base (an HF task head) is kept."""
+    if root is None or not source.startswith(base):
+        return source
+    return root + source[len(base):]
+
+
 def parse_rules(text, where):
-    """Weight-block lines -> (preset, root, rules, ignores). A rule is
-    (target, xform, source, weight_suffix, bias_suffix)."""
-    preset, root, rules, ignores = None, "", [], []
+    """Weight-block lines -> (preset, root, rules, ignores); root is None when
+    not given. A rule is (target, xform, source, weight_suffix, bias_suffix)."""
+    preset, root, rules, ignores = None, None, [], []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -331,9 +340,11 @@ def check_weight_map(name, facts, weights_text, state_names):
     if preset:
         if preset not in presets:
             raise RuntimeError("%s: preset %r not in frontend/presets.c" % (name, preset))
-        _, _, prules, pign = parse_rules(presets[preset], "preset " + preset)
-        pre = [((t, x, root + s, w, b), True) for (t, x, s, w, b) in prules]
-        ignores = ignores + [root + p for p in pign]
+        base, ptext = presets[preset]
+        _, _, prules, pign = parse_rules(ptext, "preset " + preset)
+        pre = [((t, x, preset_source(base, root, s), w, b), True)
+               for (t, x, s, w, b) in prules]
+        ignores = ignores + [preset_source(base, root, p) for p in pign]
     req, opt = canonical_targets(facts)
     have = req | opt
     n_enc, n_dec = n_layers(facts)

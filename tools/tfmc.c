@@ -995,6 +995,118 @@ done:
   return rc;
 }
 
+/* ---- tfmc import-hf ---- */
+
+static int cmd_import_hf(int argc, char **argv) {
+  Opt o[] = {{"o", true, NULL}, {"name", true, NULL}, {"max-batch", true, NULL},
+             {"force", false, NULL}, {"weights", true, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int r = parse_args("import-hf", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc import-hf CONFIG.json [-o MODEL.tfm [--force]] [--name NAME]\n"
+         "                      [--max-batch N] [--weights W.safetensors]\n\n"
+         "Writes a spec (model block and weights block) for a Hugging Face checkpoint\n"
+         "from its config.json: model_type bert (BertModel, BertForSequenceClassification,\n"
+         "BertForMaskedLM, BertForPreTraining), distilbert (DistilBertModel,\n"
+         "DistilBertForMaskedLM) or gpt2 (GPT2Model, GPT2LMHeadModel). The\n"
+         "architectures field picks the head and the prefix (preset root) the\n"
+         "checkpoint's tensors sit under, unless the checkpoint is at hand (--weights,\n"
+         "or model.safetensors beside the config): then the root is the prefix of its\n"
+         "word embedding. Anything the spec cannot express is refused with the\n"
+         "reason. Without -o the spec goes to stdout; -o does not overwrite\n"
+         "an existing file without --force, and never the config. Then:\n"
+         "  tfmc run MODEL.tfm --weights DIR/model.safetensors --inputs IN.safetensors");
+    return 0;
+  }
+  if (r) return r;
+  if (args.n_pos != 1) return usage_error("import-hf", "expected one config.json");
+  const char *config = args.pos[0], *out = opt(&args, "o"), *name = opt(&args, "name");
+  bool force = opt(&args, "force") != NULL;
+  if (out && !*out) return usage_error("import-hf", "-o takes a file name");
+  if (force && !out) return usage_error("import-hf", "--force goes with -o");
+  HfImportOptions io = {name, 0};
+  if (name) {
+    bool ok = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_';
+    for (const char *p = name; *p && ok; p++)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '_';
+    if (!ok) return usage_error("import-hf", "--name takes an identifier (letters, digits, _)");
+  }
+  if (opt(&args, "max-batch")) {
+    char *e;
+    errno = 0;
+    long v = strtol(opt(&args, "max-batch"), &e, 10);
+    if (*e || errno || v < 1 || v > 65536 || !*opt(&args, "max-batch"))
+      return usage_error("import-hf", "--max-batch takes 1..65536");
+    io.max_batch = v;
+  }
+  const char *weights = opt(&args, "weights");
+  if (weights && !*weights) return usage_error("import-hf", "--weights takes a file name");
+  char beside[4096]; /* the checkpoint beside the config, if there is one */
+  const char *slash = strrchr(config, '/');
+  int n = snprintf(beside, sizeof beside, "%.*smodel.safetensors",
+                   slash ? (int)(slash - config + 1) : 0, config);
+  struct stat bs;
+  if (!weights && n > 0 && (size_t)n < sizeof beside && stat(beside, &bs) == 0 &&
+      S_ISREG(bs.st_mode))
+    weights = beside;
+  if (out && (strcmp(out, config) == 0 || same_file(out, config) ||
+              (weights && (strcmp(out, weights) == 0 || same_file(out, weights))))) {
+    fprintf(stderr, "tfmc import-hf: -o %s is an input file; refusing to overwrite it\n", out);
+    return EXIT_USER;
+  }
+  struct stat os;
+  if (out && !force && stat(out, &os) == 0) {
+    fprintf(stderr, "tfmc import-hf: %s exists; refusing to overwrite it (--force to replace it)\n",
+            out);
+    return EXIT_USER;
+  }
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  char err[1024];
+  RtSafetensors *st = NULL;
+  SrcFile *src = src_file_read(a, config, err, sizeof err);
+  if (!src) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (weights) {
+    if (rt_st_open(weights, &st, err, sizeof err)) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+    const char **names = arena_alloc(a, sizeof(char *) * (size_t)(rt_st_count(st) + 1));
+    for (int i = 0; i < rt_st_count(st); i++) names[i] = rt_st_get(st, i)->name;
+    io.weights_path = weights;
+    io.tensor_names = names;
+    io.n_tensor_names = rt_st_count(st);
+  }
+  const char *text = spec_import_hf(a, src, &io, &d);
+  if (!text) goto done;
+  if (!out) {
+    fputs(text, stdout);
+    rc = fflush(stdout) ? EXIT_USER : 0;
+    goto done;
+  }
+  FILE *f = fopen(out, "w");
+  if (!f) {
+    fprintf(stderr, "tfmc: cannot write %s: %s\n", out, strerror(errno));
+    goto done;
+  }
+  bool ok = fputs(text, f) >= 0;
+  if (fclose(f) || !ok) {
+    fprintf(stderr, "tfmc: cannot write %s\n", out);
+    goto done;
+  }
+  rc = 0;
+done:
+  if (st) rt_st_close(st);
+  arena_destroy(a);
+  return rc;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f) {
@@ -1006,7 +1118,8 @@ static void usage(FILE *f) {
         "  attention SPEC ...  draw a run's attention maps (SVG / HTML)\n"
         "  build SPEC ...      compile a standalone executable\n"
         "  emit-c SPEC ...     write a portable C99 project\n"
-        "  compare OUT REF     compare two safetensors files within a tolerance\n\n"
+        "  compare OUT REF     compare two safetensors files within a tolerance\n"
+        "  import-hf CONFIG    write a spec for a Hugging Face config.json (BERT, GPT-2, ...)\n\n"
         "'tfmc COMMAND --help' describes each command.\n",
         f);
 }
@@ -1042,6 +1155,7 @@ static int tfmc_main(int argc, char **argv) {
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
   if (strcmp(cmd, "build") == 0) return cmd_build(argc - 2, argv + 2);
   if (strcmp(cmd, "emit-c") == 0) return cmd_emit_c(argc - 2, argv + 2);
+  if (strcmp(cmd, "import-hf") == 0) return cmd_import_hf(argc - 2, argv + 2);
   fprintf(stderr, "tfmc: unknown command '%s'\n", cmd);
   usage(stderr);
   return EXIT_USAGE;

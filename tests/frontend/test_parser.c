@@ -406,10 +406,58 @@ Test(parser, every_preset_parses) {
     cr_expect_eq(s->weights->n_rules, rules, "preset %s: %d rules, expected %d", names[i],
                  s->weights->n_rules, rules);
     cr_expect_eq(s->weights->n_ignore, ignores, "preset %s", names[i]);
-    for (int k = 0; k < s->weights->n_rules; k++)
-      cr_expect(strncmp(s->weights->rules[k].source, "r.", 2) == 0);
+    /* the root replaces the preset's base; sources outside the base (HF
+     * task heads) stay as written */
+    const char *base = spec_preset_base(names[i]);
+    cr_assert_not_null(base, "%s", names[i]);
+    for (int k = 0; k < s->weights->n_rules; k++) {
+      const char *src = s->weights->rules[k].source;
+      bool outside = base[0] && strncmp(src, base, strlen(base)) != 0 &&
+                     strstr(text, arena_printf(arena, "\"%s\"", src));
+      cr_expect(strncmp(src, "r.", 2) == 0 || outside, "preset %s: %s", names[i], src);
+    }
   }
   cr_expect_null(spec_preset_text("no-such-preset"));
+  cr_expect_null(spec_preset_base("no-such-preset"));
+}
+
+/* The Hugging Face presets under any root: the base model's prefix
+ * ("bert.", "transformer.") is the default root and `root ""` drops it,
+ * while the task heads at the top of the state_dict keep their names. */
+static const char *hf_root_spec(const char *preset, const char *root_line) {
+  return arena_printf(arena,
+                      "model m {\n arch encoder\n vocab 100\n d_model 8\n heads 2\n layers 1\n"
+                      " ffn 16 relu\n position learned max 8\n head classifier 2 pooler\n}\n"
+                      "weights m {\n preset \"%s\"%s\n}\n",
+                      preset, root_line);
+}
+
+Test(parser, hf_presets_take_any_root) {
+  struct {
+    const char *preset, *root_line, *root, *target, *source, *ignore0;
+  } cases[] = {
+      {"hf-bert", "", "bert.", "embed", "bert.embeddings.word_embeddings.weight",
+       "bert.embeddings.position_ids"},
+      {"hf-bert", " root \"\"", "", "embed", "embeddings.word_embeddings.weight",
+       "embeddings.position_ids"},
+      {"hf-bert", " root \"model.bert.\"", "model.bert.", "pooler", "model.bert.pooler.dense",
+       "model.bert.embeddings.position_ids"},
+      {"hf-bert", " root \"\"", "", "classifier", "classifier", NULL},
+      {"hf-gpt2", "", "transformer.", "embed", "transformer.wte.weight", NULL},
+      {"hf-gpt2", " root \"\"", "", "dec[i].attn.qkv", "h.{i}.attn.c_attn", "h.{i}.attn.bias"},
+      {"hf-gpt2", " root \"\"", "", "head", "lm_head.weight", NULL},
+      {"torch.nn", " root \"t.\"", "t.", "enc.norm", "t.encoder.norm", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    Spec *s = parse(hf_root_spec(cases[i].preset, cases[i].root_line));
+    cr_assert_not_null(s, "%s:\n%s", cases[i].preset, captured());
+    cr_expect_str_eq(s->weights->root, cases[i].root);
+    const WeightRule *r = find_rule(s->weights, cases[i].target);
+    if (!cases[i].source) continue;
+    cr_assert_not_null(r, "%s %s", cases[i].preset, cases[i].target);
+    cr_expect_str_eq(r->source, cases[i].source);
+    if (cases[i].ignore0) cr_expect_str_eq(s->weights->ignore[0], cases[i].ignore0);
+  }
 }
 
 static const char *minimal =
