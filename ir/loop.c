@@ -262,7 +262,7 @@ LStmt *ls_call(LoopProgram *p, LCallee callee, LExpr **args, int n) {
   LStmt *s = mks(p, LS_CALL);
   s->callee = callee;
   s->args = arena_alloc(p->arena, (size_t)n * sizeof *args);
-  memcpy(s->args, args, (size_t)n * sizeof *args);
+  if (n > 0) memcpy(s->args, args, (size_t)n * sizeof *args); /* args may be NULL when n is 0 */
   s->n_args = n;
   return s;
 }
