@@ -1,4 +1,5 @@
-/* runtime/rt_sample.c — the PRNG and token sampling of rt_sample.h.
+/* runtime/rt_sample.c — the PRNG, token sampling and beam search of
+ * rt_sample.h.
  *
  * Invariants:
  *   - every result is a function of the inputs' bits only: integer PRNG,
@@ -6,7 +7,8 @@
  *     ascending), so qsort's algorithm cannot change the outcome, and
  *     double arithmetic through exactly rounded operations only (our own
  *     exp/log, no FP contraction), summed in a fixed order;
- *   - no allocation on the sampling path (the caller's scratch). */
+ *   - no allocation on the sampling path (the caller's scratch); beam search
+ *     allocates once, in rt_beam_create. */
 #include "runtime/rt_sample.h"
 
 #include <math.h>
@@ -270,5 +272,234 @@ int rt_sample_token(const float *logits, int64_t vocab, const RtSampleOptions *o
     }
   }
   *token = c[pick >= 0 ? pick : last_pos].id;
+  return 0;
+}
+
+/* ---- beam search ---------------------------------------------------------- */
+
+struct RtBeam {
+  int K;
+  int64_t V, max_new, eos;
+  double alpha;
+  int64_t step; /* tokens generated so far by every live beam */
+  int n_live, done;
+  int64_t *live_tok, *next_tok; /* [K, max_new] */
+  double *live_sum, *next_sum;  /* [K] */
+  int n_fin;
+  int64_t *fin_tok; /* [K, max_new] */
+  int64_t *fin_len; /* [K] */
+  double *fin_score; /* [K], descending */
+  double *lp;        /* [V] one row's log-probs */
+  Cand *cand;        /* [2K] the best candidates of a step, in rank order */
+};
+
+int rt_beam_create(RtBeam **out, int beams, int64_t vocab, int64_t max_new, int64_t eos,
+                   double length_penalty, char *err, size_t errlen) {
+  *out = NULL;
+  if (beams < 1) return fail(err, errlen, "--beams must be >= 1 (got %d)", beams);
+  if (vocab < 1) return fail(err, errlen, "beam search: empty vocabulary");
+  if (max_new < 1)
+    return fail(err, errlen, "beam search: at least one new token is needed (got %lld)",
+                (long long)max_new);
+  if (eos < -1 || eos >= vocab)
+    return fail(err, errlen, "beam search: the end-of-sequence id %lld is not in [0, %lld)",
+                (long long)eos, (long long)vocab);
+  if (!isfinite(length_penalty))
+    return fail(err, errlen, "--length-penalty must be a finite number (got %g)", length_penalty);
+  if ((uint64_t)max_new > (SIZE_MAX / sizeof(int64_t) / 3) / (uint64_t)beams ||
+      (uint64_t)vocab > SIZE_MAX / sizeof(double) / 2)
+    return fail(err, errlen, "beam search: %d beams of %lld tokens do not fit in memory", beams,
+                (long long)max_new);
+  RtBeam *bs = calloc(1, sizeof *bs);
+  if (!bs) return fail(err, errlen, "out of memory");
+  size_t kt = (size_t)beams * (size_t)max_new;
+  bs->K = beams;
+  bs->V = vocab;
+  bs->max_new = max_new;
+  bs->eos = eos;
+  bs->alpha = length_penalty;
+  bs->n_live = 1;
+  bs->live_tok = malloc(kt * sizeof(int64_t));
+  bs->next_tok = malloc(kt * sizeof(int64_t));
+  bs->fin_tok = malloc(kt * sizeof(int64_t));
+  bs->live_sum = calloc((size_t)beams, sizeof(double));
+  bs->next_sum = calloc((size_t)beams, sizeof(double));
+  bs->fin_len = calloc((size_t)beams, sizeof(int64_t));
+  bs->fin_score = calloc((size_t)beams, sizeof(double));
+  bs->lp = malloc((size_t)vocab * sizeof(double));
+  bs->cand = malloc(2 * (size_t)beams * sizeof(Cand));
+  if (!bs->live_tok || !bs->next_tok || !bs->fin_tok || !bs->live_sum || !bs->next_sum ||
+      !bs->fin_len || !bs->fin_score || !bs->lp || !bs->cand) {
+    rt_beam_destroy(bs);
+    return fail(err, errlen, "out of memory");
+  }
+  *out = bs;
+  return 0;
+}
+
+void rt_beam_destroy(RtBeam *bs) {
+  if (!bs) return;
+  free(bs->live_tok);
+  free(bs->next_tok);
+  free(bs->fin_tok);
+  free(bs->live_sum);
+  free(bs->next_sum);
+  free(bs->fin_len);
+  free(bs->fin_score);
+  free(bs->lp);
+  free(bs->cand);
+  free(bs);
+}
+
+/* len^alpha, exact for the common alpha 0 and 1. */
+static double beam_len_pow(double len, double alpha) {
+  if (alpha == 0) return 1.0;
+  if (alpha == 1) return len;
+  return rt_sample_exp(alpha * rt_sample_log(len));
+}
+
+/* Adds a finished hypothesis (prefix tok[0..len-1], the last token given
+ * separately when >= 0) with sum of log-probs `sum`: kept if fewer than K
+ * are kept or it beats the worst; after any equal score (finished later). */
+static void beam_finish(RtBeam *bs, const int64_t *prefix, int64_t plen, int64_t last,
+                        double sum) {
+  int64_t len = plen + (last >= 0);
+  double score = sum / beam_len_pow((double)len, bs->alpha);
+  int pos = bs->n_fin;
+  while (pos > 0 && bs->fin_score[pos - 1] < score) pos--;
+  if (pos >= bs->K) return;
+  int end = bs->n_fin < bs->K ? bs->n_fin : bs->K - 1; /* the last one falls off when full */
+  for (int i = end; i > pos; i--) {
+    bs->fin_score[i] = bs->fin_score[i - 1];
+    bs->fin_len[i] = bs->fin_len[i - 1];
+    memcpy(bs->fin_tok + (size_t)i * bs->max_new, bs->fin_tok + (size_t)(i - 1) * bs->max_new,
+           (size_t)bs->fin_len[i] * sizeof(int64_t));
+  }
+  int64_t *dst = bs->fin_tok + (size_t)pos * bs->max_new;
+  memmove(dst, prefix, (size_t)plen * sizeof(int64_t));
+  if (last >= 0) dst[plen] = last;
+  bs->fin_score[pos] = score;
+  bs->fin_len[pos] = len;
+  if (bs->n_fin < bs->K) bs->n_fin++;
+}
+
+/* log_softmax of one row into lp, NaN as -inf. Returns non-zero when the
+ * row has no finite or +inf entry. +inf entries share the mass (log(1/n)),
+ * the rest get -inf, as in sampling. */
+static int beam_log_softmax(const float *row, int64_t V, double *lp) {
+  double mx = -HUGE_VAL;
+  int64_t n_posinf = 0;
+  for (int64_t v = 0; v < V; v++) {
+    double x = row[v];
+    if (x != x) x = -HUGE_VAL;
+    if (x == HUGE_VAL) n_posinf++;
+    if (x > mx) mx = x;
+  }
+  if (mx == -HUGE_VAL) return 1;
+  if (n_posinf) {
+    double l = -rt_sample_log((double)n_posinf);
+    for (int64_t v = 0; v < V; v++) lp[v] = row[v] == INFINITY ? l : -HUGE_VAL;
+    return 0;
+  }
+  double z = 0;
+  for (int64_t v = 0; v < V; v++) {
+    double x = row[v];
+    if (x == x) z += rt_sample_exp(x - mx);
+  }
+  double lz = rt_sample_log(z);
+  for (int64_t v = 0; v < V; v++) {
+    double x = row[v];
+    lp[v] = x == x ? (x - mx) - lz : -HUGE_VAL;
+  }
+  return 0;
+}
+
+/* Candidate order for beams: sum descending, then flat index b * V + v
+ * ascending (Cand.id holds the flat index). */
+static void beam_offer(RtBeam *bs, int *n, double s, int64_t flat) {
+  Cand x;
+  x.v = s;
+  x.id = flat;
+  int cap = 2 * bs->K;
+  if (*n == cap && !cand_before(&x, &bs->cand[cap - 1])) return;
+  int pos = *n < cap ? (*n)++ : cap - 1;
+  while (pos > 0 && cand_before(&x, &bs->cand[pos - 1])) {
+    bs->cand[pos] = bs->cand[pos - 1];
+    pos--;
+  }
+  bs->cand[pos] = x;
+}
+
+int rt_beam_step(RtBeam *bs, const float *logits, int64_t *parent, int64_t *token, int *n_live,
+                 int *done, char *err, size_t errlen) {
+  if (bs->done) return fail(err, errlen, "beam search: step after the search is done");
+  int K = bs->K;
+  int64_t V = bs->V;
+  int nc = 0;
+  for (int b = 0; b < bs->n_live; b++) {
+    if (beam_log_softmax(logits + (size_t)b * V, V, bs->lp))
+      return fail(err, errlen, "beam search: all logits of beam %d are -inf or NaN", b);
+    for (int64_t v = 0; v < V; v++) {
+      double s = bs->live_sum[b] + bs->lp[v];
+      if (s == -HUGE_VAL) continue;
+      beam_offer(bs, &nc, s, (int64_t)b * V + v);
+    }
+  }
+
+  int64_t L = bs->step; /* prefix length before this step */
+  int nl = 0;
+  for (int r = 0; r < nc && nl < K; r++) {
+    int b = (int)(bs->cand[r].id / V);
+    int64_t v = bs->cand[r].id % V;
+    const int64_t *prefix = bs->live_tok + (size_t)b * bs->max_new;
+    if (v == bs->eos) {
+      if (r < K) beam_finish(bs, prefix, L, v, bs->cand[r].v);
+      continue;
+    }
+    memcpy(bs->next_tok + (size_t)nl * bs->max_new, prefix, (size_t)L * sizeof(int64_t));
+    bs->next_tok[(size_t)nl * bs->max_new + L] = v;
+    bs->next_sum[nl] = bs->cand[r].v;
+    parent[nl] = b;
+    token[nl] = v;
+    nl++;
+  }
+  for (int i = nl; i < K; i++) {
+    parent[i] = 0;
+    token[i] = bs->eos >= 0 ? bs->eos : 0;
+  }
+  int64_t *tt = bs->live_tok;
+  bs->live_tok = bs->next_tok;
+  bs->next_tok = tt;
+  double *ts = bs->live_sum;
+  bs->live_sum = bs->next_sum;
+  bs->next_sum = ts;
+  bs->n_live = nl;
+  bs->step = L + 1;
+
+  if (bs->step >= bs->max_new) {
+    for (int i = 0; i < nl; i++)
+      beam_finish(bs, bs->live_tok + (size_t)i * bs->max_new, bs->step, -1, bs->live_sum[i]);
+    bs->done = 1;
+  } else if (nl == 0) {
+    bs->done = 1;
+  } else if (bs->n_fin == K) {
+    double best = bs->live_sum[0]; /* live beams are in rank order */
+    double len = bs->alpha > 0 && best < 0 ? (double)bs->max_new : (double)(bs->step + 1);
+    if (best / beam_len_pow(len, bs->alpha) <= bs->fin_score[K - 1]) bs->done = 1;
+  }
+  *n_live = nl;
+  *done = bs->done;
+  return 0;
+}
+
+int rt_beam_n_finished(const RtBeam *bs) {
+  return bs->n_fin;
+}
+
+int rt_beam_best(const RtBeam *bs, int rank, const int64_t **tokens, int64_t *len, double *score) {
+  if (rank < 0 || rank >= bs->n_fin) return 1;
+  *tokens = bs->fin_tok + (size_t)rank * bs->max_new;
+  *len = bs->fin_len[rank];
+  *score = bs->fin_score[rank];
   return 0;
 }

@@ -1,6 +1,6 @@
 /* runtime/rt_sample.h — decoding strategies for generation: a seeded PRNG,
  * greedy / temperature / top-k / top-p sampling of one token from a row of
- * logits. Model-independent: the generation loop runs the
+ * logits, and beam search. Model-independent: the generation loop runs the
  * model's step, hands the last position's logits [B, V] here, and feeds the
  * chosen tokens back. The JIT, `tfmc build` executables and emitted C all
  * link this file, so the same seed and options give the same tokens
@@ -24,6 +24,20 @@
  *     for each step, for b in 0..B-1 (in this order: one rng, drawn in turn):
  *       if (rt_sample_token(logits + b * V, V, &o, &rng, scratch, &tok[b],
  *                           err, sizeof err)) { print err; stop }
+ *
+ * Beam search (one sequence; the model runs `beams` rows of a batch):
+ *
+ *     RtBeam *bs;
+ *     if (rt_beam_create(&bs, K, V, max_new, eos, alpha, err, sizeof err)) ...
+ *     int n_live = 1;            // before the first step only row 0 counts
+ *     while (!done) {
+ *       run the model on n_live rows -> logits [n_live, V]
+ *       rt_beam_step(bs, logits, parent, token, &n_live, &done, err, errlen);
+ *       reorder the KV cache: new row i = old row parent[i], i < n_live;
+ *       next input of row i = token[i]
+ *     }
+ *     rt_beam_best(bs, 0, &toks, &len, &score);  // best hypothesis
+ *     rt_beam_destroy(bs);
  *
  * Depends on libc only (frexp, ldexp, floor from libm, which are exact);
  * C99. */
@@ -111,10 +125,71 @@ size_t rt_sample_scratch_bytes(int64_t vocab);
  *      last with w_j > 0 if rounding leaves none).
  * So exactly one rng draw per sampled token. scratch: at least
  * rt_sample_scratch_bytes(vocab) bytes, aligned for double (malloc'd memory
- * is), owned by the caller. The options are not checked here (do that once
- * with rt_sample_options_check); invalid ones are reported as an error.
- * Returns 0, or non-zero with a message in err. */
+ * is), owned by the caller. The options are checked (rt_sample_options_check,
+ * cheap) on every sampled token. Returns 0, or non-zero with a message in
+ * err. */
 int rt_sample_token(const float *logits, int64_t vocab, const RtSampleOptions *o, RtRng *rng,
                     void *scratch, int64_t *token, char *err, size_t errlen);
+
+/* ---- beam search ----------------------------------------------------------
+ * Keeps `beams` (K) live hypotheses for one sequence. Scores use the formula
+ * of HF transformers' length_penalty (BeamHypotheses.add, alpha =
+ * length_penalty), not GNMT's ((5 + len) / 6)^alpha:
+ *   score = sum of the tokens' log-probs / len^alpha
+ * where log-probs are log_softmax of each step's logits (double, NaN as
+ * -inf) and len is the number of generated tokens of the hypothesis,
+ * counting its EOS. (HF's len leaves the EOS out, and counts the prompt too
+ * in releases before 4.36; counting the EOS keeps len >= 1 for a
+ * hypothesis that is EOS alone.) alpha > 0 favours longer, alpha < 0
+ * shorter hypotheses; alpha = 0 ranks by total log-probability.
+ *
+ * One step, with live beams 0..n_live-1 (n_live = 1 before the first step:
+ * every row starts from the same prompt):
+ *   1. every (beam b, token v) is a candidate with sum_b + logprob_b[v];
+ *      candidates are ranked by that sum descending, ties by b then v
+ *      ascending; only the first 2K ranked are looked at (candidates with a
+ *      -inf sum never are);
+ *   2. in rank order: a candidate whose token is eos finishes a hypothesis
+ *      (beam b's tokens + eos) if its rank is < K, else is skipped; any other
+ *      becomes the next live beam, until there are K;
+ *   3. at max_new generated tokens every live beam finishes as it is.
+ * Finished hypotheses: the best K are kept, by score descending, then the
+ * order they finished in (earlier first; within a step, rank order).
+ * The search is done when max_new tokens are generated, when no live beam is
+ * left, or when K hypotheses are finished and no live beam can beat the
+ * worst of them: sums only fall, so a live beam's best possible score is
+ * best_sum / L^alpha with L = max_new when alpha > 0 and best_sum < 0, else
+ * the next length (HF's early_stopping="never" bound; exact, not a
+ * heuristic). */
+typedef struct RtBeam RtBeam;
+
+/* Creates a search (owned by the caller: rt_beam_destroy). beams >= 1,
+ * vocab >= 1, max_new >= 1, eos in [0, vocab) or -1 for none, length_penalty
+ * finite. Returns 0, or non-zero with a message naming the CLI option
+ * ("--beams must be >= 1 (got 0)") and *out = NULL. */
+int rt_beam_create(RtBeam **out, int beams, int64_t vocab, int64_t max_new, int64_t eos,
+                   double length_penalty, char *err, size_t errlen);
+void rt_beam_destroy(RtBeam *bs);
+
+/* One step. logits: [n_live, vocab] f32, row i the next-token logits of live
+ * beam i (n_live as returned by the previous step, 1 before the first).
+ * On return, for i < *n_live: the new live beam i continues old beam
+ * parent[i] with token[i] (the caller copies KV-cache row parent[i] to row
+ * i and feeds token[i] at the next position); for *n_live <= i < beams:
+ * parent[i] = 0, token[i] = eos (or 0 without eos), rows the caller may
+ * compute or skip. parent and token are [beams], caller-owned. *done is set
+ * when the search is finished (further steps fail). Returns 0, or non-zero
+ * with a message (a row that is all -inf/NaN; a step after done). */
+int rt_beam_step(RtBeam *bs, const float *logits, int64_t *parent, int64_t *token, int *n_live,
+                 int *done, char *err, size_t errlen);
+
+/* Number of finished hypotheses kept (<= beams; >= 1 once done). */
+int rt_beam_n_finished(const RtBeam *bs);
+/* Finished hypothesis `rank` (0 = best) in the order above: *tokens points
+ * into bs (valid until the next step or destroy), *len tokens (with the EOS
+ * if it ended with one), *score as defined above. Returns 0, or non-zero
+ * when rank is out of range. Before done, only hypotheses finished so far
+ * are here (call rt_beam_step until done for the search's answer). */
+int rt_beam_best(const RtBeam *bs, int rank, const int64_t **tokens, int64_t *len, double *score);
 
 #endif

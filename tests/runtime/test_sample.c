@@ -3,7 +3,8 @@
  * against libm; greedy argmax and its ties; top-k / top-p edge cases; same
  * seed, same tokens; a chi-square test that draws follow softmax(logits / T)
  * after filtering (and never leave the top-k / nucleus); NaN / inf logits;
- * option messages. */
+ * option messages; beam search against the PyTorch reference searches in
+ * tests/data/sample/beam_cases.txt (tools/gen_sample_refs.py). */
 #include "runtime/rt_sample.h"
 
 #include <criterion/criterion.h>
@@ -343,4 +344,150 @@ Test(sample_options, messages) {
   g = opts(1.0, 0, 0.9);
   g.sample = 0;
   cr_expect_str_eq(check_msg(g), "--top-p needs --sample");
+}
+
+Test(sample_options, beam_messages) {
+  RtBeam *bs = (RtBeam *)1;
+  char err[256];
+  cr_expect_neq(rt_beam_create(&bs, 0, 10, 5, 1, 1.0, err, sizeof err), 0);
+  cr_expect_null(bs);
+  cr_expect_str_eq(err, "--beams must be >= 1 (got 0)");
+  cr_expect_neq(rt_beam_create(&bs, 2, 10, 5, 1, NAN, err, sizeof err), 0);
+  cr_expect_str_eq(err, "--length-penalty must be a finite number (got nan)");
+  cr_expect_neq(rt_beam_create(&bs, 2, 10, 5, 10, 1.0, err, sizeof err), 0);
+  cr_expect_str_eq(err, "beam search: the end-of-sequence id 10 is not in [0, 10)");
+  cr_expect_neq(rt_beam_create(&bs, 2, 10, 0, 1, 1.0, err, sizeof err), 0);
+  cr_expect_str_eq(err, "beam search: at least one new token is needed (got 0)");
+}
+
+/* ---- beam search against the reference ------------------------------------ */
+
+static int next_word(FILE *f, char *w, size_t n) {
+  int c;
+  for (;;) {
+    c = fgetc(f);
+    if (c == '#')
+      while (c != '\n' && c != EOF) c = fgetc(f);
+    if (c == EOF) return 0;
+    if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
+  }
+  size_t i = 0;
+  while (c != EOF && c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+    if (i + 1 < n) w[i++] = (char)c;
+    c = fgetc(f);
+  }
+  w[i] = 0;
+  return 1;
+}
+
+static void expect_word(FILE *f, const char *want) {
+  char w[64];
+  cr_assert(next_word(f, w, sizeof w), "golden: end of file, wanted %s", want);
+  cr_assert_str_eq(w, want, "golden: got %s, wanted %s", w, want);
+}
+
+static long long read_int(FILE *f) {
+  char w[64];
+  cr_assert(next_word(f, w, sizeof w));
+  return strtoll(w, NULL, 10);
+}
+
+static double read_double(FILE *f) {
+  char w[64];
+  cr_assert(next_word(f, w, sizeof w));
+  return strtod(w, NULL);
+}
+
+/* Replays one case; returns 0 at the end of the file. */
+static int run_beam_case(FILE *f, int *n_steps_total) {
+  char name[64];
+  if (!next_word(f, name, sizeof name)) return 0;
+  cr_assert_str_eq(name, "case");
+  cr_assert(next_word(f, name, sizeof name));
+  int64_t V = read_int(f);
+  int K = (int)read_int(f);
+  int64_t max_new = read_int(f), eos = read_int(f);
+  double alpha = read_double(f);
+  expect_word(f, "logits");
+  float *tab = malloc((size_t)(max_new * V * V) * sizeof(float));
+  for (int64_t i = 0; i < max_new * V * V; i++) tab[i] = (float)read_double(f);
+
+  RtBeam *bs;
+  char err[256];
+  cr_assert_eq(rt_beam_create(&bs, K, V, max_new, eos, alpha, err, sizeof err), 0, "%s", err);
+  float *logits = malloc((size_t)(K * V) * sizeof(float));
+  int64_t *last = calloc((size_t)K, sizeof(int64_t)), *nlast = calloc((size_t)K, sizeof(int64_t));
+  int64_t parent[16], token[16];
+  int n_live = 1, done = 0;
+  char w[64];
+  int64_t step = 0;
+  for (;;) {
+    cr_assert(next_word(f, w, sizeof w));
+    if (strcmp(w, "step")) break;
+    cr_assert_eq(read_int(f), step);
+    cr_assert(!done, "%s: done after %lld steps, the reference goes on", name, (long long)step);
+    for (int b = 0; b < n_live; b++)
+      memcpy(logits + b * V, tab + (step * V + last[b]) * V, (size_t)V * sizeof(float));
+    cr_assert_eq(rt_beam_step(bs, logits, parent, token, &n_live, &done, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_eq(n_live, read_int(f), "%s step %lld: live beams", name, (long long)step);
+    for (int i = 0; i < K; i++)
+      cr_assert_eq(parent[i], read_int(f), "%s step %lld: parent of %d", name, (long long)step,
+                   i);
+    for (int i = 0; i < K; i++)
+      cr_assert_eq(token[i], read_int(f), "%s step %lld: token of %d", name, (long long)step, i);
+    for (int i = 0; i < n_live; i++) nlast[i] = token[i];
+    memcpy(last, nlast, (size_t)K * sizeof(int64_t));
+    step++;
+  }
+  cr_assert(done, "%s: not done after the reference's %lld steps", name, (long long)step);
+  cr_assert_eq(rt_beam_step(bs, logits, parent, token, &n_live, &done, err, sizeof err) != 0, 1);
+  cr_assert_str_eq(w, "finished");
+  int nf = (int)read_int(f);
+  cr_assert_eq(rt_beam_n_finished(bs), nf, "%s: finished hypotheses", name);
+  for (int h = 0; h < nf; h++) {
+    expect_word(f, "hyp");
+    double score = read_double(f);
+    int64_t len = read_int(f);
+    const int64_t *toks;
+    int64_t glen;
+    double gscore;
+    cr_assert_eq(rt_beam_best(bs, h, &toks, &glen, &gscore), 0);
+    cr_assert_eq(glen, len, "%s hyp %d: length", name, h);
+    for (int64_t i = 0; i < len; i++)
+      cr_assert_eq(toks[i], read_int(f), "%s hyp %d: token %lld", name, h, (long long)i);
+    cr_assert(fabs(gscore - score) <= 1e-6, "%s hyp %d: score %.17g, reference %.17g", name, h,
+              gscore, score);
+  }
+  cr_assert_neq(rt_beam_best(bs, nf, &(const int64_t *){NULL}, &(int64_t){0}, &(double){0}), 0);
+  expect_word(f, "end");
+  *n_steps_total += (int)step;
+  rt_beam_destroy(bs);
+  free(tab);
+  free(logits);
+  free(last);
+  free(nlast);
+  return 1;
+}
+
+Test(sample_beam, matches_reference) {
+  FILE *f = fopen(TFMC_SOURCE_DIR "/tests/data/sample/beam_cases.txt", "r");
+  cr_assert_not_null(f);
+  int cases = 0, steps = 0;
+  while (run_beam_case(f, &steps)) cases++;
+  fclose(f);
+  cr_expect_geq(cases, 8);
+  cr_expect_geq(steps, 40);
+}
+
+Test(sample_beam, all_inf_row_is_an_error) {
+  RtBeam *bs;
+  char err[256];
+  cr_assert_eq(rt_beam_create(&bs, 2, 3, 4, -1, 1.0, err, sizeof err), 0);
+  float row[3] = {NAN, -INFINITY, NAN};
+  int64_t parent[2], token[2];
+  int n_live, done;
+  cr_expect_neq(rt_beam_step(bs, row, parent, token, &n_live, &done, err, sizeof err), 0);
+  cr_expect_str_eq(err, "beam search: all logits of beam 0 are -inf or NaN");
+  rt_beam_destroy(bs);
 }
