@@ -47,6 +47,8 @@ CASES = [
     ("v10_k3_noeos", 10, 3, 5, -1, 1.0, 0.0, 6),
     ("v16_k5_early", 16, 5, 12, 7, 2.0, 3.0, 7),
     ("v16_k5_early_a0", 16, 5, 12, 7, 0.0, 3.0, 8),
+    ("v3_k3_fewlive", 3, 3, 5, 0, 1.0, 1.0, 9),  # fewer than K live beams
+    ("v1_k2_eos_only", 1, 2, 3, 0, 1.0, 0.0, 10),  # no live beam after step 0
 ]
 
 

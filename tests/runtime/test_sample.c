@@ -476,7 +476,7 @@ Test(sample_beam, matches_reference) {
   int cases = 0, steps = 0;
   while (run_beam_case(f, &steps)) cases++;
   fclose(f);
-  cr_expect_geq(cases, 8);
+  cr_expect_geq(cases, 10);
   cr_expect_geq(steps, 40);
 }
 
