@@ -124,10 +124,12 @@ size_t rt_sample_scratch_bytes(int64_t vocab);
  *      token is candidate j, the first with w_0 + ... + w_j > u * Z' (the
  *      last with w_j > 0 if rounding leaves none).
  * So exactly one rng draw per sampled token. scratch: at least
- * rt_sample_scratch_bytes(vocab) bytes, aligned for double (malloc'd memory
- * is), owned by the caller. The options are checked (rt_sample_options_check,
- * cheap) on every sampled token. Returns 0, or non-zero with a message in
- * err. */
+ * rt_sample_scratch_bytes(vocab) bytes, aligned for double and uint64_t
+ * (malloc'd memory is), owned by the caller; vocab < 2^32 when sampling.
+ * The options are checked (rt_sample_options_check, cheap) on every sampled
+ * token. Cost: O(vocab) (a radix sort; ~1.4 ms for 50257 ids on one core,
+ * mostly the exp of every weight; ~0.4 ms with a small top-k). Returns 0,
+ * or non-zero with a message in err. */
 int rt_sample_token(const float *logits, int64_t vocab, const RtSampleOptions *o, RtRng *rng,
                     void *scratch, int64_t *token, char *err, size_t errlen);
 
