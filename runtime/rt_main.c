@@ -154,7 +154,7 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
     fprintf(f, "  --weights FILE   packed weights (default: %s.weights next to the executable)\n",
             prog);
   fprintf(f,
-          "  --threads N      threads to run on, 1..%d (default: one per online CPU)\n"
+          "  --threads N      threads to run on, 0..%d (0, the default: one per online CPU)\n"
           "  --repeat N       benchmark: after the run, N more timed runs; prints the\n"
           "                   median, min and max run time to stderr\n"
           "  --profile        then as many runs again (one without --repeat) timing every\n"
@@ -323,9 +323,10 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
     char *end;
     errno = 0;
     long t = strtol(o.threads, &end, 10);
-    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 1 || t > MAIN_MAX_THREADS)
-      return usage_error(prog, "--threads takes an integer in 1..%d, not '%s'", MAIN_MAX_THREADS,
-                         o.threads);
+    /* 0: one per online CPU, as model.h's n_threads */
+    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 0 || t > MAIN_MAX_THREADS)
+      return usage_error(prog, "--threads takes an integer in 0..%d (0: one per CPU), not '%s'",
+                         MAIN_MAX_THREADS, o.threads);
     threads = (int)t;
   }
   int repeat = 0;

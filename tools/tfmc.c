@@ -492,7 +492,7 @@ static int cmd_run(int argc, char **argv) {
          "outputs every layer's, as attention.encoder.0, ... --backend: jit\n"
          "(default; LLVM, native code for this CPU) or interp (the reference\n"
          "interpreter).\n"
-         "--threads N: worker threads for the JIT (default: one per CPU).\n"
+         "--threads N: worker threads for the JIT, 0..256 (0, the default: one per CPU).\n"
          "--repeat N: after one warm-up, run N more times and print the median,\n"
          "min and max run time (and the JIT's compile time) to stderr.\n"
          "--profile: time every compiled kernel and print the time per op kind and\n"
@@ -528,7 +528,9 @@ static int cmd_run(int argc, char **argv) {
   if (opt(&args, "threads")) {
     char *e;
     long t = strtol(opt(&args, "threads"), &e, 10);
-    if (*e || t < 1 || t > 256) return usage_error("run", "--threads takes 1..256");
+    /* 0: one per online CPU, as executables and model.h take it */
+    if (*e || !*opt(&args, "threads") || t < 0 || t > 256)
+      return usage_error("run", "--threads takes 0..256 (0: one per CPU)");
     threads = (int)t;
   }
   int repeat = 0;

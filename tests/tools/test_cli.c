@@ -501,3 +501,15 @@ Test(cli, runs_a_graph_ir_file) {
   EXPECT_ERR(tfmc("run cls.tfir --weights w.safetensors --tokens 4"), "does not fit graph 'cls'");
   EXPECT_ERR(tfmc("run cls.tfir --init random --tokens 4 --attention encoder.0"), "applies to specs");
 }
+
+/* --threads 0 means one thread per online CPU, on tfmc run as on
+ * executables and in model.h; out-of-range values are usage errors. */
+Test(cli, threads_zero_means_every_cpu) {
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 5 --tokens \"4 8 15\" --threads 0 --outputs a.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("run cls.tfm --init random --seed 5 --tokens \"4 8 15\" --threads 1 --outputs b.safetensors"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("compare a.safetensors b.safetensors"), 0, "%s", out_text);
+  cr_assert_eq(tfmc("run cls.tfm --init random --tokens 4 --threads -1"), 2);
+  cr_assert(strstr(err_text, "--threads takes 0..256"), "%s", err_text);
+  cr_assert_eq(tfmc("run cls.tfm --init random --tokens 4 --threads 257"), 2);
+  cr_assert_eq(tfmc("run cls.tfm --init random --tokens 4 --threads="), 2);
+}
