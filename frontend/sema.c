@@ -58,6 +58,7 @@ typedef struct Sema {
   const Entry *first[K_COUNT];        /* where each key was first given */
   const Entry *mask_first[SIDE_COUNT];
   bool ok[K_COUNT];                   /* given and read without an error */
+  bool suggested[K_COUNT];            /* an unknown key was taken for a misspelling of it */
   bool arch_known;
   /* tokens the cross-key checks point at */
   const Token *t_heads, *t_d_model, *t_tied;
@@ -689,8 +690,10 @@ static void check_max_len(Sema *s) {
 
 static void finish(Sema *s) {
   ModelSpec *m = s->m;
+  /* a required key written misspelt has had its error ("did you mean"):
+   * one error per line, not a second one for the key it meant */
   for (int k = 0; k < K_COUNT; k++)
-    if (keys[k].required && !s->first[k] && s->b->name)
+    if (keys[k].required && !s->first[k] && !s->suggested[k] && s->b->name)
       diag_error(s->d, m->loc, "model '%s' is missing required key '%s'",
                  spec_clip(s->a, m->name), key_names[k]);
   if (s->ok[K_HEADS] && s->ok[K_D_MODEL] && m->d_model % m->heads != 0)
@@ -753,10 +756,11 @@ ModelSpec *sema_model(Arena *a, const Block *b, Diags *d) {
       if (strcmp(e->key->str, key_names[j]) == 0) k = j;
     if (k < 0) {
       int near = spec_nearest(e->key->str, key_names, K_COUNT);
-      if (near >= 0)
+      if (near >= 0) {
         diag_error(d, e->key->loc, "unknown key '%s'%s (did you mean '%s'?)",
                    spec_clip(a, e->key->str), in_model, key_names[near]);
-      else
+        s.suggested[near] = true;
+      } else
         diag_error(d, e->key->loc, "unknown key '%s'%s", spec_clip(a, e->key->str), in_model);
       continue;
     }
