@@ -916,6 +916,45 @@ static void check_tied(Loader *L) {
   free(tmp);
 }
 
+/* The naming convention a checkpoint's tensor names point to, by a name
+ * fragment only that convention uses; NULL when none does. */
+static const char *guess_preset(const Loader *L) {
+  static const struct {
+    const char *fragment, *preset;
+  } signs[] = {
+      {".attention.self.query.", "hf-bert"},  {".attention.q_lin.", "hf-distilbert"},
+      {".attn.c_attn.", "hf-gpt2"},           {".self_attn.in_proj_weight", "torch.nn"},
+      {".sublayer.", "annotated"},            {".self_attention.fc_q.", "pytorch-seq2seq"},
+      {".attention.heads.", "anatomy"},
+  };
+  for (size_t k = 0; k < sizeof signs / sizeof *signs; k++)
+    for (int i = 0; i < L->n_tensors; i++)
+      if (strstr(rt_st_get(L->st, i)->name, signs[k].fragment)) return signs[k].preset;
+  return NULL;
+}
+
+/* Before the list of problems: how much of the model the checkpoint held,
+ * and, when few parameters were found, the naming convention its tensor
+ * names look like, so a wrong or missing weights block reads as one line. */
+static void summary_report(Loader *L) {
+  int found = 0;
+  for (int i = 0; i < L->n_params; i++) found += L->params[i].ok;
+  if (found == L->n_params) return;
+  const char *guess = found * 2 < L->n_params ? guess_preset(L) : NULL;
+  const char *using = L->map && L->map->preset ? L->map->preset : NULL;
+  if (guess && using && strcmp(guess, using) == 0) guess = NULL;
+  IrLoc loc = L->map ? L->map->loc : (IrLoc){0};
+  /* a note, not one more error: the problems below are the errors */
+  if (guess)
+    diag_note(L->d, loc,
+               "%d of %d parameters found in the checkpoint; its tensor names look like the "
+               "'%s' convention: try `preset \"%s\"` in the weights block%s",
+               found, L->n_params, guess, guess, using ? " instead of the one given" : "");
+  else
+    diag_note(L->d, loc, "%d of %d parameters found in the checkpoint (the problems follow)",
+               found, L->n_params);
+}
+
 static void report_unexpected(Loader *L) {
   int unexpected = 0;
   for (int i = 0; i < L->n_tensors; i++) {
@@ -1059,6 +1098,7 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
     p->ok = probs1 == probs0;
   }
   check_tied(&L);
+  summary_report(&L);
   problems_report(&L);
   report_unexpected(&L);
   if (d->n_errors > errors0) return NULL;

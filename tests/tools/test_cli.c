@@ -513,3 +513,19 @@ Test(cli, threads_zero_means_every_cpu) {
   cr_assert_eq(tfmc("run cls.tfm --init random --tokens 4 --threads 257"), 2);
   cr_assert_eq(tfmc("run cls.tfm --init random --tokens 4 --threads="), 2);
 }
+
+/* A checkpoint under another naming convention: a one-line summary comes
+ * first, naming the preset its tensor names look like, then the details. */
+Test(cli, wrong_checkpoint_names_the_convention) {
+  static float w[16 * 48];
+  RtStWrite t[2] = {{"encoder.layers.0.self_attn.in_proj_weight", RT_F32, 2, {48, 16}, w},
+                    {"encoder.layers.0.linear1.weight", RT_F32, 2, {32, 16}, w}};
+  write_inputs("torchnn.safetensors", t, 2);
+  EXPECT_ERR(tfmc("run cls.tfm --weights torchnn.safetensors --tokens 4"), "missing tensor");
+  const char *note = strstr(err_text, "note: 0 of ");
+  cr_assert(note, "%s", err_text);
+  cr_assert(strstr(note, "look like the 'torch.nn' convention: try `preset \"torch.nn\"`"), "%s",
+            err_text);
+  cr_assert(note < strstr(err_text, "error: missing tensor"), "the summary must come first:\n%s",
+            err_text);
+}
