@@ -83,14 +83,33 @@ static void print_dims(FILE *f, const RtModelInfo *info, const RtTensorInfo *t) 
   fputc(']', f);
 }
 
+/* Whether --tokens / --text can give this model its inputs: its one ids
+ * input is "tokens" and the others are padding masks (what rt_text_bind
+ * takes). An encoder-decoder (src, tgt) or BERT with token_types cannot. */
+static int takes_text(const RtModelInfo *info) {
+  int tokens = 0, others = 0;
+  for (int i = 0; i < info->n_inputs && i < RT_MAX_IO; i++) {
+    const RtTensorInfo *t = &info->inputs[i];
+    if (t->kind != RT_INPUT_IDS) continue;
+    if (t->name && strcmp(t->name, "tokens") == 0) tokens++;
+    else others++;
+  }
+  return tokens == 1 && others == 0;
+}
+
 static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
+  int text = takes_text(info);
   fprintf(f,
           "usage: %s --inputs IN.safetensors [--outputs OUT.safetensors] [--weights FILE]\n"
-          "       [--threads N] [--repeat N] [--profile]\n"
-          "   or: %s (--tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
-          "           | --text \"TEXT\" --tokenizer SPEC) [--outputs FILE] ...\n\n"
-          "Runs the model '%s', compiled by tfmc.\n\n",
-          prog, prog, info->name ? info->name : "?");
+          "       [--threads N] [--repeat N] [--profile]\n",
+          prog);
+  if (text)
+    fprintf(f,
+            "   or: %s (--tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
+            "           | --text \"TEXT\" --tokenizer SPEC) [--outputs FILE] ...\n",
+            prog);
+  fprintf(f, "\nRuns the model '%s', compiled by tfmc.%s\n\n", info->name ? info->name : "?",
+          text ? "" : "\nIts inputs (several kinds of ids) come as a safetensors file (--inputs).");
   int n_in = info->n_inputs >= 0 && info->n_inputs <= RT_MAX_IO ? info->n_inputs : 0;
   int n_out = info->n_outputs >= 0 && info->n_outputs <= RT_MAX_IO ? info->n_outputs : 0;
   fprintf(f, "Inputs (a safetensors file; token ids of any integer dtype):\n");
@@ -134,17 +153,22 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
     fputc('\n', f);
   }
   fprintf(f, "\nOptions:\n"
-             "  --inputs FILE    the inputs above\n"
-             "  --tokens \"IDS\"   instead: one sequence (batch 1) of 'tokens', ids separated\n"
-             "                   by spaces or commas; masks follow from the pad id\n"
-             "  --text \"SYMBOLS\" instead: one sequence of whitespace-separated symbols of\n"
-             "                   --vocab V.txt (one token per line, line k = id k)\n"
-             "  --vocab FILE     the vocabulary of --text; also prints argmax ids as symbols\n"
-             "  --tokenizer SPEC instead of --vocab: a real tokenizer that encodes any --text\n"
-             "                   and decodes the ids printed: gpt2:DIR (DIR/vocab.json and\n"
-             "                   DIR/merges.txt; or gpt2:VOCAB.json,MERGES.txt), or\n"
-             "                   wordpiece:VOCAB.txt[:uncased] (BERT; [CLS] ... [SEP])\n"
-             "  --outputs FILE   where to write the outputs (replaced atomically; must not be\n"
+             "  --inputs FILE    the inputs above\n");
+  if (text)
+    fprintf(f,
+            "  --tokens \"IDS\"   instead: one sequence (batch 1) of 'tokens', ids separated\n"
+            "                   by spaces or commas; masks follow from the pad id\n"
+            "  --text \"SYMBOLS\" instead: one sequence of whitespace-separated symbols of\n"
+            "                   --vocab V.txt (one token per line, line k = id k)\n");
+  fprintf(f, "  --vocab FILE     %s\n"
+             "  --tokenizer SPEC instead of --vocab: a real tokenizer that %sdecodes the ids\n"
+             "                   printed: gpt2:DIR (DIR/vocab.json and DIR/merges.txt; or\n"
+             "                   gpt2:VOCAB.json,MERGES.txt), or wordpiece:VOCAB.txt[:uncased]\n"
+             "                   (BERT; [CLS] ... [SEP])\n",
+          text ? "the vocabulary of --text; also prints argmax ids as symbols"
+               : "prints argmax ids as symbols",
+          text ? "encodes any --text and " : "");
+  fprintf(f, "  --outputs FILE   where to write the outputs (replaced atomically; must not be\n"
              "                   one of the files read); without it they are summarised on\n"
              "                   stdout (logits: the argmax token per position; class_logits:\n"
              "                   the class and its probability; else mean, rms, first values)\n");

@@ -644,6 +644,11 @@ Test(model, help_and_version) {
                         "Exit status: 0 success, 1 bad inputs or weights, 2 bad usage"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
     cr_assert(strstr(out_text, want[i]), "--help lacks '%s':\n%s", want[i], out_text);
+  /* src and tgt: --tokens / --text cannot give them, so --help does not
+   * offer them (the executable would refuse them) */
+  cr_assert_null(strstr(out_text, "--tokens"), "%s", out_text);
+  cr_assert_null(strstr(out_text, "--text"), "%s", out_text);
+  cr_assert(strstr(out_text, "come as a safetensors file (--inputs)"), "%s", out_text);
   /* --help wins over other mistakes */
   cr_assert_eq(run_main((const char *[]){"fake", "--bogus", "-h", NULL}), 0);
   cr_assert(strstr(out_text, "usage: fake"));
