@@ -20,6 +20,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 /* ExecTiming's run fields from the runtime's summary. */
@@ -51,7 +52,18 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   }
   RtModelRunFn run;
   char e2[1024];
-  if (llvm_jit_compile(prog, NULL, &jit, &run, e2, sizeof e2)) {
+  /* a big model's compile takes a moment: say so on a terminal only */
+  int functions = 0;
+  for (int i = 0; i < prog->n_kernels; i++) functions += prog->kernels[i].shares < 0;
+  bool progress = functions >= 16 && isatty(2);
+  if (progress) {
+    fprintf(stderr, "tfmc: compiling %d kernels (%d functions) with LLVM...", prog->n_kernels,
+            functions);
+    fflush(stderr);
+  }
+  int jrc = llvm_jit_compile(prog, NULL, &jit, &run, e2, sizeof e2);
+  if (progress) fprintf(stderr, "\r%70s\r", "");
+  if (jrc) {
     snprintf(err, errlen, "JIT compilation failed: %s", e2);
     goto done;
   }

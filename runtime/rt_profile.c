@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PROFILE_SLOWEST 8 /* kernels listed under "slowest kernels" */
 
@@ -215,11 +216,25 @@ int rt_time_runs(RtModelRunFn run, const RtRunArgs *args, int n, RtTiming *t) {
   double *ms = malloc((size_t)n * sizeof *ms);
   if (!ms)
     return 1;
+  /* On a terminal, a loop that takes more than a second shows how far it
+   * is: one stderr line rewritten at most five times a second and cleared
+   * at the end. Redirected stderr (logs, tests) sees nothing of it. */
+  int tty = isatty(2), shown = 0;
+  double start = rt_timing_now_ms(), last = start;
   for (int r = 0; r < n; r++) {
     double t0 = rt_timing_now_ms();
     run(args);
-    ms[r] = rt_timing_now_ms() - t0;
+    double t1 = rt_timing_now_ms();
+    ms[r] = t1 - t0;
+    if (tty && t1 - start > 1000 && t1 - last > 200) {
+      fprintf(stderr, "\rtiming: run %d of %d", r + 1, n);
+      fflush(stderr);
+      last = t1;
+      shown = 1;
+    }
   }
+  if (shown)
+    fprintf(stderr, "\r%40s\r", "");
   rt_timing_summarise(ms, n, t);
   free(ms);
   return 0;

@@ -529,3 +529,35 @@ Test(cli, wrong_checkpoint_names_the_convention) {
   cr_assert(note < strstr(err_text, "error: missing tensor"), "the summary must come first:\n%s",
             err_text);
 }
+
+/* On a terminal a long compile and a long --repeat loop say how far they
+ * are (stderr lines rewritten with \r, cleared at the end); redirected,
+ * stderr holds only the timing line, as before. The terminal comes from
+ * util-linux's `script`. */
+Test(cli, progress_only_on_a_terminal, .timeout = 300) {
+  if (system("command -v script >/dev/null 2>&1") != 0) cr_skip_test("no `script` here");
+  char tokens[2048] = "";
+  for (int i = 0; i < 128; i++) {
+    char t[16];
+    snprintf(t, sizeof t, "%d ", (i * 7919) % 30522);
+    strcat(tokens, t);
+  }
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "cd %s && script -qec \"%s/tfmc run %s/bench/backends/bert_base.tfm --init random "
+           "--tokens '%s' --repeat 40 --threads 1 >/dev/null\" tty.txt >/dev/null 2>&1",
+           dir, TFMC_BINARY_DIR, TFMC_SOURCE_DIR, tokens);
+  cr_assert_eq(system(cmd), 0);
+  char p[512], tty[65536];
+  snprintf(p, sizeof p, "%s/tty.txt", dir);
+  slurp(p, tty, sizeof tty);
+  cr_assert(strstr(tty, "tfmc: compiling 153 kernels (21 functions) with LLVM..."), "%s", tty);
+  cr_assert(strstr(tty, "\rtiming: run "), "%s", tty);
+  cr_assert(strstr(tty, "timing: backend jit, compile"), "%s", tty);
+  snprintf(cmd, sizeof cmd,
+           "run %s/bench/backends/bert_base.tfm --init random --tokens '%s' --repeat 2 --threads 1",
+           TFMC_SOURCE_DIR, tokens);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  cr_assert_null(strstr(err_text, "compiling"), "%s", err_text);
+  cr_assert_null(strchr(err_text, '\r'), "%s", err_text);
+}
