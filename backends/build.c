@@ -73,7 +73,18 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   const char *wimg = arena_printf(a, "%s/model.weights", dir), *wasm = arena_printf(a, "%s/weights.S", dir);
   const char *config_h = arena_printf(a, "%s/model_config.h", dir);
   const char *rt_dir = arena_printf(a, "%s/runtime", o->include_dir);
-  if (llvm_emit_object(prog, NULL, obj, msg, sizeof msg)) return rt_errorf(err, errlen, "%s", msg);
+  /* a big model's code generation takes a moment: say so on a terminal */
+  int functions = 0;
+  for (int i = 0; i < prog->n_kernels; i++) functions += prog->kernels[i].shares < 0;
+  bool progress = functions >= 16 && isatty(2);
+  if (progress) {
+    fprintf(stderr, "tfmc: generating code for %d kernels (%d functions) and linking...",
+            prog->n_kernels, functions);
+    fflush(stderr);
+  }
+  int orc = llvm_emit_object(prog, NULL, obj, msg, sizeof msg);
+  if (progress) fprintf(stderr, "\r%80s\r", "");
+  if (orc) return rt_errorf(err, errlen, "%s", msg);
   FILE *f = fopen(info_c, "w");
   if (!f) return fail(err, errlen, "write", info_c);
   fprintf(f, "#include \"runtime/rt_model.h\"\n\n");
@@ -111,6 +122,10 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   cmd[n++] = "-lm";
   cmd[n++] = "-lpthread";
   cmd[n++] = "-ldl";
+#ifdef TFMC_LINK_SANITIZE
+  /* a TFMC_SANITIZE build's runtime library is instrumented: so is the link */
+  cmd[n++] = "-fsanitize=address,undefined";
+#endif
   cmd[n] = NULL;
   int st = run_command(cmd);
   if (st != 0) return rt_errorf(err, errlen, "linking %s with %s failed (status %d)", exe, cc, st);
