@@ -678,12 +678,9 @@ static int cmd_attention(int argc, char **argv) {
   int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
   if (head == -1 || row < 0) return EXIT_USAGE;
   const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
-  for (int i = 0; i < 4; i++)
-    if (ins[i] && (strcmp(ins[i], out) == 0 || same_file(ins[i], out))) {
-      fprintf(stderr, "tfmc attention: -o %s is one of the input files; refusing to overwrite it\n",
-              out);
-      return EXIT_USER;
-    }
+  char what[4200];
+  snprintf(what, sizeof what, "-o %s", out);
+  if ((r = refuse_overwrite("attention", what, out, false, ins, 4))) return r;
   if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
     return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
   PassPipeline pl;
