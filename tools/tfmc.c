@@ -225,6 +225,18 @@ static int cmd_check(int argc, char **argv) {
   const LoopProgram *lp = c.prog;
   printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
          (long long)lp->arena_bytes, lp->n_kernels);
+  if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
+    /* what tfmc run --generate compiles: the step graph and its KV cache */
+    Compiled cs;
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .step = true};
+    if (driver_compile_file(a, &d, args.pos[0], &sopt, &cs, err, sizeof err)) {
+      compile_failed(err);
+      goto done;
+    }
+    printf("  generation      KV cache %lld bytes (batch 1, %lld positions), step arena %lld "
+           "bytes\n",
+           (long long)cs.prog->state_bytes, (long long)m->max_tgt, (long long)cs.prog->arena_bytes);
+  }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_INPUT) printf(" %s", g->nodes[i].attrs.name);
