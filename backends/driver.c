@@ -37,7 +37,7 @@ static IrGraph *front_end(Arena *a, Diags *d, const char *path, const DriverOpti
     g = ir_graph_parse(a, src, d);
   } else {
     *spec = spec_parse(a, src, d);
-    if (*spec) g = spec_lower(a, *spec, &(LowerOptions){o->attention}, d);
+    if (*spec) g = spec_lower(a, *spec, &(LowerOptions){o->attention, o->step, 0}, d);
   }
   if (g && !ir_graph_verify(g, d)) g = NULL;
   return g;

@@ -51,6 +51,7 @@ typedef struct DriverOptions {
   PassContext *pass_ctx;      /* required with passes; its diags are the driver's */
   DriverStage stage;
   bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
+  bool step;                  /* spec only: the step graph of generation (LowerOptions.step) */
 } DriverOptions;
 
 typedef struct Compiled {

@@ -37,7 +37,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   int rc = 1;
   LlvmJit *jit = NULL;
   RtPool *pool = NULL;
-  unsigned char *arena = NULL;
+  unsigned char *arena = NULL, *state = NULL;
   const LoopProgram *prog = c->prog;
   TFMC_ASSERT(prog && c->packed);
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
@@ -49,6 +49,13 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
     snprintf(err, errlen, "out of memory for the %lld-byte activation arena",
              (long long)prog->arena_bytes);
     goto done;
+  }
+  if (prog->state_bytes > 0) { /* one fresh sequence: zero state */
+    if (!(state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64)))) {
+      snprintf(err, errlen, "out of memory for the %lld-byte state", (long long)prog->state_bytes);
+      goto done;
+    }
+    memset(state, 0, (size_t)prog->state_bytes);
   }
   RtModelRunFn run;
   char e2[1024];
@@ -69,7 +76,8 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   }
   double t1 = rt_timing_now_ms();
   pool = rt_pool_create(eo->threads);
-  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena, pool, NULL /* no profile */};
+  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena, pool, NULL /* no profile */,
+                    state};
   run(&args);
   if (eo->repeat > 0) {
     RtTiming rt;
@@ -91,6 +99,7 @@ done:
   if (pool) rt_pool_destroy(pool);
   if (jit) llvm_jit_destroy(jit);
   free(arena);
+  free(state);
   return rc;
 }
 
@@ -127,8 +136,10 @@ static int interp_run_bound(Arena *a, const Compiled *c, RtBound *b, Arena *scra
   Tensor *out;
   int n_out;
   const RtModelInfo *info = c->info;
-  if (interp_run(c->g, c->w, tensors_of_bound(a, info, b), info->n_inputs, scratch, &out, &n_out,
-                 err, errlen))
+  /* a graph with state runs as one fresh sequence: zero state */
+  InterpRunOptions o = {b->syms, NULL};
+  if (interp_run_with(c->g, c->w, tensors_of_bound(a, info, b), info->n_inputs, &o, scratch, &out,
+                      &n_out, err, errlen))
     return 1;
   TFMC_ASSERT(n_out == info->n_outputs);
   for (int i = 0; i < n_out; i++)
@@ -295,4 +306,169 @@ int backend_run_tensors(const char *backend, const IrGraph *g, const WeightSet *
   }
   rt_model_unbind(c.info, &b);
   return rc;
+}
+
+/* ---- sessions: one compiled model run many times, state kept ---- */
+
+struct ExecSession {
+  bool jit;
+  const Compiled *c;
+  /* interp */
+  Arena *state_arena;
+  InterpState *istate;
+  /* jit */
+  LlvmJit *lj;
+  RtModelRunFn run;
+  RtPool *pool;
+  unsigned char *arena, *state;
+};
+
+void exec_session_destroy(ExecSession *s) {
+  if (!s) return;
+  if (s->pool) rt_pool_destroy(s->pool);
+  if (s->lj) llvm_jit_destroy(s->lj);
+  free(s->arena);
+  free(s->state);
+  if (s->state_arena) arena_destroy(s->state_arena);
+  free(s);
+}
+
+int exec_session_create(const char *backend, const Compiled *c, const ExecOptions *opt,
+                        ExecSession **out, char *err, size_t errlen) {
+  *out = NULL;
+  ExecSession *s = calloc(1, sizeof *s);
+  if (!s) return rt_errorf(err, errlen, "out of memory");
+  s->c = c;
+  if (strcmp(backend, "interp") == 0) {
+    s->state_arena = arena_create();
+    s->istate = interp_state_create(s->state_arena, c->g);
+    *out = s;
+    return 0;
+  }
+  if (strcmp(backend, "jit") != 0) {
+    free(s);
+    return rt_errorf(err, errlen, "unknown backend '%s' (available: jit, interp)", backend);
+  }
+  const LoopProgram *prog = c->prog;
+  TFMC_ASSERT(prog && c->packed);
+  s->jit = true;
+  (void)rt_gemm_backend(); /* before any thread of ours exists (see jit_run) */
+  s->arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
+  s->state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64 + 64));
+  if (!s->arena || !s->state) {
+    exec_session_destroy(s);
+    return rt_errorf(err, errlen, "out of memory for the %lld-byte arena and %lld-byte state",
+                     (long long)prog->arena_bytes, (long long)prog->state_bytes);
+  }
+  memset(s->state, 0, (size_t)prog->state_bytes);
+  char e2[1024];
+  if (llvm_jit_compile(prog, NULL, &s->lj, &s->run, e2, sizeof e2)) {
+    exec_session_destroy(s);
+    return rt_errorf(err, errlen, "JIT compilation failed: %s", e2);
+  }
+  s->pool = rt_pool_create(opt ? opt->threads : 0);
+  *out = s;
+  return 0;
+}
+
+void exec_session_reset(ExecSession *s) {
+  if (s->jit) {
+    memset(s->state, 0, (size_t)s->c->prog->state_bytes);
+  } else {
+    arena_destroy(s->state_arena);
+    s->state_arena = arena_create();
+    s->istate = interp_state_create(s->state_arena, s->c->g);
+  }
+}
+
+int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen) {
+  const Compiled *c = s->c;
+  if (s->jit) {
+    RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, s->arena, s->pool, NULL, s->state};
+    s->run(&args);
+    return 0;
+  }
+  Arena *scratch = arena_create();
+  Tensor *out;
+  int n_out;
+  const RtModelInfo *info = c->info;
+  InterpRunOptions o = {b->syms, s->istate};
+  int rc = interp_run_with(c->g, c->w, tensors_of_bound(scratch, info, b), info->n_inputs, &o,
+                           scratch, &out, &n_out, err, errlen);
+  for (int i = 0; !rc && i < n_out; i++)
+    memcpy(b->outputs[i], out[i].data,
+           (size_t)tensor_numel(&out[i]) * elem_size(info->outputs[i].elem));
+  arena_destroy(scratch);
+  return rc;
+}
+
+/* ---- the step function of generation ---- */
+
+static int sym_index(const RtModelInfo *info, const char *name) {
+  for (int i = 0; i < info->n_syms; i++)
+    if (strcmp(info->sym_names[i], name) == 0) return i;
+  return -1;
+}
+
+int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
+                         const ExecOptions *opt, char *err, size_t errlen) {
+  memset(st, 0, sizeof *st);
+  const RtModelInfo *info = c->info;
+  st->c = c;
+  st->sym_b = sym_index(info, "B");
+  st->sym_t = sym_index(info, "T");
+  st->sym_l = sym_index(info, "L");
+  if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || info->n_inputs != 1 ||
+      strcmp(info->inputs[0].name, "tokens") != 0 || info->n_outputs < 1 ||
+      info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0)
+    return rt_errorf(err, errlen, "model '%s' is not a generation step graph", info->name);
+  st->max_len = info->sym_max[st->sym_l];
+  st->vocab = info->outputs[0].dims[1].value;
+  st->b.inputs[0] = malloc((size_t)st->max_len * sizeof(int32_t));
+  for (int o = 0; o < info->n_outputs; o++) {
+    int64_t n = 1; /* at B = 1 and the maximum of any other symbol */
+    for (int d = 0; d < info->outputs[o].rank; d++) {
+      const RtDim *dim = &info->outputs[o].dims[d];
+      n *= dim->sym < 0 ? dim->value : dim->sym == st->sym_b ? 1 : info->sym_max[dim->sym];
+    }
+    st->b.outputs[o] = malloc((size_t)n * sizeof(float) + 4);
+    if (!st->b.outputs[o]) break;
+  }
+  if (!st->b.inputs[0] || !st->b.outputs[info->n_outputs - 1]) {
+    backend_stepper_free(st);
+    return rt_errorf(err, errlen, "out of memory");
+  }
+  if (exec_session_create(backend, c, opt, &st->session, err, errlen)) {
+    backend_stepper_free(st);
+    return 1;
+  }
+  return 0;
+}
+
+int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                         const float **logits, char *err, size_t errlen) {
+  BackendStepper *st = user;
+  if (n < 1 || past < 0 || past + n > st->max_len)
+    return rt_errorf(err, errlen, "a step of %lld tokens at %lld does not fit max_len %lld",
+                     (long long)n, (long long)past, (long long)st->max_len);
+  const RtModelInfo *info = st->c->info;
+  for (int64_t i = 0; i < n; i++) {
+    if (tokens[i] < 0 || tokens[i] >= info->inputs[0].vocab)
+      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
+                       (long long)info->inputs[0].vocab - 1);
+    ((int32_t *)st->b.inputs[0])[i] = tokens[i];
+  }
+  st->b.syms[st->sym_b] = 1;
+  st->b.syms[st->sym_t] = n;
+  st->b.syms[st->sym_l] = past + n;
+  if (exec_session_run(st->session, &st->b, err, errlen)) return 1;
+  *logits = st->b.outputs[0];
+  return 0;
+}
+
+void backend_stepper_free(BackendStepper *st) {
+  exec_session_destroy(st->session);
+  free(st->b.inputs[0]);
+  for (int o = 0; o < RT_MAX_IO; o++) free(st->b.outputs[o]);
+  memset(st, 0, sizeof *st);
 }

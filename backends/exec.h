@@ -37,6 +37,46 @@ bool backend_known(const char *backend, DriverStage *stage);
 int backend_run(const char *backend, const Compiled *c, RtBound *b, const ExecOptions *opt,
                 ExecTiming *timing, char *err, size_t errlen);
 
+/* A session: a compiled model run many times on one backend, its state
+ * (KV caches: RtModelInfo.state_bytes, the interpreter's InterpState) kept
+ * from one run to the next and zero at first. The JIT compiles once, and
+ * arena, state and pool are allocated once: nothing per run. Each run
+ * takes b's bound symbols (b->syms, including ones no input binds, such as
+ * a step graph's L) and inputs and writes b's outputs. Returns 0, or 1 with
+ * a message. c must outlive the session. */
+typedef struct ExecSession ExecSession;
+int exec_session_create(const char *backend, const Compiled *c, const ExecOptions *opt,
+                        ExecSession **out, char *err, size_t errlen);
+int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen);
+void exec_session_reset(ExecSession *s); /* zero the state: a new sequence */
+void exec_session_destroy(ExecSession *s);
+
+/* A step graph (LowerOptions.step: input "tokens" i32[B,T], symbols B, T,
+ * L; output 0 the last position's logits [B,V]) run through a session as
+ * runtime/rt_generate.h's step function, batch 1. Its token and logit
+ * buffers are allocated once (max_len ids, V floats): nothing per step.
+ *
+ *     BackendStepper st;
+ *     if (backend_stepper_init(&st, "jit", &c, &eo, err, sizeof err)) ...
+ *     rt_generate_greedy(&(RtGenerateOptions){n, st.max_len, st.vocab, eos},
+ *                        backend_stepper_step, &st, prompt, n_prompt, out, ...);
+ *     backend_stepper_free(&st); */
+typedef struct BackendStepper {
+  ExecSession *session;
+  const Compiled *c;
+  RtBound b;          /* syms set per step; inputs[0] = tokens, outputs[0] = logits */
+  int sym_b, sym_t, sym_l;
+  int64_t max_len;    /* L's maximum: the positions the cache holds */
+  int64_t vocab;      /* V */
+} BackendStepper;
+/* Refuses (1 + message) a compiled model that is not a step graph. */
+int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
+                         const ExecOptions *opt, char *err, size_t errlen);
+/* An RtStepFn (runtime/rt_generate.h): user is the BackendStepper. */
+int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                         const float **logits, char *err, size_t errlen);
+void backend_stepper_free(BackendStepper *st);
+
 /* Binds in-memory tensors (matched to info's inputs by name: ids int32,
  * masks uint8; every symbol bound from its first use, checked against the
  * others and 1..max) and allocates the outputs, as the runtime's binders

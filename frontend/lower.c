@@ -32,6 +32,7 @@ typedef struct Lower {
   int n_attn;            /* attn_all: probabilities recorded so far */
   int *attn_values;      /* attn_all: their value ids, in forward order */
   const char **attn_names; /* attn_all: "attention.LAYER" of each */
+  int sym_l;             /* step graph: the symbol L (past + new tokens), else -1 */
 } Lower;
 
 static IrLoc pick(const ModelSpec *m, IrLoc l) { return l.file ? l : m->loc; }
@@ -91,6 +92,17 @@ static int attention(Lower *L, int xq, int xkv, int mask, const char *prefix,
   int q = linear(L, xq, arena_printf(a, "%s.q", prefix), L->d, L->d, true, loc);
   int k = linear(L, xkv, arena_printf(a, "%s.k", prefix), L->d, L->d, true, loc);
   int v = linear(L, xkv, arena_printf(a, "%s.v", prefix), L->d, L->d, true, loc);
+  if (L->sym_l >= 0) { /* step graph: attend over the cache, this step appended */
+    IrType tc = ir_type(IR_F32, 3, (IrDim[]){IR_CONST(L->g->syms[L->sym_b].max), IR_CONST(m->max_tgt), IR_CONST(L->d)});
+    IrType tv = ir_type(IR_F32, 3, (IrDim[]){IR_SYM(L->sym_b), IR_SYM(L->sym_l), IR_CONST(L->d)});
+    IrAttrs sa = no_attrs();
+    sa.name = arena_printf(a, "cache.%s.k", layer_name);
+    int ck = ir_build_typed(L->g, IR_OP_STATE, NULL, 0, &sa, tc, loc);
+    sa.name = arena_printf(a, "cache.%s.v", layer_name);
+    int cv = ir_build_typed(L->g, IR_OP_STATE, NULL, 0, &sa, tc, loc);
+    k = ir_build_typed(L->g, IR_OP_KV_APPEND, (int[]){ck, k}, 2, NULL, tv, loc);
+    v = ir_build_typed(L->g, IR_OP_KV_APPEND, (int[]){cv, v}, 2, NULL, tv, loc);
+  }
   IrAttrs at = no_attrs();
   at.heads = (int)m->heads;
   at.scale = 1.0 / sqrt((double)(L->d / m->heads));
@@ -163,8 +175,17 @@ static int embeddings(Lower *L, int ids, int types, int64_t vocab, int len_sym,
   }
   IrLoc ploc = pick(m, m->loc_position);
   if (m->pos != POS_NONE) {
-    int pos = ir_build_typed(L->g, IR_OP_ARANGE, NULL, 0, NULL,
-                             ir_type(IR_I32, 1, (IrDim[]){IR_SYM(len_sym)}), ploc);
+    int pos;
+    if (L->sym_l >= 0) { /* step: positions P..L-1, the last T of 0..L-1 */
+      int all = ir_build_typed(L->g, IR_OP_ARANGE, NULL, 0, NULL,
+                               ir_type(IR_I32, 1, (IrDim[]){IR_SYM(L->sym_l)}), ploc);
+      IrAttrs ta = no_attrs();
+      pos = ir_build_typed(L->g, IR_OP_TAIL, (int[]){all}, 1, &ta,
+                           ir_type(IR_I32, 1, (IrDim[]){IR_SYM(len_sym)}), ploc);
+    } else {
+      pos = ir_build_typed(L->g, IR_OP_ARANGE, NULL, 0, NULL,
+                           ir_type(IR_I32, 1, (IrDim[]){IR_SYM(len_sym)}), ploc);
+    }
     int pe;
     if (m->pos == POS_LEARNED) {
       int pt = param(L, arena_printf(a, "%spos.weight", side), ir_type2(IR_F32, m->pos_max, L->d), ploc);
@@ -241,6 +262,12 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
   case HEAD_LOGITS:
   case HEAD_LOG_SOFTMAX: {
     int y;
+    if (L->sym_l >= 0) { /* step: the last position only, [B,D] */
+      IrAttrs ta = no_attrs();
+      ta.axis = 1;
+      ta.index = -1;
+      x = ir_build(g, IR_OP_TAKE, (int[]){x}, 1, &ta, loc);
+    }
     if (m->head_tied) y = op2(L, IR_OP_LINEAR, x, embed_param, loc);
     else y = linear(L, x, "head", vocab, L->d, m->head_bias, loc);
     if (m->head == HEAD_LOG_SOFTMAX)
@@ -308,7 +335,27 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                opt->attention_layer, m->name);
     return NULL;
   }
+  bool step = opt && opt->step;
+  if (step && m->arch != ARCH_DECODER) {
+    diag_error(d, pick(m, m->loc_arch),
+               "generation with a KV cache works for decoder-only models (arch decoder) so far; "
+               "model '%s' is %s",
+               m->name, m->arch == ARCH_ENCODER ? "an encoder, which does not generate"
+                                                : "an encoder_decoder: not yet supported");
+    return NULL;
+  }
+  if (step && m->head != HEAD_LOGITS && m->head != HEAD_LOG_SOFTMAX) {
+    diag_error(d, pick(m, m->loc_head),
+               "generation: model '%s' has no language-model head (head logits or "
+               "log_softmax)", m->name);
+    return NULL;
+  }
+  if (step && opt->attention_layer) {
+    diag_error(d, (IrLoc){0}, "--attention is not available with generation yet");
+    return NULL;
+  }
   Lower L = {0};
+  L.sym_l = -1;
   L.g = ir_graph_create(a, m->name);
   L.g->pad_id = m->pad_id;
   L.m = m;
@@ -322,7 +369,9 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     L.attn_names = arena_alloc(a, (size_t)(n_layers + 1) * sizeof *L.attn_names);
   }
   IrGraph *g = L.g;
-  L.sym_b = ir_graph_add_symbol(g, "B", m->max_batch);
+  int64_t max_batch = m->max_batch;
+  if (step) max_batch = opt->step_max_batch > 0 ? opt->step_max_batch : 1;
+  L.sym_b = ir_graph_add_symbol(g, "B", max_batch);
   IrLoc aloc = pick(m, m->loc_arch), mloc = pick(m, m->loc_mask);
 
   if (m->arch == ARCH_ENCODER) {
@@ -339,6 +388,18 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     int x = embeddings(&L, tokens, types, m->vocab_src, S, "", &ep);
     x = encoder(&L, x, mask);
     head(&L, x, ep, m->vocab_src);
+  } else if (m->arch == ARCH_DECODER && step) {
+    int T = ir_graph_add_symbol(g, "T", m->max_tgt);
+    L.sym_l = ir_graph_add_symbol(g, "L", m->max_tgt);
+    IrType ti = ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});
+    int tokens = ir_build_input(g, "tokens", ti, aloc);
+    /* query t (position P+t) sees keys 0..P+t */
+    int mask = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
+                              ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(T), IR_SYM(L.sym_l)}), mloc);
+    int ep;
+    int y = embeddings(&L, tokens, -1, m->vocab_tgt, T, "", &ep);
+    y = decoder(&L, y, mask, -1, -1);
+    head(&L, y, ep, m->vocab_tgt);
   } else if (m->arch == ARCH_DECODER) {
     int T = ir_graph_add_symbol(g, "T", m->max_tgt);
     IrType ti = ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});

@@ -196,6 +196,17 @@ typedef struct LowerOptions {
    * attention.decoder.0.cross, ...), after the head's output, in the order
    * the forward pass computes them */
   const char *attention_layer;
+  /* false: the forward pass over whole sequences. true (decoder-only specs):
+   * the step graph of generation with a KV cache. Symbols B, T (new tokens)
+   * and L (= P + T, P the tokens already in the cache; the runtime binds
+   * it); input "tokens" i32[B,T] at positions P..L-1; per decoder layer two
+   * states "cache.decoder.N.k" / ".v" f32[max_batch, max_len, d_model] that
+   * the step's keys and values are appended to (kv.append) and attended
+   * over (causal mask bool[1,T,L]); the head at the last position only:
+   * "logits" (or "log_probs") [B,V]. Key padding masks are not taken
+   * (one unpadded sequence per batch row). */
+  bool step;
+  int64_t step_max_batch; /* step: B's maximum and the caches' batch rows (0: 1) */
 } LowerOptions;
 
 /* Builds the graph for the model. Parameter names are tfmc's canonical ones

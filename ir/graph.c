@@ -183,7 +183,8 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     t[i] = &g->nodes[operands[i]].type;
     if (!type_ok(g, t[i])) return fail(err, errlen, "operand %d has a malformed type", i);
   }
-  if (info->kind == IR_KIND_SOURCE || op == IR_OP_SINUSOID || op == IR_OP_RESHAPE) {
+  if (info->kind == IR_KIND_SOURCE || op == IR_OP_SINUSOID || op == IR_OP_RESHAPE ||
+      op == IR_OP_TAIL || op == IR_OP_KV_APPEND) {
     /* typed ops: the declared result type is checked in place */
     if (!type_ok(g, out)) return fail(err, errlen, "malformed result type");
   }
@@ -204,9 +205,39 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
       return fail(err, errlen, "arange result must be i32[N]");
     return true;
   case IR_OP_MASK_CAUSAL:
-    if (out->dtype != IR_BOOL || out->rank != 3 || !dim_is(out->dims[0], 1) ||
-        !ir_dim_eq(out->dims[1], out->dims[2]))
-      return fail(err, errlen, "mask.causal result must be bool[1,T,T]");
+    if (out->dtype != IR_BOOL || out->rank != 3 || !dim_is(out->dims[0], 1))
+      return fail(err, errlen, "mask.causal result must be bool[1,Tq,Tk]");
+    return true;
+  case IR_OP_STATE:
+    if (out->dtype != IR_F32 || out->rank != 3)
+      return fail(err, errlen, "state must be f32[Bm,Sm,D]");
+    for (int i = 0; i < 3; i++)
+      if (out->dims[i].sym >= 0 || out->dims[i].value < 1)
+        return fail(err, errlen, "state dims must be constants >= 1");
+    return true;
+  case IR_OP_KV_APPEND:
+    if (n < 1 || g->nodes[operands[0]].op != IR_OP_STATE)
+      return fail(err, errlen, "kv.append appends to a state");
+    if (t[1]->dtype != IR_F32 || t[1]->rank != 3 || !same_dims(t[1], 2, t[0], 2))
+      return fail(err, errlen, "kv.append rows must be f32[B,T,D] with the state's D");
+    if (out->dtype != IR_F32 || out->rank != 3 || !same_dims(out, 0, t[1], 0) ||
+        !same_dims(out, 2, t[0], 2))
+      return fail(err, errlen, "kv.append result must be f32[B,L,D]");
+    if ((out->dims[1].sym < 0 && out->dims[1].value > t[0]->dims[1].value) ||
+        (t[1]->dims[0].sym < 0 && t[1]->dims[0].value > t[0]->dims[0].value))
+      return fail(err, errlen, "kv.append does not fit its state");
+    return true;
+  case IR_OP_TAIL:
+    if (at->axis < 0 || at->axis >= t[0]->rank)
+      return fail(err, errlen, "tail axis %d out of range", at->axis);
+    if (out->dtype != t[0]->dtype || out->rank != t[0]->rank)
+      return fail(err, errlen, "tail keeps the dtype and rank");
+    for (int i = 0; i < out->rank; i++)
+      if (i != at->axis && !same_dims(out, i, t[0], i))
+        return fail(err, errlen, "tail keeps every dim but the axis");
+    if (out->dims[at->axis].sym < 0 && t[0]->dims[at->axis].sym < 0 &&
+        out->dims[at->axis].value > t[0]->dims[at->axis].value)
+      return fail(err, errlen, "tail longer than its operand");
     return true;
   case IR_OP_SINUSOID:
     if (t[0]->dtype != IR_I32 || t[0]->rank != 1)
@@ -287,8 +318,8 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
   case IR_OP_TAKE:
     if (at->axis < 0 || at->axis >= t[0]->rank)
       return fail(err, errlen, "take axis %d out of range", at->axis);
-    if (at->index < 0 || (t[0]->dims[at->axis].sym < 0 &&
-                          at->index >= t[0]->dims[at->axis].value))
+    if (t[0]->dims[at->axis].sym < 0 && (at->index >= t[0]->dims[at->axis].value ||
+                                         at->index < -t[0]->dims[at->axis].value))
       return fail(err, errlen, "take index %lld out of range", (long long)at->index);
     r = *t[0];
     for (int i = at->axis; i + 1 < r.rank; i++) r.dims[i] = r.dims[i + 1];

@@ -469,12 +469,14 @@ static bool is_ident(const char *s) {
 }
 
 void loop_program_print(const LoopProgram *p, FILE *out) {
-  static const char *kinds[LB_KIND_COUNT] = {"input", "output", "weights", "arena"};
+  static const char *kinds[LB_KIND_COUNT] = {"input", "output", "weights", "arena", "state"};
   static const char *elems[LE_COUNT] = {"f32", "i32", "u8"};
   fprintf(out, "loop program \"");
   print_escaped(p->name, out);
-  fprintf(out, "\" (arena %lld bytes, weights %lld floats, syms %d)\n", (long long)p->arena_bytes,
+  fprintf(out, "\" (arena %lld bytes, weights %lld floats, syms %d", (long long)p->arena_bytes,
           (long long)p->weights_floats, p->n_syms);
+  if (p->state_bytes) fprintf(out, ", state %lld bytes", (long long)p->state_bytes);
+  fprintf(out, ")\n");
   for (int i = 0; i < p->n_bufs; i++) {
     const LBuffer *b = &p->bufs[i];
     fprintf(out, "  b%d = %s", i, kinds[b->kind]);

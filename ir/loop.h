@@ -50,13 +50,15 @@ typedef enum LBufKind {
   LB_OUTPUT, /* args->outputs[index] */
   LB_WEIGHT, /* args->weights + offset floats */
   LB_ARENA,  /* args->arena + offset bytes (a multiple of 64) */
+  LB_STATE,  /* args->state + offset bytes (a multiple of 64): tensors that
+                persist across runs (KV caches), planned like the arena */
   LB_KIND_COUNT
 } LBufKind;
 
 typedef struct LBuffer {
   LBufKind kind;
   int index;      /* LB_INPUT / LB_OUTPUT */
-  int64_t offset; /* LB_WEIGHT: floats; LB_ARENA: bytes */
+  int64_t offset; /* LB_WEIGHT: floats; LB_ARENA, LB_STATE: bytes */
   LElem elem;
   const char *name; /* for comments: the graph value or param name */
 } LBuffer;
@@ -208,6 +210,7 @@ typedef struct LoopProgram {
   int n_syms;
   int64_t arena_bytes;
   int64_t weights_floats;
+  int64_t state_bytes; /* the state region (LB_STATE buffers); 0: none */
 } LoopProgram;
 
 /* ---- loop.c: construction helpers and the printer ---- */
@@ -258,7 +261,8 @@ bool loop_expr_eval_i64(const LExpr *e, const int64_t *syms, int64_t *out);
  * function. params needs room for p->n_bufs; returns the count. */
 int loop_kernel_params(const LoopProgram *p, const LKernel *k, int *params);
 /* The memory region of a buffer, as alias information sees it: 0 the
- * weights, 1 the arena, then one per input and one per output. */
+ * weights, 1 the arena, 2 the state, then one per input and one per
+ * output. */
 int loop_buffer_region(const LBuffer *b);
 /* True when a and b are the same kernel up to a one-to-one renaming of
  * buffers that keeps each buffer's region and element type: one generated
@@ -272,6 +276,8 @@ uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k);
  * text. Shape:
  *
  *   loop program "tiny" (arena 4096 bytes, weights 2048 floats, syms 2)
+ *     (", state N bytes" before the ')' when the program has a state region;
+ *     its buffers print as  bN = state+OFFSET : f32  "name")
  *     b0 = input[0] : i32  "tokens"
  *     b1 = weights+0 : f32  "embed.weight"
  *     b2 = arena+0 : f32  "%3"
@@ -308,7 +314,8 @@ LoopProgram *loop_program_parse(Arena *a, const SrcFile *src, Diags *d);
  *     arena bytes and weight floats >= 0;
  *   - every buffer has a known kind and element type; inputs / outputs an
  *     index in 0..RT_MAX_IO-1; weights an offset in 0..weights_floats
- *     floats; arena buffers an offset in 0..arena_bytes bytes that is a
+ *     floats; arena (state) buffers an offset in 0..arena_bytes
+ *     (0..state_bytes) bytes that is a
  *     multiple of 64;
  *   - every kernel is named by a C identifier that no other kernel, no
  *     runtime function (ir/callees.def, rt_kernel_run, ...), no libm / libc

@@ -75,8 +75,9 @@ int loop_buffer_region(const LBuffer *b) {
   switch (b->kind) {
   case LB_WEIGHT: return 0;
   case LB_ARENA: return 1;
-  case LB_INPUT: return 2 + 2 * b->index;
-  case LB_OUTPUT: return 3 + 2 * b->index;
+  case LB_STATE: return 2;
+  case LB_INPUT: return 3 + 2 * b->index;
+  case LB_OUTPUT: return 4 + 2 * b->index;
   case LB_KIND_COUNT: break;
   }
   TFMC_ASSERT(!"bad buffer kind");

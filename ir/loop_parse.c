@@ -572,14 +572,18 @@ static bool at_eol(LP *P) {
 }
 
 static void parse_header(LP *P) {
-  int64_t arena, weights, syms;
+  int64_t arena, weights, syms, state = 0;
   const char *name;
   if (!expect(P, "loop") || !expect(P, "program") || !(name = parse_string(P)) || !expect(P, "(") ||
       !expect(P, "arena") || !parse_int(P, &arena) || !expect(P, "bytes") || !expect(P, ",") ||
       !expect(P, "weights") || !parse_int(P, &weights) || !expect(P, "floats") ||
-      !expect(P, ",") || !expect(P, "syms") || !parse_int(P, &syms) || !expect(P, ")") ||
-      !at_eol(P))
+      !expect(P, ",") || !expect(P, "syms") || !parse_int(P, &syms))
     return;
+  if (accept(P, ",") && (!expect(P, "state") || !parse_int(P, &state) || !expect(P, "bytes")))
+    return;
+  if (!expect(P, ")") || !at_eol(P))
+    return;
+  P->p->state_bytes = state;
   if (syms < 0 || syms > IR_MAX_SYMS) {
     error_at(P, P->line, "a program has 0 to %d symbols", IR_MAX_SYMS);
     return;
@@ -591,7 +595,7 @@ static void parse_header(LP *P) {
 }
 
 static void parse_buffer(LP *P) {
-  static const char *kinds[LB_KIND_COUNT] = {"input", "output", "weights", "arena"};
+  static const char *kinds[LB_KIND_COUNT] = {"input", "output", "weights", "arena", "state"};
   static const char *elems[LE_COUNT] = {"f32", "i32", "u8"};
   const char *at = P->s;
   int n;
@@ -605,7 +609,7 @@ static void parse_buffer(LP *P) {
   for (int i = 0; i < LB_KIND_COUNT && kind < 0; i++)
     if (accept(P, kinds[i])) kind = i;
   if (kind < 0) {
-    error_at(P, P->s, "expected input, output, weights or arena");
+    error_at(P, P->s, "expected input, output, weights, arena or state");
     return;
   }
   int64_t index = 0, offset = 0;

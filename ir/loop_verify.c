@@ -208,6 +208,7 @@ static bool check_writable(Vf *V, int buf, const char *how) {
   case LB_INPUT: return bad(V, "%s b%d, which is an input", how, buf);
   case LB_OUTPUT:
   case LB_ARENA:
+  case LB_STATE:
   case LB_KIND_COUNT: break;
   }
   return true;
@@ -416,6 +417,14 @@ static bool check_buffer(Vf *V, int i) {
       return bad(V, "buffer b%d: arena offset %lld is not a multiple of 64", i,
                  (long long)b->offset);
     return true;
+  case LB_STATE:
+    if (b->offset < 0 || b->offset > p->state_bytes)
+      return bad(V, "buffer b%d: state offset %lld outside %lld bytes", i, (long long)b->offset,
+                 (long long)p->state_bytes);
+    if (b->offset % 64)
+      return bad(V, "buffer b%d: state offset %lld is not a multiple of 64", i,
+                 (long long)b->offset);
+    return true;
   case LB_KIND_COUNT: break;
   }
   return bad(V, "buffer b%d has an unknown kind %d", i, (int)b->kind);
@@ -429,9 +438,9 @@ bool loop_program_verify(const LoopProgram *p, char *err, size_t errlen) {
     return bad(&V, "malformed loop program (%d buffers, %d kernels)", p->n_bufs, p->n_kernels);
   if (p->n_syms < 0 || p->n_syms > RT_MAX_SYMS)
     return bad(&V, "malformed loop program (%d symbols; at most %d)", p->n_syms, RT_MAX_SYMS);
-  if (p->arena_bytes < 0 || p->weights_floats < 0)
-    return bad(&V, "malformed loop program (arena %lld bytes, weights %lld floats)",
-               (long long)p->arena_bytes, (long long)p->weights_floats);
+  if (p->arena_bytes < 0 || p->weights_floats < 0 || p->state_bytes < 0)
+    return bad(&V, "malformed loop program (arena %lld bytes, weights %lld floats, state %lld bytes)",
+               (long long)p->arena_bytes, (long long)p->weights_floats, (long long)p->state_bytes);
   for (int i = 0; i < p->n_bufs; i++)
     if (!check_buffer(&V, i)) return false;
   for (int i = 0; i < p->n_kernels; i++)

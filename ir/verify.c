@@ -9,7 +9,9 @@
  * each attrs.def row's CHECK, reported in table order);
  * input names unique among inputs, param names unique among params, output
  * names unique, outputs referring to existing values; symbols named, unique,
- * max >= 1.
+ * max >= 1; state names unique, each state appended to by at most one
+ * kv.append, and a kv.append result (a view of its state) consumed only as
+ * the k or v of attention / attn.probs / attn.mix, never an output.
  * Types: every node's type equals what its shape rule (ir_infer_type) gives;
  * for ops whose type is declared (input, param, arange, mask.causal, reshape,
  * sinusoid) the rule checks the declared type in place.
@@ -259,6 +261,37 @@ static void check_unique_node_names(const IrGraph *g, IrOp op, Diags *d) {
   free(refs);
 }
 
+/* kv.append results are views of their state: compiled code reads them in
+ * place with the state's batch stride, which only attention reads know */
+static void check_kv_views(const IrGraph *g, Diags *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    for (int k = 0; k < n->n_operands; k++) {
+      int o = n->operands[k];
+      if (o < 0 || o >= i) continue;
+      const IrNode *on = &g->nodes[o];
+      if (on->op == IR_OP_KV_APPEND) {
+        bool ok = ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTN_PROBS) && (k == 1 || k == 2)) ||
+                  (n->op == IR_OP_ATTN_MIX && k == 1);
+        if (n->op == IR_OP_ATTN_PROBS && k == 2) ok = false; /* its mask */
+        if (!ok)
+          node_error(d, g, i, "operand %d is kv.append %%%d, which only attention k / v may read",
+                     k, o);
+      }
+      if (on->op == IR_OP_STATE && n->op == IR_OP_KV_APPEND && k == 0)
+        for (int j = i + 1; j < g->n_nodes; j++)
+          if (g->nodes[j].op == IR_OP_KV_APPEND && g->nodes[j].n_operands > 0 &&
+              g->nodes[j].operands[0] == o)
+            node_error(d, g, j, "state %%%d is already appended to by %%%d", o, i);
+    }
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    int v = g->outputs[i].value;
+    if (v >= 0 && v < g->n_nodes && g->nodes[v].op == IR_OP_KV_APPEND)
+      node_error(d, g, v, "a kv.append result cannot be an output");
+  }
+}
+
 static IrLoc output_loc(const IrGraph *g, int value) {
   if (value >= 0 && value < g->n_nodes)
     return g->nodes[value].loc;
@@ -335,6 +368,8 @@ bool ir_graph_verify(const IrGraph *g, Diags *d) {
   free(type_ok);
   check_unique_node_names(g, IR_OP_INPUT, d);
   check_unique_node_names(g, IR_OP_PARAM, d);
+  check_unique_node_names(g, IR_OP_STATE, d);
+  check_kv_views(g, d);
   check_outputs(g, d);
   return d->n_errors == before;
 }

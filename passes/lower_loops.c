@@ -365,7 +365,7 @@ static void lower_softmax(Lw *L, int node) {
   emit(L, f3, ls_store(p, L->buf[node], idx, y));
 }
 
-/* out[0, q, k] = k <= q */
+/* out[0, q, k] = k <= q + (Tk - Tq)  (query q at absolute position q + Tk - Tq) */
 static void lower_causal(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   LExpr *T = dimx(L, n->type.dims[2]);
@@ -373,7 +373,10 @@ static void lower_causal(Lw *L, int node) {
   int j = var(L, LT_I64);
   LStmt *f = for_(L, NULL, j, T);
   LExpr *q = V(L, k->outer_var);
-  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, q, T), V(L, j)), lx_bin(L->p, LB_LE, V(L, j), q)));
+  if (!ir_dim_eq(n->type.dims[1], n->type.dims[2]))
+    q = add(L, q, lx_bin(L->p, LB_SUB, T, dimx(L, n->type.dims[1])));
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, V(L, k->outer_var), T), V(L, j)),
+                      lx_bin(L->p, LB_LE, V(L, j), q)));
 }
 
 /* out = x, element for element (reshape into an output; outputs of inputs) */
@@ -398,8 +401,57 @@ static void lower_take(Lw *L, int node) {
   LExpr *inner = prodx(L, t, axis, t->rank);
   LExpr *o = V(L, k->outer_var);
   LExpr *hi = lx_bin(L->p, LB_DIV, o, inner), *lo = lx_bin(L->p, LB_REM, o, inner);
-  LExpr *in = add(L, mul(L, add(L, mul(L, hi, dimx(L, ti->dims[axis])), I(L, n->attrs.index)), inner), lo);
+  /* a negative index counts from the end */
+  LExpr *index = n->attrs.index < 0 ? add(L, dimx(L, ti->dims[axis]), I(L, n->attrs.index))
+                                    : I(L, n->attrs.index);
+  LExpr *in = add(L, mul(L, add(L, mul(L, hi, dimx(L, ti->dims[axis])), index), inner), lo);
   emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], in)));
+}
+
+/* Floats between batch elements of attention operand `value` f32[B,Tk,D]:
+ * Tk*D for a tensor, Sm*D for a kv.append result, which is its state
+ * [Bm,Sm,D] read in place (only attention k / v consume one, ir/verify.c) */
+static LExpr *batch_stride(Lw *L, int value) {
+  const IrNode *n = &L->g->nodes[value];
+  if (n->op == IR_OP_KV_APPEND) {
+    const IrType *ts = &L->g->nodes[n->operands[0]].type;
+    return I(L, ts->dims[1].value * ts->dims[2].value);
+  }
+  return mul(L, dimx(L, n->type.dims[1]), dimx(L, n->type.dims[2]));
+}
+
+/* kv.append(s [Bm,Sm,D], x [B,T,D]) -> [B,L,D], P = L - T:
+ *   s[b, P+t, :] = x[b, t, :]   (the result is s itself, read in place) */
+static void lower_kv_append(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *ts = &L->g->nodes[n->operands[0]].type, *tx = &L->g->nodes[n->operands[1]].type;
+  int64_t Sm = ts->dims[1].value, D = ts->dims[2].value;
+  LExpr *T = dimx(L, tx->dims[1]);
+  LKernel *k = kernel(L, node, rowsx(L, tx), true);
+  int j = var(L, LT_I64);
+  LExpr *r = V(L, k->outer_var);
+  LExpr *b = lx_bin(L->p, LB_DIV, r, T), *t = lx_bin(L->p, LB_REM, r, T);
+  LExpr *P = lx_bin(L->p, LB_SUB, dimx(L, n->type.dims[1]), T);
+  LExpr *row = add(L, mul(L, b, I(L, Sm)), add(L, P, t));
+  LStmt *f = for_(L, NULL, j, I(L, D));
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, row, I(L, D)), V(L, j)),
+                      load(L, n->operands[1], add(L, mul(L, r, I(L, D)), V(L, j)))));
+}
+
+/* tail(x) {axis} -> y: x as (outer, n, inner), y (outer, m, inner) =
+ * x[:, n-m:n, :]; flat y index o = (hi * m + i) * inner + lo */
+static void lower_tail(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type, *ti = &L->g->nodes[n->operands[0]].type;
+  int axis = n->attrs.axis;
+  LKernel *k = kernel(L, node, prodx(L, t, 0, t->rank), true);
+  LExpr *inner = prodx(L, t, axis + 1, t->rank), *m = dimx(L, t->dims[axis]),
+        *nn = dimx(L, ti->dims[axis]);
+  LExpr *o = V(L, k->outer_var);
+  LExpr *lo = lx_bin(L->p, LB_REM, o, inner), *ri = lx_bin(L->p, LB_DIV, o, inner);
+  LExpr *i = lx_bin(L->p, LB_REM, ri, m), *hi = lx_bin(L->p, LB_DIV, ri, m);
+  LExpr *src = add(L, mul(L, add(L, mul(L, hi, nn), add(L, lx_bin(L->p, LB_SUB, nn, m), i)), inner), lo);
+  emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], src)));
 }
 
 typedef struct AttnIdx {
@@ -430,7 +482,8 @@ static void attn_score(Lw *L, LStmt *into, const IrNode *n, AttnIdx *a, int s, i
   int j = var(L, LT_I64);
   LExpr *qbase = add(L, mul(L, add(L, mul(L, V(L, *vb), a->Tq), V(L, *vt)), I(L, D)),
                      mul(L, a->h, I(L, dh)));
-  LExpr *kbase = add(L, mul(L, add(L, mul(L, V(L, *vb), a->Tk), V(L, s)), I(L, D)),
+  LExpr *kbase = add(L, add(L, mul(L, V(L, *vb), batch_stride(L, n->operands[1])),
+                             mul(L, V(L, s), I(L, D))),
                      mul(L, a->h, I(L, dh)));
   emit(L, into, ls_let(p, sc, LT_F32, f32(L, 0)));
   LStmt *f = for_(L, into, j, I(L, dh));
@@ -474,7 +527,7 @@ static void lower_attention(Lw *L, int node) {
   bool masked = n->n_operands == 4;
   const IrType *tm = masked ? &L->g->nodes[n->operands[3]].type : NULL;
   int64_t dh = tq->dims[2].value / H, dv = tv->dims[2].value / H;
-  LExpr *args[18] = {lx_pool(p),
+  LExpr *args[20] = {lx_pool(p),
                      dimx(L, tq->dims[0]),
                      I(L, H),
                      dimx(L, tq->dims[1]),
@@ -485,6 +538,8 @@ static void lower_attention(Lw *L, int node) {
                      lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
                      lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
                      lx_addr(p, L->buf[n->operands[2]], I(L, 0)),
+                     batch_stride(L, n->operands[1]),
+                     batch_stride(L, n->operands[2]),
                      masked ? lx_addr(p, L->buf[n->operands[3]], I(L, 0)) : lx_null(p),
                      masked ? dimx(L, tm->dims[0]) : I(L, 1),
                      masked ? dimx(L, tm->dims[1]) : I(L, 1),
@@ -492,7 +547,7 @@ static void lower_attention(Lw *L, int node) {
                      lx_null(p),
                      I(L, L->opt.attn_block_q),
                      I(L, attn_max_tk_tiled(L->opt.attn_tiled_floats, dh, dv))};
-  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 18));
+  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 20));
 }
 
 /* p[b,h,t,:] = softmax(scores(b,h,t,:)) */
@@ -547,7 +602,8 @@ static void lower_attn_mix(Lw *L, int node) {
   emit(L, z, ls_store(p, L->buf[node], add(L, V(L, obase), V(L, j0)), f32(L, 0)));
   LStmt *fs = for_(L, NULL, s, Tk);
   emit(L, fs, ls_let(p, pv, LT_F32, load(L, n->operands[0], add(L, mul(L, o, Tk), V(L, s)))));
-  LExpr *vbase = add(L, mul(L, add(L, mul(L, V(L, vb), Tk), V(L, s)), I(L, Dv)), mul(L, V(L, vh), I(L, dv)));
+  LExpr *vbase = add(L, add(L, mul(L, V(L, vb), batch_stride(L, n->operands[1])), mul(L, V(L, s), I(L, Dv))),
+                     mul(L, V(L, vh), I(L, dv)));
   LStmt *fj = for_(L, fs, j, I(L, dv));
   LExpr *oi = add(L, V(L, obase), V(L, j));
   emit(L, fj, ls_store(p, L->buf[node], oi,
@@ -618,13 +674,30 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     }
   }
   p->weights_floats = wofs;
+  /* states: their own region, in node order, never freed; a kv.append
+   * result is its state, read in place */
+  int64_t sofs = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op == IR_OP_STATE) {
+      L.buf[i] = loop_buffer_add(p, LB_STATE, 0, sofs, LE_F32, n->attrs.name);
+      sofs += align64(type_bytes_max(g, &n->type));
+    } else if (n->op == IR_OP_KV_APPEND) {
+      const LBuffer *s = &p->bufs[L.buf[n->operands[0]]];
+      L.buf[i] = loop_buffer_add(p, LB_STATE, 0, s->offset, LE_F32,
+                                 arena_printf(a, "%%%d (rows of %s)", i, s->name));
+    }
+  }
+  p->state_bytes = sofs;
   /* arena blocks, first fit by liveness */
   Block *live = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *live);
   int n_live = 0;
   int64_t peak = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
-    if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM) continue;
+    if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE ||
+        n->op == IR_OP_KV_APPEND)
+      continue;
     if (base[i] != i) {
       L.buf[i] = loop_buffer_add(p, p->bufs[L.buf[base[i]]].kind, p->bufs[L.buf[base[i]]].index,
                                  p->bufs[L.buf[base[i]]].offset, elem_of(n->type.dtype),
@@ -692,6 +765,9 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     case IR_OP_ATTENTION: lower_attention(&L, i); break;
     case IR_OP_ATTN_PROBS: lower_attn_probs(&L, i); break;
     case IR_OP_ATTN_MIX: lower_attn_mix(&L, i); break;
+    case IR_OP_TAIL: lower_tail(&L, i); break;
+    case IR_OP_STATE: break;
+    case IR_OP_KV_APPEND: lower_kv_append(&L, i); break;
     case IR_OP_COUNT: TFMC_ASSERT(!"op count");
     }
   }

@@ -141,6 +141,7 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   m->weights_floats = p ? p->weights_floats : 0;
   m->layout_hash = rt_model_layout_hash(w, n_w);
   m->arena_bytes = p ? p->arena_bytes : 0;
+  m->state_bytes = p ? p->state_bytes : 0;
   m->pad_id = pad_id;
   m->n_kernels = p ? p->n_kernels : 0;
   m->kernels = pass_kernel_table(a, g, p);

@@ -119,6 +119,9 @@ static RowRule row_rule(IrOp op) {
   case IR_OP_TAKE:
   case IR_OP_ATTN_PROBS:
   case IR_OP_ATTN_MIX:
+  case IR_OP_TAIL:
+  case IR_OP_STATE:
+  case IR_OP_KV_APPEND:
   case IR_OP_COUNT:
     break;
   }

@@ -44,6 +44,7 @@ typedef struct AttnJob {
   int tiled;                 /* the AVX2 products (attn_tiled) */
   float scale;
   const float *q, *k, *v;
+  int64_t k_bstride, v_bstride; /* floats between batch elements of k, v */
   const uint8_t *mask;
   int64_t mask_b, mask_q;
   float *out, *probs;
@@ -443,7 +444,7 @@ static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t
   float mx = -INFINITY;
   double l = 0;
   for (int64_t x = 0; x < j->tk; x++) {
-    const float *kr = j->k + (bi * j->tk + x) * ldq + hd * j->dh;
+    const float *kr = j->k + bi * j->k_bstride + x * ldq + hd * j->dh;
     float sc = 0;
     for (int64_t d = 0; d < j->dh; d++)
       sc += qr[d] * kr[d];
@@ -459,7 +460,7 @@ static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t
     }
     float e = expf(sc - mx);
     l += e;
-    const float *vr = j->v + (bi * j->tk + x) * ldv + hd * j->dv;
+    const float *vr = j->v + bi * j->v_bstride + x * ldv + hd * j->dv;
     for (int64_t c = 0; c < j->dv; c++)
       o[c] += e * vr[c];
   }
@@ -496,8 +497,8 @@ static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int
     return;
   }
   const float *q = j->q + (bi * j->tq + t0) * ldq + hd * j->dh;
-  const float *k = j->k + bi * j->tk * ldq + hd * j->dh;
-  const float *v = j->v + bi * j->tk * ldv + hd * j->dv;
+  const float *k = j->k + bi * j->k_bstride + hd * j->dh;
+  const float *v = j->v + bi * j->v_bstride + hd * j->dv;
   float *o = j->out + (bi * j->tq + t0) * ldv + hd * j->dv;
 #ifdef ATTN_X86
   if (direct) {
@@ -535,8 +536,9 @@ static void zero_out(int64_t b, int64_t h, int64_t tq, int64_t dv, float *out) {
 
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
                   int64_t dv, float scale, const float *q, const float *k, const float *v,
-                  const uint8_t *mask, int64_t mask_b, int64_t mask_q, float *out,
-                  float *probs, int64_t block_q, int64_t max_tk_tiled) {
+                  int64_t k_bstride, int64_t v_bstride, const uint8_t *mask, int64_t mask_b,
+                  int64_t mask_q, float *out, float *probs, int64_t block_q,
+                  int64_t max_tk_tiled) {
   if (b <= 0 || h <= 0 || tq <= 0)
     return;
   if (tk <= 0) {
@@ -549,8 +551,8 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
                .tiled = attn_tiled(tk, dv, max_tk_tiled), .scale = scale,
-               .q = q, .k = k, .v = v, .mask = mask, .mask_b = mask_b, .mask_q = mask_q,
-               .out = out, .probs = probs};
+               .q = q, .k = k, .v = v, .k_bstride = k_bstride, .v_bstride = v_bstride,
+               .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out, .probs = probs};
   rt_pool_parallel_for(pool, b * h * n_blocks, 1, attn_task, &j);
 }
 
@@ -565,7 +567,8 @@ void rt_attention_streaming(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_
     return;
   }
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv, .block_q = tq,
-               .n_blocks = 1, .scale = scale, .q = q, .k = k, .v = v, .mask = mask,
+               .n_blocks = 1, .scale = scale, .q = q, .k = k, .v = v,
+               .k_bstride = tk * h * dh, .v_bstride = tk * h * dv, .mask = mask,
                .mask_b = mask_b, .mask_q = mask_q, .out = out};
   for (int64_t bi = 0; bi < b; bi++)
     for (int64_t hd = 0; hd < h; hd++)

@@ -11,7 +11,7 @@
  * Example (BERT-base self-attention over 2 sequences of 128 tokens with a
  * key padding mask of shape [2,1,128], in blocks of 64 query rows, the AVX2
  * products up to 256 keys):
- *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, k, v,
+ *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, k, v, 128 * 768, 128 * 768,
  *                  mask, 2, 1, out, NULL, 64, 256);
  *
  * Work splits over the pool as (b, h, block of block_q query rows) tasks; each
@@ -36,7 +36,9 @@
 
 #include <stdint.h>
 
-/* Row-major, all contiguous:
+/* Row-major; k and v may be views whose batch elements lie k_bstride /
+ * v_bstride floats apart (a KV cache holding more rows than tk:
+ * k_bstride = rows * h*dh); contiguous tensors pass tk*h*dh and tk*h*dv:
  *   q     [b, tq, h*dh]           k [b, tk, h*dh]      v [b, tk, h*dv]
  *   mask  NULL, or uint8 [mask_b, mask_q, tk] with mask_b 1 (broadcast over
  *         the batch) or b, mask_q 1 (broadcast over queries) or tq; 0 masks
@@ -52,8 +54,9 @@
  *                 (and the CPU and dv allow them); 0: always BLAS */
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
                   int64_t dv, float scale, const float *q, const float *k, const float *v,
-                  const uint8_t *mask, int64_t mask_b, int64_t mask_q, float *out,
-                  float *probs, int64_t block_q, int64_t max_tk_tiled);
+                  int64_t k_bstride, int64_t v_bstride, const uint8_t *mask, int64_t mask_b,
+                  int64_t mask_q, float *out, float *probs, int64_t block_q,
+                  int64_t max_tk_tiled);
 
 /* The same result without the GEMM and without scratch memory: one query
  * row at a time, online softmax over the keys (running max and sum, the

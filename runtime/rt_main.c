@@ -449,7 +449,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
     goto done;
   }
   RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool,
-                    NULL /* no profile */};
+                    NULL /* no profile */, NULL /* no state: rt_model_info_check */};
   run(&args);
   if (repeat > 0 && main_time_runs(run, &args, repeat)) {
     fprintf(stderr, "%s: out of memory\n", prog);

@@ -127,6 +127,10 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
       info->n_inputs > RT_MAX_IO || info->n_outputs < 0 || info->n_outputs > RT_MAX_IO ||
       (info->n_inputs && !info->inputs) || (info->n_outputs && !info->outputs))
     return rt_errorf(err, errlen, "model info: bad symbol, input or output counts");
+  if (info->state_bytes != 0) /* whoever runs it must keep the state: rt_model_bind's callers do not */
+    return rt_errorf(err, errlen, "model '%s' keeps state across runs (a generation step); "
+                     "it runs through 'tfmc run --generate', not as a single forward pass",
+                     info->name ? info->name : "?");
   for (int s = 0; s < info->n_syms; s++)
     if (info->sym_max[s] < 1)
       return rt_errorf(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),

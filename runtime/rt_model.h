@@ -19,7 +19,7 @@
  *
  * Layout contract (generated code reads RtRunArgs by these byte offsets, on
  * 64-bit targets): syms 0, inputs 8, outputs 16, weights 24, arena 32,
- * pool 40, profile 48 (the entry function only passes args on to
+ * pool 40, profile 48, state 56 (the entry function only passes args on to
  * rt_kernel_run, which reads the pool and the profile). The LLVM backend
  * takes the offsets from offsetof on this struct and static-asserts these
  * values (backends/llvm/emit.c), so changing the struct means changing
@@ -28,7 +28,10 @@
  * (ids) or uint8 (masks, 1 = real token) arrays in row-major order with the
  * bound dims; outputs are f32 arrays sized for the bound dims. Weights are
  * f32, each tensor starting at a 64-byte aligned offset from the weights
- * base. The arena is 64-byte aligned. The weights, the arena, each input
+ * base. The arena is 64-byte aligned. The state (state_bytes, 64-byte
+ * aligned; NULL when 0) holds what persists from one run to the next (a
+ * step graph's KV caches): the caller zeroes it before a new sequence and
+ * keeps it between the runs of one. The weights, the arena, each input
  * and each output are distinct allocations that do not overlap (generated
  * code tells the optimiser so). */
 #ifndef TFMC_RT_MODEL_H
@@ -39,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 3 /* 3: kernels take a context (rt_kernel_run) */
+#define RT_ABI_VERSION 4 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -98,6 +101,7 @@ typedef struct RtModelInfo {
   int64_t weights_floats;  /* total size of the packed weights, in floats */
   uint64_t layout_hash;    /* FNV-1a 64 over every weight's name, shape and offset */
   int64_t arena_bytes;     /* activation arena, planned at the maximum dims */
+  int64_t state_bytes;     /* state kept across runs (KV caches); 0: none */
   int64_t pad_id;          /* -1: none */
   int n_kernels;           /* 0: no kernel table (a profile then names nothing) */
   const RtKernelInfo *kernels;
@@ -113,6 +117,7 @@ typedef struct RtRunArgs {
   unsigned char *arena;  /* arena_bytes, 64-byte aligned */
   RtPool *pool;          /* may be NULL: run on the calling thread */
   RtProfile *profile;    /* NULL: no timing; else every kernel's time is added to it */
+  unsigned char *state;  /* state_bytes, 64-byte aligned, kept across runs; NULL when 0 */
 } RtRunArgs;
 
 typedef void (*RtModelRunFn)(const RtRunArgs *args);

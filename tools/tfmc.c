@@ -14,6 +14,8 @@
 #include "passes/passes.h"
 #include "runtime/rt_attnmap.h"
 #include "runtime/rt_file.h"
+#include "runtime/rt_generate.h"
+#include "runtime/rt_profile.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_text.h"
@@ -223,6 +225,18 @@ static int cmd_check(int argc, char **argv) {
   const LoopProgram *lp = c.prog;
   printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
          (long long)lp->arena_bytes, lp->n_kernels);
+  if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
+    /* what tfmc run --generate compiles: the step graph and its KV cache */
+    Compiled cs;
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .step = true};
+    if (driver_compile_file(a, &d, args.pos[0], &sopt, &cs, err, sizeof err)) {
+      compile_failed(err);
+      goto done;
+    }
+    printf("  generation      KV cache %lld bytes (batch 1, %lld positions), step arena %lld "
+           "bytes\n",
+           (long long)cs.prog->state_bytes, (long long)m->max_tgt, (long long)cs.prog->arena_bytes);
+  }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_INPUT) printf(" %s", g->nodes[i].attrs.name);
@@ -458,12 +472,179 @@ static int refuse_overwrite(const char *cmd, const char *what, const char *out, 
 
 /* ---- tfmc run ---- */
 
+/* ---- tfmc run --generate ---- */
+
+typedef struct GenPrint {
+  const RtVocab *vocab; /* NULL: ids only */
+} GenPrint;
+
+static void gen_print_token(void *user, int64_t index, int32_t id) {
+  const GenPrint *gp = user;
+  const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
+  (void)index;
+  if (sym) printf("%d %s\n", id, sym);
+  else printf("%d\n", id);
+  fflush(stdout);
+}
+
+static void gen_no_print(void *user, int64_t index, int32_t id) { (void)user, (void)index, (void)id; }
+
+/* whitespace-separated non-negative ids; *n = how many (0: none or bad) */
+static int32_t *parse_prompt(Arena *a, const char *s, int64_t *n) {
+  int64_t cap = (int64_t)strlen(s) / 2 + 1, k = 0;
+  int32_t *ids = arena_alloc(a, (size_t)cap * sizeof *ids);
+  const char *p = s;
+  *n = 0;
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',') p++;
+    if (!*p) break;
+    char *e;
+    errno = 0;
+    long long v = strtoll(p, &e, 10);
+    if (e == p || errno || v < 0 || v > INT32_MAX || k >= cap) return NULL;
+    ids[k++] = (int32_t)v;
+    p = e;
+  }
+  *n = k;
+  return ids;
+}
+
+static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
+  const char *tokens = opt(args, "tokens"), *outputs = opt(args, "outputs");
+  const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
+  if (!backend) backend = "jit";
+  if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
+    return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
+                              "--tokenizer or --inputs)");
+  if (opt(args, "attention") || opt(args, "profile"))
+    return usage_error("run", "--generate does not take --attention or --profile yet");
+  char *e;
+  errno = 0;
+  long long max_new = strtoll(opt(args, "generate"), &e, 10);
+  if (*e || errno || !*opt(args, "generate")) return usage_error("run", "--generate takes a count");
+  if (max_new < 1) {
+    fprintf(stderr, "tfmc: --generate %lld: nothing to generate (give a count >= 1)\n", max_new);
+    return EXIT_USER;
+  }
+  DriverStage stage;
+  if (!backend_known(backend, &stage))
+    return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
+  int threads = 0, repeat = 0;
+  if (opt(args, "threads")) {
+    long t = strtol(opt(args, "threads"), &e, 10);
+    if (*e || !*opt(args, "threads") || t < 0 || t > 256)
+      return usage_error("run", "--threads takes 0..256 (0: one per CPU)");
+    threads = (int)t;
+  }
+  if (opt(args, "repeat")) {
+    long t = strtol(opt(args, "repeat"), &e, 10);
+    if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
+    repeat = (int)t;
+  }
+  int r;
+  const char *ins[] = {args->pos[0], weights, vocab_path};
+  char what[4200];
+  snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3))) return r;
+  PassPipeline pl;
+  Diags d;
+  PassContext pctx = {.diags = &d};
+  FILE *print_file;
+  const char *files[] = {args->pos[0], weights, vocab_path, outputs};
+  if ((r = pass_options("run", (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
+                        &print_file)))
+    return r;
+  Arena *a = arena_create();
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  RtVocab vocab = {0};
+  BackendStepper st = {0};
+  char err[1024];
+  Compiled c = {0};
+  DriverOptions dopt = {.weights = weights, .seed = seed, .passes = &pl, .pass_ctx = &pctx,
+                        .stage = stage, .strict = opt(args, "strict") != NULL, .step = true};
+  int64_t n_prompt;
+  int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
+  if (!prompt || n_prompt < 1) {
+    fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
+    goto done;
+  }
+  if (driver_compile_file(a, &d, args->pos[0], &dopt, &c, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  ExecOptions eo = {threads, 0, false};
+  if (backend_stepper_init(&st, backend, &c, &eo, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  int64_t eos = c.spec ? c.spec->model->eos_id : -1;
+  RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
+  int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
+  RtGenerateResult res;
+  GenPrint gp = {vocab_path ? &vocab : NULL};
+  if (rt_generate_greedy(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token,
+                         &gp, &res, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (res.stop == RT_STOP_MAX_LEN)
+    fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
+            (long long)res.n, (long long)st.max_len);
+  if (repeat) {
+    double *pre = arena_alloc(a, (size_t)repeat * sizeof *pre);
+    double *tok = arena_alloc(a, (size_t)repeat * sizeof *tok);
+    int32_t *again = arena_alloc(a, (size_t)max_new * sizeof *again);
+    for (int i = 0; i < repeat; i++) {
+      RtGenerateResult r2;
+      exec_session_reset(st.session);
+      if (rt_generate_greedy(&go, backend_stepper_step, &st, prompt, n_prompt, again,
+                             gen_no_print, NULL, &r2, err, sizeof err)) {
+        fprintf(stderr, "tfmc: %s\n", err);
+        goto done;
+      }
+      pre[i] = r2.prefill_ms;
+      tok[i] = r2.n > 1 ? r2.decode_ms / (double)(r2.n - 1) : 0;
+    }
+    RtTiming tp, tt;
+    rt_timing_summarise(pre, repeat, &tp);
+    rt_timing_summarise(tok, repeat, &tt);
+    fprintf(stderr,
+            "timing: backend %s, prompt %lld tokens, prefill median %.3f ms (min %.3f); decode "
+            "median %.3f ms per token (min %.3f) over %lld tokens; %d runs\n",
+            backend, (long long)n_prompt, tp.median_ms, tp.min_ms, tt.median_ms, tt.min_ms,
+            (long long)(res.n > 1 ? res.n - 1 : 0), repeat);
+  }
+  if (outputs) {
+    int64_t *ids = arena_alloc(a, (size_t)res.n * sizeof *ids + 8), len = res.n;
+    for (int64_t i = 0; i < res.n; i++) ids[i] = out[i];
+    RtStWrite w[2] = {{.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, res.n}, .data = ids},
+                      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
+    if (rt_st_write(outputs, w, 2, NULL, 0, err, sizeof err)) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  backend_stepper_free(&st);
+  rt_text_vocab_free(&vocab);
+  arena_destroy(a);
+  return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
              {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
              {"profile", false, NULL}, {"strict", false, NULL},  {"tokenizer", true, NULL},
+             {"generate", true, NULL},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -475,7 +656,9 @@ static int cmd_run(int argc, char **argv) {
          "                 | --text \"TEXT\" --tokenizer gpt2:DIR | wordpiece:VOCAB.txt[:uncased])\n"
          "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
          "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
-         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
+         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
+         "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate N\n"
+         "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
          "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -501,7 +684,13 @@ static int cmd_run(int argc, char **argv) {
          "does (see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs\n"
          "none; --disable-pass=a,b takes passes out of the pipeline.\n"
          "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
-         "named with its count); --strict makes them an error (also on build, emit-c).");
+         "named with its count); --strict makes them an error (also on build, emit-c).\n"
+         "--generate N (decoder-only specs): greedy generation with a KV cache, batch 1:\n"
+         "the prompt in one step, then one step per new token, until N tokens, the\n"
+         "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
+         "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
+         "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
+         "the prefill time and the time per decoded token.");
     return 0;
   }
   if (r) return r;
@@ -509,6 +698,7 @@ static int cmd_run(int argc, char **argv) {
   const char *weights;
   uint64_t seed;
   if ((r = weights_source("run", &args, &weights, &seed))) return r;
+  if (opt(&args, "generate")) return run_generate(&args, olevel, weights, seed);
   const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
   const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");

@@ -670,8 +670,10 @@ static void put_buffer_comment(Em *E, const LBuffer *b) {
     return;
   }
   case LB_ARENA:
+  case LB_STATE:
     c_put_comment(o, b->name);
-    fprintf(o, " %s (arena +%lld)", elem_name(b->elem), (long long)b->offset);
+    fprintf(o, " %s (%s +%lld)", elem_name(b->elem), b->kind == LB_ARENA ? "arena" : "state",
+            (long long)b->offset);
     return;
   case LB_KIND_COUNT: return;
   }
@@ -699,7 +701,8 @@ static void put_buffer_base(Em *E, int i, const char *cq) {
     if (b->elem != LE_F32) fputc(')', o);
     break;
   case LB_ARENA:
-    fprintf(o, "(%s%s *)(args->arena", cq, ty);
+  case LB_STATE:
+    fprintf(o, "(%s%s *)(args->%s", cq, ty, b->kind == LB_ARENA ? "arena" : "state");
     if (b->offset) {
       fputs(" + ", o);
       c_put_i64(o, b->offset);

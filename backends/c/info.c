@@ -145,6 +145,10 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
   fprintf(o, ",\n  .layout_hash = UINT64_C(0x%016llx),\n  .arena_bytes = ",
           (unsigned long long)info->layout_hash);
   c_put_i64(o, info->arena_bytes);
+  if (info->state_bytes) {
+    fputs(",\n  .state_bytes = ", o);
+    c_put_i64(o, info->state_bytes);
+  }
   fputs(",\n  .pad_id = ", o);
   c_put_i64(o, info->pad_id);
   fprintf(o, ",\n  .n_kernels = %d,\n", info->n_kernels);

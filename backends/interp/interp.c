@@ -57,6 +57,7 @@ typedef struct Interp {
   int n_pool, cap_pool;
   char *err;
   size_t errlen;
+  InterpState *state; /* NULL: a graph with state nodes is refused */
 } Interp;
 
 /* ---- errors ---- */
@@ -433,14 +434,15 @@ static int kernel_arange(Interp *in, int id) {
   return 0;
 }
 
-/* mask.causal -> bool[1,T,T]: m[0,q,k] = k <= q */
+/* mask.causal -> bool[1,Tq,Tk]: m[0,q,k] = k <= q + (Tk - Tq) (query q is
+ * at absolute position q + Tk - Tq) */
 static int kernel_mask_causal(Interp *in, int id) {
   Tensor *o;
   if (out_alloc(in, id, &o)) return 1;
-  int64_t T = o->dims[1];
+  int64_t Tq = o->dims[1], Tk = o->dims[2];
   uint8_t *m = o->data;
-  for (int64_t q = 0; q < T; q++)
-    for (int64_t k = 0; k < T; k++) m[q * T + k] = k <= q;
+  for (int64_t q = 0; q < Tq; q++)
+    for (int64_t k = 0; k < Tk; k++) m[q * Tk + k] = k <= q + (Tk - Tq);
   return 0;
 }
 
@@ -699,8 +701,8 @@ static int kernel_reshape(Interp *in, int id) {
 static int kernel_take(Interp *in, int id) {
   const IrAttrs *at = &in->g->nodes[id].attrs;
   const Tensor *x = operand(in, id, 0);
-  int64_t n = x->dims[at->axis];
-  if (at->index < 0 || at->index >= n)
+  int64_t n = x->dims[at->axis], index = at->index < 0 ? n + at->index : at->index;
+  if (index < 0 || index >= n)
     return node_fail(in, id, "take index %lld is out of range for axis %d of size %lld",
                      (long long)at->index, at->axis, (long long)n);
   Tensor *o;
@@ -713,7 +715,87 @@ static int kernel_take(Interp *in, int id) {
   char *dst = o->data;
   for (int64_t r = 0; r < outer; r++)
     memcpy(dst + (size_t)(r * inner) * es,
-           src + (size_t)((r * n + at->index) * inner) * es, (size_t)inner * es);
+           src + (size_t)((r * n + index) * inner) * es, (size_t)inner * es);
+  return 0;
+}
+
+/* tail(x) {axis} -> y: x viewed as (outer, n, inner), y (outer, m, inner) =
+ * x[:, n-m:n, :] */
+static int kernel_tail(Interp *in, int id) {
+  int axis = in->g->nodes[id].attrs.axis;
+  const Tensor *x = operand(in, id, 0);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  int64_t n = x->dims[axis], m = o->dims[axis], outer = 1, inner = 1;
+  if (m > n)
+    return node_fail(in, id, "tail of %lld entries of an axis of %lld", (long long)m,
+                     (long long)n);
+  for (int i = 0; i < axis; i++) outer *= x->dims[i];
+  for (int i = axis + 1; i < x->rank; i++) inner *= x->dims[i];
+  size_t es = dtype_size(x->dtype);
+  for (int64_t r = 0; r < outer; r++)
+    memcpy((char *)o->data + (size_t)(r * m * inner) * es,
+           (const char *)x->data + (size_t)((r * n + n - m) * inner) * es,
+           (size_t)(m * inner) * es);
+  return 0;
+}
+
+/* ---- state ---- */
+
+struct InterpState {
+  const IrGraph *g;
+  float **data; /* per node: a state node's tensor (zeroed at creation), else NULL */
+};
+
+InterpState *interp_state_create(Arena *a, const IrGraph *g) {
+  InterpState *st = arena_alloc(a, sizeof *st);
+  st->g = g;
+  st->data = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *st->data);
+  for (int id = 0; id < g->n_nodes; id++) {
+    const IrNode *nd = &g->nodes[id];
+    st->data[id] = NULL;
+    if (nd->op != IR_OP_STATE) continue;
+    size_t n = 1;
+    for (int i = 0; i < nd->type.rank; i++) n *= (size_t)nd->type.dims[i].value;
+    st->data[id] = arena_alloc(a, n * sizeof(float));
+    memset(st->data[id], 0, n * sizeof(float));
+  }
+  return st;
+}
+
+/* state -> f32[Bm,Sm,D]: the run's InterpState tensor, kept across runs */
+static int kernel_state(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  if (in->state->g != in->g)
+    return node_fail(in, id, "state '%s': the state object is another graph's", nd->attrs.name);
+  Tensor *v = &in->vals[id];
+  v->name = nd->attrs.name;
+  v->dtype = IR_F32;
+  v->rank = 3;
+  for (int i = 0; i < 3; i++) v->dims[i] = nd->type.dims[i].value;
+  v->data = in->state->data[id];
+  in->owned[id] = false;
+  return 0;
+}
+
+/* kv.append(s, x f32[B,T,D]) -> f32[B,L,D], P = L - T:
+ *   s[b, P+t, :] = x[b, t, :];  y[b, j, :] = s[b, j, :] for j < L */
+static int kernel_kv_append(Interp *in, int id) {
+  const Tensor *s = operand(in, id, 0), *x = operand(in, id, 1);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  int64_t B = x->dims[0], T = x->dims[1], D = x->dims[2], L = o->dims[1];
+  int64_t Bm = s->dims[0], Sm = s->dims[1];
+  if (B > Bm || L > Sm || T > L)
+    return node_fail(in, id, "kv.append of %lld x %lld rows at %lld..%lld does not fit the "
+                     "state [%lld,%lld,%lld]", (long long)B, (long long)T, (long long)(L - T),
+                     (long long)L, (long long)Bm, (long long)Sm, (long long)D);
+  float *sd = s->data;
+  const float *xd = x->data;
+  for (int64_t b = 0; b < B; b++) {
+    memcpy(sd + (b * Sm + L - T) * D, xd + b * T * D, (size_t)(T * D) * sizeof(float));
+    memcpy((float *)o->data + b * L * D, sd + b * Sm * D, (size_t)(L * D) * sizeof(float));
+  }
   return 0;
 }
 
@@ -855,6 +937,9 @@ static int run_node(Interp *in, int id) {
   case IR_OP_ATTENTION: return kernel_attention(in, id);
   case IR_OP_ATTN_PROBS: return kernel_attn_probs(in, id);
   case IR_OP_ATTN_MIX: return kernel_attn_mix(in, id);
+  case IR_OP_TAIL: return kernel_tail(in, id);
+  case IR_OP_STATE: return kernel_state(in, id);
+  case IR_OP_KV_APPEND: return kernel_kv_append(in, id);
   case IR_OP_COUNT: break;
   }
   return node_fail(in, id, "no kernel for this op");
@@ -880,10 +965,19 @@ static void release_dead(Interp *in, int id) {
 int interp_run(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
                int n_inputs, Arena *a, Tensor **outputs, int *n_outputs,
                char *err, size_t errlen) {
+  return interp_run_with(g, w, inputs, n_inputs, NULL, a, outputs, n_outputs, err, errlen);
+}
+
+int interp_run_with(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
+                    int n_inputs, const InterpRunOptions *opt, Arena *a, Tensor **outputs,
+                    int *n_outputs, char *err, size_t errlen) {
   Interp in;
   memset(&in, 0, sizeof in);
   in.err = err;
   in.errlen = errlen;
+  in.state = opt ? opt->state : NULL;
+  if (!in.state && g) /* without a state object: one run of a fresh sequence */
+    in.state = interp_state_create(a, g);
   if (err && errlen) err[0] = 0;
   if (!g || !a || !outputs || !n_outputs)
     return run_fail(&in, "interp_run: missing graph, arena or output pointers");
@@ -901,7 +995,17 @@ int interp_run(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
   in.owned = arena_alloc(a, nn * sizeof *in.owned);
   in.uses = arena_alloc(a, nn * sizeof *in.uses);
 
-  if (check_graph(&in) || bind_inputs(&in, inputs, n_inputs)) return 1;
+  if (check_graph(&in)) return 1;
+  for (int i = 0; opt && opt->syms && i < g->n_syms; i++) {
+    if (opt->syms[i] < 0 || opt->syms[i] > g->syms[i].max)
+      return run_fail(&in, "symbol '%s' is %lld, outside 1..%lld", g->syms[i].name,
+                      (long long)opt->syms[i], (long long)g->syms[i].max);
+    if (opt->syms[i] > 0) {
+      in.sym_value[i] = opt->syms[i];
+      in.sym_from[i] = "the caller";
+    }
+  }
+  if (bind_inputs(&in, inputs, n_inputs)) return 1;
 
   for (int id = 0; id < g->n_nodes; id++)
     for (int k = 0; k < g->nodes[id].n_operands; k++) in.uses[g->nodes[id].operands[k]]++;

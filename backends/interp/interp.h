@@ -40,4 +40,21 @@ int interp_run(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
                int n_inputs, Arena *a, Tensor **outputs, int *n_outputs,
                char *err, size_t errlen);
 
+/* Tensors that persist across runs of one graph: every `state` node's
+ * f32 tensor (its constant dims), zero when created. Lives in a. */
+typedef struct InterpState InterpState;
+InterpState *interp_state_create(Arena *a, const IrGraph *g);
+
+typedef struct InterpRunOptions {
+  const int64_t *syms; /* NULL, or per symbol a value bound before the inputs
+                          (0 = bound from the inputs): symbols no input has,
+                          such as a step's total length L */
+  InterpState *state;  /* created for g; NULL: a fresh (zero) state for this run */
+} InterpRunOptions;
+
+/* interp_run with options (NULL: as interp_run). */
+int interp_run_with(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
+                    int n_inputs, const InterpRunOptions *opt, Arena *a, Tensor **outputs,
+                    int *n_outputs, char *err, size_t errlen);
+
 #endif

@@ -63,7 +63,8 @@ _Static_assert(sizeof(void *) == 8, "the LLVM backend assumes 64-bit pointers");
 _Static_assert(offsetof(RtRunArgs, syms) == 0 && offsetof(RtRunArgs, inputs) == 8 &&
                    offsetof(RtRunArgs, outputs) == 16 && offsetof(RtRunArgs, weights) == 24 &&
                    offsetof(RtRunArgs, arena) == 32 && offsetof(RtRunArgs, pool) == 40 &&
-                   offsetof(RtRunArgs, profile) == 48 && sizeof(RtRunArgs) == 56,
+                   offsetof(RtRunArgs, profile) == 48 && offsetof(RtRunArgs, state) == 56 &&
+                   sizeof(RtRunArgs) == 64,
                "RtRunArgs changed: update its layout contract in runtime/rt_model.h and "
                "bump RT_ABI_VERSION");
 enum {
@@ -72,6 +73,7 @@ enum {
   ARGS_OUTPUTS = offsetof(RtRunArgs, outputs),
   ARGS_WEIGHTS = offsetof(RtRunArgs, weights),
   ARGS_ARENA = offsetof(RtRunArgs, arena),
+  ARGS_STATE = offsetof(RtRunArgs, state),
   ARGS_POOL = offsetof(RtRunArgs, pool)
 };
 
@@ -315,18 +317,10 @@ static LLVMValueRef intrinsic(Emit *E, const char *name, LLVMTypeRef overload) {
 /* ---- pre-walk: which buffers, symbols, regions a function reads through
  * args ---- */
 
-static int region_of(const LBuffer *b) {
-  switch (b->kind) {
-  case LB_WEIGHT: return 0;
-  case LB_ARENA: return 1;
-  case LB_INPUT: return 2 + 2 * b->index;
-  case LB_OUTPUT: return 3 + 2 * b->index;
-  case LB_KIND_COUNT: break;
-  }
-  return -1;
-}
+static int region_of(const LBuffer *b) { return loop_buffer_region(b); }
 
-/* regions 0 and 1 (weights, arena) and two per input / output index */
+/* regions 0, 1 and 2 (weights, arena, state) and two per input / output
+ * index */
 static void count_regions(Emit *E) {
   int max_io = 0;
   for (int i = 0; i < E->p->n_bufs; i++) {
@@ -334,7 +328,7 @@ static void count_regions(Emit *E) {
     if ((b->kind == LB_INPUT || b->kind == LB_OUTPUT) && b->index + 1 > max_io)
       max_io = b->index + 1;
   }
-  E->n_regions = 2 + 2 * max_io;
+  E->n_regions = 3 + 2 * max_io;
 }
 
 static void walk_expr(Emit *E, const LExpr *e) {
@@ -397,7 +391,7 @@ static LLVMValueRef args_field(Emit *E, int offset, LLVMTypeRef ty, const char *
 
 static bool load_args(Emit *E) {
   const LoopProgram *p = E->p;
-  LLVMValueRef syms = NULL, inputs = NULL, outputs = NULL, weights = NULL, arena = NULL;
+  LLVMValueRef syms = NULL, inputs = NULL, outputs = NULL, weights = NULL, arena = NULL, state = NULL;
   for (int i = 0; i < p->n_syms; i++) {
     if (!E->use_sym[i])
       continue;
@@ -456,6 +450,13 @@ static bool load_args(Emit *E) {
         arena = args_field(E, ARGS_ARENA, E->t_i8p, "arena");
       LLVMValueRef off = ci64(E, bf->offset);
       ptr = LLVMBuildInBoundsGEP2(E->b, E->t_i8, arena, &off, 1, "");
+      break;
+    }
+    case LB_STATE: {
+      if (!state)
+        state = args_field(E, ARGS_STATE, E->t_i8p, "state");
+      LLVMValueRef off = ci64(E, bf->offset);
+      ptr = LLVMBuildInBoundsGEP2(E->b, E->t_i8, state, &off, 1, "");
       break;
     }
     case LB_KIND_COUNT: TFMC_ASSERT(!"a buffer of a known kind"); break;

@@ -275,7 +275,8 @@ int tfmc_model_run_buffers(TfmcModel *m, const int64_t *dims, const void *const 
   for (int o = 0; o < info->n_outputs; o++)
     if (!outputs[o])
       return api_fail(err, errlen, "output '%s' has no buffer", info->outputs[o].name);
-  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena, m->pool, NULL};
+  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena, m->pool, NULL,
+                    NULL /* no state: rt_model_info_check */};
   tfmc_model_run(&args);
   return 0;
 }
@@ -290,7 +291,7 @@ int tfmc_model_run_files(TfmcModel *m, const char *inputs_path, const char *outp
   rt_st_close(st);
   if (rc) return 1;
   RtRunArgs args = {b.syms, b.inputs, b.outputs, rt_weights_data(m->weights), m->arena, m->pool,
-                    NULL};
+                    NULL, NULL /* no state: rt_model_info_check */};
   tfmc_model_run(&args);
   rc = rt_model_write_outputs(&tfmc_model_info, &b, outputs_path, err, errlen);
   rt_model_unbind(&tfmc_model_info, &b);

@@ -179,6 +179,9 @@ static void case_LOG_SOFTMAX(Case *c) {
 static void case_MASK_CAUSAL(Case *c) {
   x_bsd(c, 1); /* binds S */
   out(c, "y", causal(c));
+  /* a step's mask: 2 queries at the last 2 of S positions */
+  out(c, "z", ir_build_typed(c->g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
+                             ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_CONST(2), IR_SYM(c->sym_s)}), LOC));
 }
 static void case_RESHAPE(Case *c) {
   int m = key_mask(c);
@@ -229,6 +232,39 @@ static void case_ATTN_MIX(Case *c) {
   at.scale = 0.3;
   int p = ir_build(c->g, IR_OP_ATTN_PROBS, (int[]){q, k, key_mask(c)}, 3, &at, LOC);
   out(c, "y", ir_build(c->g, IR_OP_ATTN_MIX, (int[]){p, v}, 2, &at, LOC));
+}
+static void case_TAIL(Case *c) {
+  int x = x_bsd(c, 5);
+  IrAttrs at = attrs();
+  at.axis = 1;
+  out(c, "y", ir_build_typed(c->g, IR_OP_TAIL, (int[]){x}, 1, &at,
+                             ir_type(IR_F32, 3, (IrDim[]){IR_SYM(c->sym_b), IR_CONST(2), IR_CONST(5)}), LOC));
+  at.axis = 0;
+  out(c, "z", ir_build_typed(c->g, IR_OP_TAIL, (int[]){arange(c)}, 1, &at,
+                             ir_type(IR_I32, 1, (IrDim[]){IR_CONST(1)}), LOC));
+}
+static int state(Case *c, const char *name) {
+  IrAttrs at = attrs();
+  at.name = name;
+  return ir_build_typed(c->g, IR_OP_STATE, NULL, 0, &at,
+                        ir_type(IR_F32, 3, (IrDim[]){IR_CONST(3), IR_CONST(4), IR_CONST(8)}), LOC);
+}
+static void case_STATE(Case *c) { /* zero in a fresh run */
+  out(c, "y", ir_build(c->g, IR_OP_RELU, (int[]){state(c, "s")}, 1, NULL, LOC));
+}
+/* keys and values appended to caches [3,4,8] (P = 0, L = S) and attended
+ * over in place: batch elements 4 rows apart, not S */
+static void case_KV_APPEND(Case *c) {
+  int k, v, q = qkv(c, &k, &v);
+  IrType tl = tbsd(c, IR_F32, 8);
+  int kc = ir_build_typed(c->g, IR_OP_KV_APPEND, (int[]){state(c, "ck"), k}, 2, NULL, tl, LOC);
+  int vc = ir_build_typed(c->g, IR_OP_KV_APPEND, (int[]){state(c, "cv"), v}, 2, NULL, tl, LOC);
+  IrAttrs at = attrs();
+  at.heads = 2;
+  at.scale = 0.5;
+  out(c, "y", ir_build(c->g, IR_OP_ATTENTION, (int[]){q, kc, vc, causal(c)}, 4, &at, LOC));
+  int p = ir_build(c->g, IR_OP_ATTN_PROBS, (int[]){q, kc, causal(c)}, 3, &at, LOC);
+  out(c, "z", ir_build(c->g, IR_OP_ATTN_MIX, (int[]){p, vc}, 2, &at, LOC));
 }
 
 static void (*const op_cases[IR_OP_COUNT])(Case *) = {

@@ -485,6 +485,18 @@ static void op_test_MASK_CAUSAL(void) {
     for (int k = 0; k < 4; k++) cr_assert_eq(y[q * 4 + k], k <= q, "m[0,%d,%d]", q, k);
 }
 
+/* Tq < Tk: query q is at position q + Tk - Tq */
+Test(interp, mask_causal_step) {
+  fx_begin();
+  int m = ir_build_typed(G, IR_OP_MASK_CAUSAL, NULL, 0, NULL, TY(IR_BOOL, C(1), C(2), C(5)), LOC);
+  ir_graph_add_output(G, "m", m);
+  run_ok();
+  const uint8_t *y = out_named("m")->data;
+  for (int q = 0; q < 2; q++)
+    for (int k = 0; k < 5; k++) cr_assert_eq(y[q * 5 + k], k <= q + 3, "m[0,%d,%d]", q, k);
+  fx_end();
+}
+
 static void op_test_RESHAPE(void) {
   float x[12];
   for (int i = 0; i < 12; i++) x[i] = (float)i;
@@ -519,6 +531,74 @@ static void op_test_TAKE(void) {
   expect_f32(out_named("a0"), w0, 12, 0);
   EXPECT_DIMS(out_named("a2"), 2, 3);
   expect_f32(out_named("a2"), w2, 6, 0);
+}
+
+/* take with a negative index counts from the end */
+Test(interp, take_last) {
+  fx_begin();
+  float x[24];
+  for (int i = 0; i < 24; i++) x[i] = (float)i;
+  int px = param("x", TY(IR_F32, C(2), C(3), C(4)), x);
+  ir_graph_add_output(G, "y", op1(IR_OP_TAKE, px, &(IrAttrs){.axis = 1, .index = -1}));
+  run_ok();
+  double w[8];
+  for (int b = 0; b < 2; b++)
+    for (int k = 0; k < 4; k++) w[b * 4 + k] = x[(b * 3 + 2) * 4 + k];
+  expect_f32(out_named("y"), w, 8, 0);
+  fx_end();
+}
+
+static void op_test_TAIL(void) {
+  float x[24];
+  for (int i = 0; i < 24; i++) x[i] = (float)i;
+  int px = param("x", TY(IR_F32, C(2), C(3), C(4)), x);
+  ir_graph_add_output(G, "y", ir_build_typed(G, IR_OP_TAIL, (int[]){px}, 1, &(IrAttrs){.axis = 1},
+                                             TY(IR_F32, C(2), C(2), C(4)), LOC));
+  run_ok();
+  double w[16];
+  for (int b = 0; b < 2; b++)
+    for (int t = 0; t < 2; t++)
+      for (int k = 0; k < 4; k++) w[(b * 2 + t) * 4 + k] = x[(b * 3 + t + 1) * 4 + k];
+  EXPECT_DIMS(out_named("y"), 2, 2, 4);
+  expect_f32(out_named("y"), w, 16, 0);
+}
+
+/* a state is zero at first (a fresh one per run without a state object) */
+static void op_test_STATE(void) {
+  int st = ir_build_typed(G, IR_OP_STATE, NULL, 0, &(IrAttrs){.name = "c"},
+                          TY(IR_F32, C(1), C(3), C(2)), LOC);
+  ir_graph_add_output(G, "y", op1(IR_OP_RELU, st, NULL));
+  run_ok();
+  expect_f32(out_named("y"), (double[6]){0}, 6, 0);
+  InterpRunOptions o = {NULL, interp_state_create(A, G)};
+  cr_assert_eq(interp_run_with(G, &WS, IN, N_IN, &o, A, &OUT, &N_OUT, ERR, sizeof ERR), 0, "%s", ERR);
+  expect_f32(out_named("y"), (double[6]){0}, 6, 0);
+}
+
+/* two runs append 2 rows then 1 row (P = 0, then 2): the state keeps
+ * them, the result is the first L rows */
+static void op_test_KV_APPEND(void) {
+  int T = ir_graph_add_symbol(G, "T", 4), L = ir_graph_add_symbol(G, "L", 4);
+  int x = input("x", TY(IR_F32, C(1), S(T), C(2)));
+  int st = ir_build_typed(G, IR_OP_STATE, NULL, 0, &(IrAttrs){.name = "c"},
+                          TY(IR_F32, C(1), C(4), C(2)), LOC);
+  ir_graph_add_output(G, "y", ir_build_typed(G, IR_OP_KV_APPEND, (int[]){st, x}, 2, NULL,
+                                             TY(IR_F32, C(1), S(L), C(2)), LOC));
+  InterpRunOptions o = {(int64_t[]){0, 2}, interp_state_create(A, G)};
+  feed("x", IR_F32, 3, DIMS(1, 2, 2), (float[]){1, 2, 3, 4});
+  cr_assert_eq(interp_run_with(G, &WS, IN, N_IN, &o, A, &OUT, &N_OUT, ERR, sizeof ERR), 0, "%s", ERR);
+  expect_f32(out_named("y"), (double[]){1, 2, 3, 4}, 4, 0);
+  N_IN = 0;
+  feed("x", IR_F32, 3, DIMS(1, 1, 2), (float[]){5, 6});
+  o.syms = (int64_t[]){0, 3};
+  cr_assert_eq(interp_run_with(G, &WS, IN, N_IN, &o, A, &OUT, &N_OUT, ERR, sizeof ERR), 0, "%s", ERR);
+  EXPECT_DIMS(out_named("y"), 1, 3, 2);
+  expect_f32(out_named("y"), (double[]){1, 2, 3, 4, 5, 6}, 6, 0);
+  /* L < T does not fit */
+  o.syms = (int64_t[]){0, 0};
+  N_IN = 0;
+  feed("x", IR_F32, 3, DIMS(1, 1, 2), (float[]){5, 6});
+  cr_assert_neq(interp_run_with(G, &WS, IN, N_IN, &o, A, &OUT, &N_OUT, ERR, sizeof ERR), 0);
 }
 
 /* batch 1's last two keys are padding */

@@ -79,6 +79,33 @@ Test(loop_parse, every_construct_round_trips) {
   arena_destroy(a);
 }
 
+/* a program with a state region (a step graph's KV caches): the header's
+ * ", state N bytes" and state+OFFSET buffers round-trip, and verify */
+Test(loop_parse, state_round_trips) {
+  const char *text =
+      "loop program \"step\" (arena 64 bytes, weights 0 floats, syms 3, state 256 bytes)\n"
+      "  b0 = input[0] : f32  \"x\"\n"
+      "  b1 = state+0 : f32  \"cache.decoder.0.k\"\n"
+      "  b2 = state+128 : f32  \"cache.decoder.0.v\"\n"
+      "kernel k1_kv_append \"\" serial extent sym1 (outer v0):\n"
+      "  vars v0:i64\n"
+      "  b1[((sym2 - sym1) + v0)] = b0[v0]\n";
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, NULL);
+  LoopProgram *p = loop_program_parse(a, src_file_from_string(a, "state.tfloop", text), &d);
+  cr_assert(p, "%s", d.captured ? d.captured : "");
+  cr_expect_eq(p->state_bytes, 256);
+  cr_expect_eq(p->bufs[2].kind, LB_STATE);
+  cr_expect_eq(p->bufs[2].offset, 128);
+  char *back = print_str(p);
+  cr_expect_str_eq(back, text);
+  char err[256];
+  cr_expect(loop_program_verify(p, err, sizeof err), "%s", err);
+  free(back);
+  arena_destroy(a);
+}
+
 /* text after the header; the errors expected, in order */
 static void refused(const char *body, const char *const *want, int n_want) {
   char text[4096];

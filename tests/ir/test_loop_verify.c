@@ -202,6 +202,26 @@ Test(loop_verify, program_and_buffers) {
 
 /* ---- kernels: names, extents, variables, body ---- */
 
+/* state buffers: offsets inside state_bytes, multiples of 64; writable
+ * (a KV cache is appended to); a negative state size is malformed */
+Test(loop_verify, state_buffers) {
+  Tiny t = tiny();
+  t.p->state_bytes = 256;
+  int bs = loop_buffer_add(t.p, LB_STATE, 0, 128, LE_F32, "cache.decoder.0.k");
+  t.store->buf = bs;
+  accepted(t.p);
+  t.p->bufs[bs].offset = 320;
+  refused(t.p, "buffer b4: state offset 320 outside 256 bytes");
+  t.p->bufs[bs].offset = 96;
+  refused(t.p, "buffer b4: state offset 96 is not a multiple of 64");
+  t.p->bufs[bs].offset = 0;
+  t.p->state_bytes = -64;
+  refused(t.p, "state -64 bytes");
+  t.p->state_bytes = 0;
+  accepted(t.p); /* offset 0 of an empty region: an empty buffer */
+  arena_destroy(t.a);
+}
+
 Test(loop_verify, kernels) {
   Tiny t;
 

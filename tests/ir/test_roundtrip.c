@@ -112,8 +112,27 @@ static IrGraph *build_all_ops(Arena *a) {
   at.axis = 1;
   at.index = 0;
   int cls = ir_build(g, IR_OP_TAKE, (int[]){lsm}, 1, &at, L);
+  /* a generation step: keys appended to a cache and attended over in
+   * place, the last query row kept */
+  at = attrs0();
+  at.name = "cache.k";
+  int st = ir_build_typed(g, IR_OP_STATE, NULL, 0, &at,
+                          ir_type(IR_F32, 3, (IrDim[]){IR_CONST(4), IR_CONST(16), IR_CONST(16)}), L);
+  int kv = ir_build_typed(g, IR_OP_KV_APPEND, (int[]){st, k}, 2, NULL,
+                          ir_type(IR_F32, 3, (IrDim[]){IR_SYM(B), IR_SYM(S), IR_CONST(16)}), L);
+  at = attrs0();
+  at.heads = 4;
+  at.scale = 0.5;
+  int satt = ir_build(g, IR_OP_ATTENTION, (int[]){q, kv, kv, causal}, 4, &at, L);
+  at = attrs0();
+  at.axis = 1;
+  int tl = ir_build_typed(g, IR_OP_TAIL, (int[]){satt}, 1, &at,
+                          ir_type(IR_F32, 3, (IrDim[]){IR_SYM(B), IR_CONST(2), IR_CONST(16)}), L);
+  at.index = -1;
+  int last = ir_build(g, IR_OP_TAKE, (int[]){tl}, 1, &at, L);
   ir_graph_add_output(g, "class_logits", cls);
   ir_graph_add_output(g, "hidden", lsm);
+  ir_graph_add_output(g, "step", last);
   return g;
 }
 

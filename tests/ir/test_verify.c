@@ -272,8 +272,37 @@ Test(verify, attention) {
 Test(verify, mask_causal_declared_type) {
   Arena *a = arena_create();
   IrGraph *g = base(a);
-  g->nodes[5].type.dims[2] = IR_CONST(8);
-  EXPECT_VERIFY_ERROR(a, g, "%5 (mask.causal): mask.causal result must be bool[1,T,T]");
+  g->nodes[5].type.dims[0] = IR_CONST(2);
+  EXPECT_VERIFY_ERROR(a, g, "%5 (mask.causal): mask.causal result must be bool[1,Tq,Tk]");
+  arena_destroy(a);
+}
+
+/* a kv.append result is a view of its state: attention k / v only, never
+ * an output; one kv.append per state; state names unique */
+Test(verify, kv_append_views) {
+  Arena *a = arena_create();
+  IrGraph *g = base(a);
+  IrType ts = ir_type(IR_F32, 3, (IrDim[]){IR_CONST(2), IR_CONST(8), IR_CONST(16)});
+  IrAttrs sa = attrs0();
+  sa.name = "cache";
+  int st = ir_build_typed(g, IR_OP_STATE, NULL, 0, &sa, ts, L);
+  IrType tv = g->nodes[0].type; /* f32[B,S,16]: P = 0 */
+  int kv = ir_build_typed(g, IR_OP_KV_APPEND, (int[]){st, 0}, 2, NULL, tv, L);
+  IrAttrs at = attrs0();
+  at.heads = 4;
+  at.scale = 0.25;
+  ir_graph_add_output(g, "w", ir_build(g, IR_OP_ATTENTION, (int[]){0, kv, kv}, 3, &at, L));
+  verify_ok(a, g);
+  int r = ir_build(g, IR_OP_RELU, (int[]){kv}, 1, NULL, L);
+  ir_graph_add_output(g, "r", r);
+  EXPECT_VERIFY_ERROR(a, g, "(relu): operand 0 is kv.append %8, which only attention k / v may read");
+  g->n_outputs--;
+  g->n_nodes--;
+  ir_graph_add_output(g, "kv", kv);
+  EXPECT_VERIFY_ERROR(a, g, "%8 (kv.append): a kv.append result cannot be an output");
+  g->n_outputs--;
+  ir_build_typed(g, IR_OP_KV_APPEND, (int[]){st, 0}, 2, NULL, tv, L);
+  EXPECT_VERIFY_ERROR(a, g, "%10 (kv.append): state %7 is already appended to by %8");
   arena_destroy(a);
 }
 

@@ -172,8 +172,8 @@ enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
 
 static void attention(RtPool *pool, const Data *d, float *out, float *probs, Policy pol) {
   const Shape *s = &d->s;
-  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v, d->mask,
-               s->mask_b, s->mask_q, out, probs, pol.block_q, pol.max_tk_tiled);
+  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v,
+               s->tk * s->h * s->dh, s->tk * s->h * s->dv, d->mask, s->mask_b, s->mask_q, out, probs, pol.block_q, pol.max_tk_tiled);
 }
 
 /* Runs rt_attention (with and without probs, under every policy) and
@@ -358,7 +358,7 @@ Test(attention, empty_sizes) {
   for (int i = 0; i < 8; i++)
     q[i] = 1;
   float *out = guarded(2 * 2 * 3);
-  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
   for (int i = 0; i < 12; i++)
     cr_assert_eq(out[i], 0.0f);
   check_guard(out, 12, "tk = 0");
@@ -369,11 +369,35 @@ Test(attention, empty_sizes) {
     cr_assert_eq(out[i], 0.0f);
   for (int i = 0; i < 12; i++)
     out[i] = POISON;
-  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
-  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
-  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
   check_guard(out, 0, "empty sizes");
   free(out);
+}
+
+/* k and v as views of larger caches (batch elements `rows` rows apart, as
+ * a KV cache holds them): the same result as contiguous copies, under every
+ * policy. */
+Test(attention, batch_strided_kv) {
+  enum { Bn = 2, H = 2, TQ = 3, TK = 5, DH = 8, ROWS = 9, D = H * DH };
+  float q[Bn * TQ * D], k[Bn * TK * D], v[Bn * TK * D], kc[Bn * ROWS * D], vc[Bn * ROWS * D];
+  float out[Bn * TQ * D], ref[Bn * TQ * D];
+  for (int i = 0; i < Bn * TQ * D; i++) q[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+  for (int i = 0; i < Bn * ROWS * D; i++) kc[i] = vc[i] = 1e30f; /* rows past TK: never read */
+  for (int b = 0; b < Bn; b++)
+    for (int x = 0; x < TK * D; x++) {
+      k[b * TK * D + x] = kc[b * ROWS * D + x] = (float)((x * 13 + b) % 11) / 11.0f - 0.5f;
+      v[b * TK * D + x] = vc[b * ROWS * D + x] = (float)((x * 7 + b) % 23) / 23.0f - 0.5f;
+    }
+  rt_attention_streaming(Bn, H, TQ, TK, DH, DH, 0.3f, q, k, v, NULL, 1, 1, ref);
+  for (int pi = 0; pi < N_POLICIES; pi++) {
+    rt_attention(NULL, Bn, H, TQ, TK, DH, DH, 0.3f, q, kc, vc, ROWS * D, ROWS * D, NULL, 1, 1, out,
+                 NULL, POLICIES[pi].block_q, POLICIES[pi].max_tk_tiled);
+    for (int i = 0; i < Bn * TQ * D; i++)
+      cr_assert(fabsf(out[i] - ref[i]) <= 1e-5f, "policy %d out[%d] = %g, expected %g", pi, i,
+                out[i], ref[i]);
+  }
 }
 
 /* The same checks through the portable GEMM (its own test process). */

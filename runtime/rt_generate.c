@@ -1,0 +1,57 @@
+/* runtime/rt_generate.c — the greedy generation loop (rt_generate.h).
+ * Invariant: the step function sees every id exactly once, at its
+ * position: the prompt at 0..n_prompt-1, generated id i at n_prompt + i. */
+#include "runtime/rt_generate.h"
+
+#include "runtime/rt_model.h"   /* rt_errorf */
+#include "runtime/rt_profile.h" /* rt_timing_now_ms */
+
+int32_t rt_argmax(const float *x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
+  return (int32_t)best;
+}
+
+int rt_generate_greedy(const RtGenerateOptions *o, RtStepFn step, void *step_user,
+                       const int32_t *prompt, int64_t n_prompt, int32_t *out,
+                       RtTokenFn on_token, void *token_user, RtGenerateResult *res, char *err,
+                       size_t errlen) {
+  res->n = 0;
+  res->stop = RT_STOP_COUNT;
+  res->prefill_ms = res->decode_ms = 0;
+  if (o->max_new < 1)
+    return rt_errorf(err, errlen, "nothing to generate: --generate must be >= 1, got %lld",
+                     (long long)o->max_new);
+  if (n_prompt < 1) return rt_errorf(err, errlen, "generation needs a prompt of at least one token");
+  if (n_prompt > o->max_len)
+    return rt_errorf(err, errlen,
+                     "the prompt has %lld tokens, more than the model's max_len %lld",
+                     (long long)n_prompt, (long long)o->max_len);
+  const float *logits;
+  double t0 = rt_timing_now_ms();
+  if (step(step_user, prompt, n_prompt, 0, &logits, err, errlen)) return 1;
+  res->prefill_ms = rt_timing_now_ms() - t0;
+  double t1 = rt_timing_now_ms();
+  for (;;) {
+    int32_t id = rt_argmax(logits, o->vocab);
+    out[res->n++] = id;
+    if (on_token) on_token(token_user, res->n - 1, id);
+    if (o->eos >= 0 && id == o->eos) {
+      res->stop = RT_STOP_EOS;
+      break;
+    }
+    if (res->n >= o->max_new) {
+      res->stop = RT_STOP_COUNT;
+      break;
+    }
+    if (n_prompt + res->n >= o->max_len) { /* feeding id would go past the cache */
+      res->stop = RT_STOP_MAX_LEN;
+      break;
+    }
+    if (step(step_user, &out[res->n - 1], 1, n_prompt + res->n - 1, &logits, err, errlen))
+      return 1;
+  }
+  res->decode_ms = rt_timing_now_ms() - t1;
+  return 0;
+}

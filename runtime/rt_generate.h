@@ -1,0 +1,67 @@
+/* runtime/rt_generate.h — greedy generation over a step function with a KV
+ * cache (a step graph: frontend/spec.h LowerOptions.step).
+ *
+ *     RtGenerateOptions o = {.max_new = 20, .max_len = 1024, .vocab = 50257, .eos = 50256};
+ *     RtGenerateResult r;
+ *     int32_t out[20];
+ *     if (rt_generate_greedy(&o, step, model, prompt, n_prompt, out, print_id, NULL, &r,
+ *                            err, sizeof err)) ...   // out[0..r.n): the generated ids
+ *
+ * The loop: prefill, one step over the whole prompt (T = prompt length,
+ * P = 0); the next id is the argmax of the last position's logits (the
+ * first maximum on ties); then steps of T = 1 at P = prompt + generated - 1
+ * feed each new id back, until max_new ids, the eos id (kept as the last
+ * id), or the sequence (prompt + generated) reaching max_len, the positions
+ * the cache holds (r.stop says which). Each id goes to on_token as soon as
+ * it is chosen. The step function owns its cache: it keeps what earlier
+ * steps appended, and the caller zeroes it before a new sequence.
+ *
+ * libc only; nothing is allocated. Batch 1 (one sequence). */
+#ifndef TFMC_RT_GENERATE_H
+#define TFMC_RT_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Runs the model on tokens[0..n) at positions past..past+n-1 of the
+ * sequence and points *logits at the last position's logits (vocab
+ * floats, valid until the next call). Returns 0, or non-zero with a
+ * message in err. */
+typedef int (*RtStepFn)(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                        const float **logits, char *err, size_t errlen);
+/* Called with each generated id, in order (index = its place in out). */
+typedef void (*RtTokenFn)(void *user, int64_t index, int32_t id);
+
+typedef enum RtStop {
+  RT_STOP_COUNT,   /* max_new ids generated */
+  RT_STOP_EOS,     /* the eos id was generated */
+  RT_STOP_MAX_LEN, /* prompt + generated reached max_len */
+  RT_STOP_KIND_COUNT
+} RtStop;
+
+typedef struct RtGenerateOptions {
+  int64_t max_new; /* >= 1 */
+  int64_t max_len; /* positions the cache holds, >= the prompt length */
+  int64_t vocab;   /* logits per position */
+  int64_t eos;     /* -1: none */
+} RtGenerateOptions;
+
+typedef struct RtGenerateResult {
+  int64_t n;         /* ids written to out */
+  RtStop stop;
+  double prefill_ms; /* the prompt's step */
+  double decode_ms;  /* every later step together (n - 1 of them) */
+} RtGenerateResult;
+
+/* out has room for max_new ids; on_token may be NULL. Refuses (returns 1
+ * with a message) an empty prompt, a prompt longer than max_len, max_new <
+ * 1; a failing step stops the loop with its message. */
+int rt_generate_greedy(const RtGenerateOptions *o, RtStepFn step, void *step_user,
+                       const int32_t *prompt, int64_t n_prompt, int32_t *out,
+                       RtTokenFn on_token, void *token_user, RtGenerateResult *res, char *err,
+                       size_t errlen);
+
+/* The index of the first maximum of x[0..n) (NaNs never win); 0 if n < 1. */
+int32_t rt_argmax(const float *x, int64_t n);
+
+#endif

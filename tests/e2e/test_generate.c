@@ -1,0 +1,147 @@
+/* tests/e2e/test_generate.c — generation with a KV cache (the step graph,
+ * LowerOptions.step) against full recomputation: at every step of a
+ * 20-token greedy run, the step's logits (prompt in one step, then one
+ * token per step) equal the interpreter's full forward pass over the whole
+ * sequence so far at its last position, within 1e-4 + 1e-4 |ref|, on the
+ * interpreter and on the JIT, for GPT-2-like and torch.nn-tutorial-like
+ * specs with random weights. The -O2 pipeline runs on the step graph (so
+ * prune-rows shrinks the head to the last row). */
+#include "backends/exec.h"
+#include "runtime/rt_generate.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#define SPEC_DIR TFMC_SOURCE_DIR "/tests/e2e/generate/"
+enum { N_PROMPT = 5, N_NEW = 20 };
+
+static void compile(Arena *a, const char *spec, bool step, DriverStage stage, Compiled *c) {
+  static PassPipeline pl;
+  cr_assert(pass_pipeline_level(2, &pl));
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  DriverOptions o = {.seed = 11, .stage = stage, .step = step, .passes = step ? &pl : NULL,
+                     .pass_ctx = &pctx};
+  char err[1024] = "";
+  cr_assert_eq(driver_compile_file(a, &d, spec, &o, c, err, sizeof err), 0, "%s %s", err,
+               d.captured ? d.captured : "");
+}
+
+/* The interpreter's full forward over ids[0..n): logits of position n-1. */
+static const float *full_last(Arena *a, const Compiled *full, const int32_t *ids, int64_t n) {
+  Tensor in[2] = {{.name = "tokens", .dtype = IR_I32, .rank = 2, .dims = {1, n}, .data = (void *)ids}};
+  int n_in = 1;
+  uint8_t ones[64];
+  memset(ones, 1, sizeof ones);
+  for (int i = 0; i < full->info->n_inputs; i++)
+    if (strcmp(full->info->inputs[i].name, "mask") == 0)
+      in[n_in++] = (Tensor){.name = "mask", .dtype = IR_BOOL, .rank = 2, .dims = {1, n}, .data = ones};
+  Tensor *out;
+  int n_out;
+  char err[512];
+  cr_assert_eq(backend_run_tensors("interp", full->g, full->w, in, n_in, NULL, a, &out, &n_out, NULL,
+                                   err, sizeof err), 0, "%s", err);
+  int64_t V = out[0].dims[2];
+  return (const float *)out[0].data + (n - 1) * V;
+}
+
+static void check(const char *spec, const char *backend) {
+  Arena *a = arena_create();
+  Compiled full, step;
+  compile(a, spec, false, DRIVER_GRAPH, &full);
+  DriverStage stage;
+  cr_assert(backend_known(backend, &stage));
+  compile(a, spec, true, stage, &step);
+  BackendStepper st;
+  char err[512];
+  cr_assert_eq(backend_stepper_init(&st, backend, &step, &(ExecOptions){2, 0, false}, err, sizeof err), 0,
+               "%s", err);
+  int32_t seq[N_PROMPT + N_NEW + 1];
+  for (int i = 0; i < N_PROMPT; i++) seq[i] = (int32_t)((i * 7 + 3) % st.vocab);
+  int64_t n = N_PROMPT;
+  const float *logits;
+  cr_assert_eq(backend_stepper_step(&st, seq, n, 0, &logits, err, sizeof err), 0, "%s", err);
+  double worst = 0;
+  for (int k = 0; k < N_NEW; k++) {
+    const float *ref = full_last(a, &full, seq, n);
+    for (int64_t v = 0; v < st.vocab; v++) {
+      double diff = fabs((double)logits[v] - ref[v]);
+      if (diff > worst) worst = diff;
+      cr_assert(diff <= 1e-4 + 1e-4 * fabs(ref[v]), "%s %s step %d (length %lld) logit %lld: %.7g, full %.7g",
+                spec, backend, k, (long long)n, (long long)v, logits[v], ref[v]);
+    }
+    seq[n] = rt_argmax(logits, st.vocab);
+    cr_assert_eq(seq[n], rt_argmax(ref, st.vocab));
+    n++;
+    if (k + 1 < N_NEW)
+      cr_assert_eq(backend_stepper_step(&st, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
+  }
+  cr_log_info("%s %s: worst |step - full| %.3g over %d steps", spec, backend, worst, N_NEW);
+  /* a new sequence after a reset gives the same first logits */
+  exec_session_reset(st.session);
+  cr_assert_eq(backend_stepper_step(&st, seq, N_PROMPT, 0, &logits, err, sizeof err), 0, "%s", err);
+  const float *ref = full_last(a, &full, seq, N_PROMPT);
+  for (int64_t v = 0; v < st.vocab; v++)
+    cr_assert(fabs((double)logits[v] - ref[v]) <= 1e-4 + 1e-4 * fabs(ref[v]), "after reset");
+  backend_stepper_free(&st);
+  arena_destroy(a);
+}
+
+Test(generate, gpt2_tiny_interp) { check(SPEC_DIR "gpt2_tiny.tfm", "interp"); }
+Test(generate, gpt2_tiny_jit) { check(SPEC_DIR "gpt2_tiny.tfm", "jit"); }
+Test(generate, torchnn_lm_tiny_interp) { check(SPEC_DIR "torchnn_lm_tiny.tfm", "interp"); }
+Test(generate, torchnn_lm_tiny_jit) { check(SPEC_DIR "torchnn_lm_tiny.tfm", "jit"); }
+
+/* the runtime loop: counts, eos, max_len, refusals */
+typedef struct Fake {
+  float logits[4];
+  int calls;
+  int64_t last_past, last_n;
+} Fake;
+
+static int fake_step(void *user, const int32_t *tokens, int64_t n, int64_t past, const float **logits,
+                     char *err, size_t errlen) {
+  Fake *f = user;
+  (void)err, (void)errlen;
+  f->calls++;
+  f->last_past = past;
+  f->last_n = n;
+  memset(f->logits, 0, sizeof f->logits);
+  f->logits[(tokens[n - 1] + 1) % 4] = 1; /* next id = last + 1 mod 4 */
+  *logits = f->logits;
+  return 0;
+}
+
+Test(generate, greedy_loop) {
+  Fake f = {0};
+  int32_t prompt[2] = {0, 1}, out[8];
+  RtGenerateResult r;
+  char err[256];
+  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){5, 100, 4, -1}, fake_step, &f, prompt, 2, out,
+                                  NULL, NULL, &r, err, sizeof err), 0);
+  cr_assert_eq(r.n, 5);
+  cr_assert_eq(r.stop, RT_STOP_COUNT);
+  int32_t want[5] = {2, 3, 0, 1, 2};
+  for (int i = 0; i < 5; i++) cr_assert_eq(out[i], want[i]);
+  cr_assert_eq(f.calls, 5); /* prefill + 4 steps: the last id is not fed */
+  cr_assert_eq(f.last_past, 5);
+  cr_assert_eq(f.last_n, 1);
+  f = (Fake){0};
+  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){8, 100, 4, 0}, fake_step, &f, prompt, 2, out,
+                                  NULL, NULL, &r, err, sizeof err), 0);
+  cr_assert_eq(r.stop, RT_STOP_EOS);
+  cr_assert_eq(r.n, 3); /* 2 3 0: eos kept */
+  f = (Fake){0};
+  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){8, 4, 4, -1}, fake_step, &f, prompt, 2, out,
+                                  NULL, NULL, &r, err, sizeof err), 0);
+  cr_assert_eq(r.stop, RT_STOP_MAX_LEN);
+  cr_assert_eq(r.n, 2); /* prompt 2 + 2 generated = max_len 4 */
+  cr_assert_neq(rt_generate_greedy(&(RtGenerateOptions){8, 1, 4, -1}, fake_step, &f, prompt, 2, out,
+                                   NULL, NULL, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
+  cr_assert_neq(rt_generate_greedy(&(RtGenerateOptions){0, 10, 4, -1}, fake_step, &f, prompt, 2, out,
+                                   NULL, NULL, &r, err, sizeof err), 0);
+  cr_assert_eq(rt_argmax((float[]){1, 3, 3, 2}, 4), 1);
+}

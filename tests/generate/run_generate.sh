@@ -1,0 +1,60 @@
+#!/bin/bash
+# tests/generate/run_generate.sh TFMC DIR BACKEND — greedy generation with a KV
+# cache against PyTorch, and the refusals of `tfmc run --generate`.
+#
+# DIR (tests/generate/gpt2, made by tools/gen_generate_golden.py)
+# holds generate.tfm, weights.safetensors, prompt (ids) and expected (the
+# ids PyTorch's greedy decode with past keys / values produced). The ids
+# tfmc prints, one per line, must be exactly those; --outputs must hold
+# generated i64 [1,N] and generated_lengths i64 [1]. Then: a prompt longer
+# than max_len, --generate 0 and a spec that is not a decoder each exit 1
+# with a message; a run reaching max_len stops there and says so.
+set -eu
+[ $# -eq 3 ] || { echo "usage: $0 TFMC DIR BACKEND" >&2; exit 2; }
+tfmc=$1
+dir=${2%/}
+backend=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-generate.XXXXXX")
+trap 'rm -rf -- "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+prompt=$(cat "$dir/prompt")
+want=$(cat "$dir/expected")
+n=$(echo "$want" | wc -w)
+timeout 300 "$tfmc" run "$dir/generate.tfm" --weights "$dir/weights.safetensors" \
+  --tokens "$prompt" --generate "$n" --backend "$backend" --outputs "$tmp/out.safetensors" \
+  > "$tmp/ids" || fail "tfmc run --generate failed"
+got=$(tr '\n' ' ' < "$tmp/ids" | sed 's/ *$//')
+[ "$got" = "$want" ] || fail "generated '$got', PyTorch '$want'"
+grep -aq "\"generated\":{\"dtype\":\"I64\",\"shape\":\[1,$n\]" "$tmp/out.safetensors" ||
+  fail "--outputs has no generated i64 [1,$n]"
+grep -aq '"generated_lengths":{"dtype":"I64","shape":\[1\]' "$tmp/out.safetensors" ||
+  fail "--outputs has no generated_lengths i64 [1]"
+
+# refusals: exit status 1 and the message
+refuse() { # WANT_MESSAGE ARGS...
+  local msg=$1
+  shift
+  if timeout 300 "$tfmc" run "$@" --backend "$backend" > /dev/null 2> "$tmp/err"; then
+    fail "accepted: $*"
+  else
+    local rc=$?
+    [ $rc -eq 1 ] || fail "exit $rc (want 1): $*"
+  fi
+  grep -q -- "$msg" "$tmp/err" || fail "no '$msg' in: $(cat "$tmp/err")"
+}
+refuse "more than the model's max_len 64" "$dir/generate.tfm" --init random \
+  --tokens "$(seq -s ' ' 1 65)" --generate 3
+refuse "nothing to generate" "$dir/generate.tfm" --init random --tokens "1 2" --generate 0
+refuse "is an encoder_decoder: not yet supported" "$root/examples/torchnn_transformer.tfm" \
+  --init random --tokens "1 2" --generate 3
+refuse "is an encoder, which does not generate" "$root/examples/bert.tfm" --init random \
+  --tokens "1 2" --generate 3
+
+# max_len: prompt 60 + 4 generated = 64 positions, then it stops
+timeout 300 "$tfmc" run "$dir/generate.tfm" --init random --tokens "$(seq -s ' ' 1 60)" \
+  --generate 10 --backend "$backend" > "$tmp/ids" 2> "$tmp/err" || fail "max_len run failed"
+[ "$(wc -l < "$tmp/ids")" -eq 4 ] || fail "max_len run printed $(wc -l < "$tmp/ids") ids, want 4"
+grep -q "reached max_len 64" "$tmp/err" || fail "no max_len message: $(cat "$tmp/err")"
+echo "generate $backend: ok ($n ids equal PyTorch's)"
