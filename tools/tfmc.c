@@ -472,6 +472,74 @@ static int refuse_overwrite(const char *cmd, const char *what, const char *out, 
 
 /* ---- tfmc run ---- */
 
+/* ---- what run and attention share: the model compiled through the
+ * driver for a backend and one set of inputs bound by the runtime's binders
+ * (--inputs, --tokens or --text with --vocab or --tokenizer) ---- */
+
+typedef struct RunInputs {
+  const char *inputs, *tokens, *text, *vocab, *tokenizer;
+} RunInputs;
+
+/* Reads and checks the input options; 0 or EXIT_USAGE after a message. */
+static int run_inputs_options(const char *cmd, const Args *args, RunInputs *ri) {
+  ri->inputs = opt(args, "inputs");
+  ri->tokens = opt(args, "tokens");
+  ri->text = opt(args, "text");
+  ri->vocab = opt(args, "vocab");
+  ri->tokenizer = opt(args, "tokenizer");
+  if (!!ri->inputs + !!ri->tokens + !!ri->text != 1)
+    return usage_error(cmd, "give exactly one of --inputs, --tokens and --text");
+  if (ri->tokenizer && ri->vocab) return usage_error(cmd, "give one of --vocab and --tokenizer");
+  if (ri->text && !ri->vocab && !ri->tokenizer)
+    return usage_error(cmd, "--text needs --vocab or --tokenizer");
+  return 0;
+}
+
+typedef struct Prepared {
+  Arena *a;
+  Compiled c;
+  RtVocab vocab;          /* symbols of --vocab, or the --tokenizer */
+  RtTokenizer *tokenizer; /* owned */
+  RtBound bound;
+} Prepared;
+
+/* Compiles args->pos[0] with o, loads the vocabulary or tokenizer and binds
+ * the inputs. p->a must be set (d reports into it). Returns 0, or
+ * EXIT_USER after a message; prepared_free releases either way. */
+static int prepare_run(Prepared *p, Diags *d, const Args *args, const RunInputs *ri,
+                       const DriverOptions *o) {
+  char err[1024];
+  if (driver_compile_file(p->a, d, args->pos[0], o, &p->c, err, sizeof err)) {
+    compile_failed(err);
+    return EXIT_USER;
+  }
+  if (ri->vocab && rt_text_vocab_load(ri->vocab, &p->vocab, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return EXIT_USER;
+  }
+  if (ri->tokenizer && rt_tokenizer_load(ri->tokenizer, &p->tokenizer, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
+    return EXIT_USER;
+  }
+  p->vocab.tokenizer = p->tokenizer;
+  if (ri->inputs ? inputs_from_file(p->c.info, ri->inputs, &p->bound)
+                 : inputs_from_ids(p->c.info, ri->tokens, ri->text, &p->vocab, &p->bound))
+    return EXIT_USER;
+  return 0;
+}
+
+/* The vocabulary to print tokens with, or NULL. */
+static const RtVocab *prepared_vocab(const Prepared *p, const RunInputs *ri) {
+  return ri->vocab || p->tokenizer ? &p->vocab : NULL;
+}
+
+static void prepared_free(Prepared *p) {
+  if (p->c.info) rt_model_unbind(p->c.info, &p->bound);
+  rt_text_vocab_free(&p->vocab);
+  rt_tokenizer_destroy(p->tokenizer);
+  arena_destroy(p->a);
+}
+
 /* ---- tfmc run --generate ---- */
 
 typedef struct GenPrint {
@@ -699,20 +767,15 @@ static int cmd_run(int argc, char **argv) {
   uint64_t seed;
   if ((r = weights_source("run", &args, &weights, &seed))) return r;
   if (opt(&args, "generate")) return run_generate(&args, olevel, weights, seed);
-  const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
-  const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
+  RunInputs ri;
+  if ((r = run_inputs_options("run", &args, &ri))) return r;
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
-  if (!!inputs + !!tokens + !!text != 1)
-    return usage_error("run", "give exactly one of --inputs, --tokens and --text");
-  const char *tok_spec = opt(&args, "tokenizer");
-  if (tok_spec && vocab_path) return usage_error("run", "give one of --vocab and --tokenizer");
-  if (text && !vocab_path && !tok_spec) return usage_error("run", "--text needs --vocab or --tokenizer");
   if (!backend) backend = "jit";
   bool profile = opt(&args, "profile") != NULL;
   if (profile && strcmp(backend, "jit") != 0)
     return usage_error("run", "--profile needs --backend jit");
-  DriverStage stage_unused;
-  if (!backend_known(backend, &stage_unused))
+  DriverStage stage;
+  if (!backend_known(backend, &stage))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
   int threads = 0;
   if (opt(&args, "threads")) {
@@ -730,7 +793,7 @@ static int cmd_run(int argc, char **argv) {
     if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
     repeat = (int)t;
   }
-  const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
   if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 4))) return r;
@@ -738,43 +801,22 @@ static int cmd_run(int argc, char **argv) {
   Diags d;
   PassContext pctx = {.diags = &d};
   FILE *print_file;
-  const char *files[] = {args.pos[0], weights, inputs, vocab_path, outputs};
+  const char *files[] = {args.pos[0], weights, ri.inputs, ri.vocab, outputs};
   if ((r = pass_options("run", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
                         &print_file)))
     return r;
 
-  Arena *a = arena_create();
-  diags_init(&d, a, stderr);
+  Prepared p = {.a = arena_create()};
+  diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
-  RtVocab vocab = {0};
-  RtTokenizer *tokenizer = NULL;
-  RtBound bound = {0};
   char err[1024];
-  Compiled c = {0};
-  DriverStage stage;
-  TFMC_ASSERT(backend_known(backend, &stage));
   DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
                         .passes = &pl, .pass_ctx = &pctx, .stage = stage,
                         .strict = opt(&args, "strict") != NULL};
-  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
-    compile_failed(err);
-    goto done;
-  }
-  if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    goto done;
-  }
-  if (tok_spec && rt_tokenizer_load(tok_spec, &tokenizer, err, sizeof err)) {
-    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
-    goto done;
-  }
-  vocab.tokenizer = tokenizer;
-  if (inputs ? inputs_from_file(c.info, inputs, &bound)
-             : inputs_from_ids(c.info, tokens, text, &vocab, &bound))
-    goto done;
+  if (prepare_run(&p, &d, &args, &ri, &dopt)) goto done;
   ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
-  if (backend_run(backend, &c, &bound, &eo, &tm, err, sizeof err)) {
+  if (backend_run(backend, &p.c, &p.bound, &eo, &tm, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -784,21 +826,18 @@ static int cmd_run(int argc, char **argv) {
             "runs\n",
             backend, tm.compile_ms, tm.run_ms_median, tm.run_ms_min, tm.run_ms_max, tm.runs);
   if (outputs) {
-    if (rt_model_write_outputs(c.info, &bound, outputs, err, sizeof err)) {
+    if (rt_model_write_outputs(p.c.info, &p.bound, outputs, err, sizeof err)) {
       fprintf(stderr, "tfmc: %s\n", err);
       goto done;
     }
-  } else if (rt_text_print_bound(stdout, c.info, &bound, vocab_path || tokenizer ? &vocab : NULL)) {
+  } else if (rt_text_print_bound(stdout, p.c.info, &p.bound, prepared_vocab(&p, &ri))) {
     fprintf(stderr, "tfmc: out of memory\n");
     goto done;
   }
   rc = 0;
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
-  if (c.info) rt_model_unbind(c.info, &bound);
-  rt_text_vocab_free(&vocab);
-  rt_tokenizer_destroy(tokenizer);
-  arena_destroy(a);
+  prepared_free(&p);
   return rc;
 }
 
@@ -823,7 +862,7 @@ static int cmd_attention(int argc, char **argv) {
              {"inputs", true, NULL},  {"tokens", true, NULL}, {"text", true, NULL},
              {"vocab", true, NULL},   {"layer", true, NULL},  {"head", true, NULL},
              {"batch-row", true, NULL}, {"o", true, NULL},   {"backend", true, NULL},
-             PASS_OPTS};
+             {"tokenizer", true, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("attention", &args, &argc, argv, &olevel);
@@ -831,7 +870,8 @@ static int cmd_attention(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc attention SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                      (--inputs IN.safetensors | --tokens \"IDS\" |\n"
-         "                       --text \"SYMBOLS\" --vocab V.txt) [--vocab V.txt]\n"
+         "                       --text \"SYMBOLS\" --vocab V.txt | --text \"TEXT\" --tokenizer SPEC)\n"
+         "                      [--vocab V.txt | --tokenizer SPEC]\n"
          "                      [--layer LAYER|all] [--head H|all] [--batch-row R]\n"
          "                      -o MAPS.svg|MAPS.html [--backend jit|interp]\n"
          "                      [--passes=LIST | -O0..-O3]\n\n"
@@ -851,13 +891,10 @@ static int cmd_attention(int argc, char **argv) {
   const char *weights;
   uint64_t seed;
   if ((r = weights_source("attention", &args, &weights, &seed))) return r;
-  const char *inputs = opt(&args, "inputs"), *tokens = opt(&args, "tokens");
-  const char *text = opt(&args, "text"), *vocab_path = opt(&args, "vocab");
+  RunInputs ri;
+  if ((r = run_inputs_options("attention", &args, &ri))) return r;
   const char *out = opt(&args, "o"), *backend = opt(&args, "backend");
   const char *layer = opt(&args, "layer"), *head_s = opt(&args, "head");
-  if (!!inputs + !!tokens + !!text != 1)
-    return usage_error("attention", "give exactly one of --inputs, --tokens and --text");
-  if (text && !vocab_path) return usage_error("attention", "--text needs --vocab");
   if (!out || !*out) return usage_error("attention", "give the picture's path with -o FILE.svg");
   if (!backend) backend = "jit";
   DriverStage stage;
@@ -867,7 +904,7 @@ static int cmd_attention(int argc, char **argv) {
   int64_t head = head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
   int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
   if (head == -1 || row < 0) return EXIT_USAGE;
-  const char *ins[] = {args.pos[0], weights, inputs, vocab_path};
+  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab};
   char what[4200];
   snprintf(what, sizeof what, "-o %s", out);
   if ((r = refuse_overwrite("attention", what, out, false, ins, 4))) return r;
@@ -877,40 +914,27 @@ static int cmd_attention(int argc, char **argv) {
   Diags d;
   PassContext pctx = {.diags = &d};
   FILE *print_file;
-  const char *files[] = {args.pos[0], weights, inputs, vocab_path, out};
+  const char *files[] = {args.pos[0], weights, ri.inputs, ri.vocab, out};
   if ((r = pass_options("attention", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
                         &print_file)))
     return r;
 
-  Arena *a = arena_create();
-  diags_init(&d, a, stderr);
+  Prepared p = {.a = arena_create()};
+  diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
-  RtVocab vocab = {0};
-  RtBound bound = {0};
   RtAttnMaps maps = {0};
   FILE *f = NULL;
   char err[1024];
-  Compiled c = {0};
   DriverOptions dopt = {.attention = layer, .weights = weights, .seed = seed,
                         .passes = &pl, .pass_ctx = &pctx, .stage = stage};
-  if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
-    compile_failed(err);
-    goto done;
-  }
-  if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    goto done;
-  }
-  if (inputs ? inputs_from_file(c.info, inputs, &bound)
-             : inputs_from_ids(c.info, tokens, text, &vocab, &bound))
-    goto done;
-  if (backend_run(backend, &c, &bound, &(ExecOptions){0}, NULL, err, sizeof err) ||
-      rt_attnmap_collect(c.info, &bound, vocab_path ? &vocab : NULL, row, layer, &maps, err,
+  if (prepare_run(&p, &d, &args, &ri, &dopt)) goto done;
+  if (backend_run(backend, &p.c, &p.bound, &(ExecOptions){0}, NULL, err, sizeof err) ||
+      rt_attnmap_collect(p.c.info, &p.bound, prepared_vocab(&p, &ri), row, layer, &maps, err,
                          sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  RtAttnPlot plot = {c.info->name, maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
+  RtAttnPlot plot = {p.c.info->name, maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
                      ends_with(out, ".html")};
   /* drawn in memory, then written as every output is (runtime/rt_file.h:
    * atomically, through symlinks, never replacing a FIFO or device) */
@@ -940,9 +964,7 @@ static int cmd_attention(int argc, char **argv) {
 done:
   if (print_file && fclose(print_file)) rc = EXIT_USER;
   rt_attnmap_free(&maps);
-  if (c.info) rt_model_unbind(c.info, &bound);
-  rt_text_vocab_free(&vocab);
-  arena_destroy(a);
+  prepared_free(&p);
   return rc;
 }
 
