@@ -258,6 +258,14 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
   switch (m->head) {
   case HEAD_NONE:
     ir_graph_add_output(g, "hidden", x);
+    if (m->pooler) { /* head pooler: BertModel's pooled output too */
+      IrAttrs at = no_attrs();
+      at.axis = 1;
+      at.index = 0;
+      int first = ir_build(g, IR_OP_TAKE, (int[]){x}, 1, &at, loc); /* [B,d] */
+      ir_graph_add_output(g, "pooled",
+                          op1(L, IR_OP_TANH, linear(L, first, "pooler", L->d, L->d, true, loc), loc));
+    }
     return;
   case HEAD_LOGITS:
   case HEAD_LOG_SOFTMAX: {

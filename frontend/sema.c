@@ -323,13 +323,14 @@ static bool key_layers(Sema *s, const Entry *e) {
       return false;
     }
     cur_take(&c);
-    bool ok = cur_int(&c, "layers encoder", 1, 1024, &m->layers_enc, NULL);
+    bool ok = cur_int(&c, "layers encoder", 0, 1024, &m->layers_enc, NULL);
     if (!cur_word(&c, "decoder")) return false;
-    ok &= cur_int(&c, "layers decoder", 1, 1024, &m->layers_dec, NULL);
+    ok &= cur_int(&c, "layers decoder", 0, 1024, &m->layers_dec, NULL);
     return cur_end(&c) && ok;
   }
   int64_t v = 0;
-  bool ok = cur_int(&c, "layers", 1, 1024, &v, NULL);
+  /* 0: embeddings only (what an embedding-layer experiment or a probe wants) */
+  bool ok = cur_int(&c, "layers", 0, 1024, &v, NULL);
   if (!cur_end(&c) || !ok) return false;
   m->layers_enc = m->layers_dec = v;
   return true;
@@ -534,17 +535,21 @@ static bool key_tokens(Sema *s, const Entry *e) {
   return !c.failed && ok;
 }
 
-/* head logits|log_softmax|classifier N|none, then tied, no_bias, pooler */
+/* head logits|log_softmax|classifier N|none|pooler, then tied, no_bias, pooler.
+ * `head pooler` is `head none pooler`: the hidden states and BERT's pooled
+ * output tanh(pooler(x[:,0])), what HF's BertModel returns. */
 static bool key_head(Sema *s, const Entry *e) {
-  static const char *const kinds[HEAD_KIND_COUNT] = {"none", "logits", "log_softmax",
-                                                     "classifier"};
+  static const char *const kinds[HEAD_KIND_COUNT + 1] = {"none", "logits", "log_softmax",
+                                                         "classifier", "pooler"};
   static const char *const flags[3] = {"tied", "no_bias", "pooler"};
   ModelSpec *m = s->m;
-  Cur c = cur_make(s, e, "logits, log_softmax, 'classifier N' or none, then optionally "
-                   "tied, no_bias, pooler");
+  Cur c = cur_make(s, e, "logits, log_softmax, 'classifier N', none or pooler, then "
+                   "optionally tied, no_bias, pooler");
   const Token *kt;
-  int k = cur_choice(&c, kinds, HEAD_KIND_COUNT, &kt);
+  int k = cur_choice(&c, kinds, HEAD_KIND_COUNT + 1, &kt);
   if (k < 0) return false;
+  const Token *pooler_kind = k == HEAD_KIND_COUNT ? kt : NULL;
+  if (pooler_kind) k = HEAD_NONE;
   m->head = (HeadKind)k;
   bool ok = true;
   if (k == HEAD_CLASSIFIER) {
@@ -558,7 +563,7 @@ static bool key_head(Sema *s, const Entry *e) {
       ok = false;
     }
   }
-  const Token *seen[3] = {NULL, NULL, NULL};
+  const Token *seen[3] = {NULL, NULL, pooler_kind};
   while (!cur_done(&c)) {
     const Token *t;
     int f = cur_choice(&c, flags, 3, &t);
@@ -575,9 +580,13 @@ static bool key_head(Sema *s, const Entry *e) {
                "has none");
     ok = false;
   }
-  if (seen[2] && k != HEAD_CLASSIFIER) {
-    diag_error(s->d, seen[2]->loc, "'pooler' goes with a classifier head: 'head classifier "
-               "N pooler'");
+  if (seen[2] && k != HEAD_CLASSIFIER && k != HEAD_NONE) {
+    diag_error(s->d, seen[2]->loc, "'pooler' goes with a classifier head ('head classifier "
+               "N pooler') or alone ('head pooler': the hidden states and the pooled output)");
+    ok = false;
+  } else if (seen[2] && k == HEAD_NONE && s->arch_known && m->arch != ARCH_ENCODER) {
+    diag_error(s->d, seen[2]->loc, "a pooler reads position 0 of the encoder output: it needs "
+               "arch encoder; this model is arch %s", arch_names[m->arch]);
     ok = false;
   }
   m->head_tied = seen[0] != NULL;

@@ -8,6 +8,7 @@
 #include "tests/common/profile_report.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,4 +561,69 @@ Test(cli, progress_only_on_a_terminal, .timeout = 300) {
   cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
   cr_assert_null(strstr(err_text, "compiling"), "%s", err_text);
   cr_assert_null(strchr(err_text, '\r'), "%s", err_text);
+}
+
+/* `head pooler`: BertModel's outputs, the hidden states and the pooled
+ * tanh(pooler(x[:,0])). Checked against PyTorch through the BERT golden:
+ * its classifier applied to our pooled output must give the golden's
+ * class_logits. `layers 0` is the embeddings alone. */
+static float *read_tensor(const char *path, const char *name, int64_t *n) {
+  RtSafetensors *st;
+  char err[512];
+  cr_assert_eq(rt_st_open(path, &st, err, sizeof err), 0, "%s", err);
+  const RtStTensor *t = rt_st_find(st, name);
+  cr_assert(t, "%s lacks %s", path, name);
+  *n = rt_st_numel(t);
+  float *v = malloc((size_t)*n * sizeof *v + 4);
+  cr_assert_eq(rt_st_read_f32(t, v, err, sizeof err), 0, "%s", err);
+  rt_st_close(st);
+  return v;
+}
+
+Test(cli, head_pooler_matches_bertmodel) {
+  const char *spec = "model bert {\n  arch encoder\n  vocab 90\n  d_model 64\n  heads 4\n"
+                     "  layers 2\n  ffn 128 gelu\n  norm post eps 1e-12\n  position learned max 40\n"
+                     "  embed_norm eps 1e-12\n  token_types 2\n  tokens pad 0\n"
+                     "  mask encoder padding\n  head pooler\n}\n"
+                     "weights bert {\n  preset \"hf-bert\"\n  ignore \"classifier.*\"\n}\n";
+  write_file("bp.tfm", spec);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "run bp.tfm --weights %s/tests/golden/bert/weights.safetensors --inputs "
+           "%s/tests/golden/bert/inputs.safetensors --outputs bp.safetensors",
+           TFMC_SOURCE_DIR, TFMC_SOURCE_DIR);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  char out[512], w[512], ref[512];
+  snprintf(out, sizeof out, "%s/bp.safetensors", dir);
+  snprintf(w, sizeof w, "%s/tests/golden/bert/weights.safetensors", TFMC_SOURCE_DIR);
+  snprintf(ref, sizeof ref, "%s/tests/golden/bert/expected.safetensors", TFMC_SOURCE_DIR);
+  int64_t np, nw, nb, nr, nh;
+  float *pooled = read_tensor(out, "pooled", &np);
+  float *hidden = read_tensor(out, "hidden", &nh);
+  float *cw = read_tensor(w, "classifier.weight", &nw);
+  float *cb = read_tensor(w, "classifier.bias", &nb);
+  float *logits = read_tensor(ref, "class_logits", &nr);
+  int64_t d = 64, classes = nb, batch = np / d;
+  cr_assert_eq(nw, classes * d);
+  cr_assert_eq(nr, batch * classes);
+  cr_assert_eq(nh % (batch * d), 0);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t k = 0; k < classes; k++) {
+      double y = cb[k];
+      for (int64_t j = 0; j < d; j++) y += (double)cw[k * d + j] * pooled[b * d + j];
+      double want = logits[b * classes + k];
+      cr_assert(fabs(y - want) <= 1e-4 + 1e-4 * fabs(want), "row %lld class %lld: %g vs %g",
+                (long long)b, (long long)k, y, want);
+    }
+  free(pooled), free(hidden), free(cw), free(cb), free(logits);
+  /* refusals: a pooler needs an encoder */
+  write_file("bad.tfm", "model g {\n  arch decoder\n  vocab 9\n  d_model 8\n  heads 2\n  layers 1\n"
+                        "  ffn 16 relu\n  position learned max 8\n  head pooler\n}\n");
+  EXPECT_ERR(tfmc("check bad.tfm"), "a pooler reads position 0 of the encoder output");
+  /* layers 0: the embeddings alone */
+  write_file("emb.tfm", "model e {\n  arch encoder\n  vocab 9\n  d_model 8\n  heads 2\n  layers 0\n"
+                        "  ffn 16 relu\n  position learned max 8\n  head none\n}\n");
+  cr_assert_eq(tfmc("check emb.tfm"), 0, "%s", err_text);
+  cr_assert_eq(tfmc("run emb.tfm --init random --tokens \"1 2 3\""), 0, "%s", err_text);
+  cr_assert(strstr(out_text, "hidden"), "%s", out_text);
 }
