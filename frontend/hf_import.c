@@ -4,7 +4,7 @@
  *
  *   model_type   architectures                     spec
  *   bert         BertForSequenceClassification     head classifier N pooler, root "bert."
- *                BertModel (or none given)         head none, root ""
+ *                BertModel (or none given)         head pooler (hidden + pooled), root ""
  *                BertForMaskedLM, BertForPreTraining  head none, root "bert."
  *   distilbert   DistilBertModel (or none given)   head none, root ""
  *                DistilBertForMaskedLM             head none, root "distilbert."
@@ -471,10 +471,9 @@ static void import_bert(HfConfig *c, HfModel *m, HfField **id2label) {
   const char *a = m->arch_name;
   if (strcmp(a, "BertModel") == 0) {
     m->root = "";
-    m->head_line = "none";
-    m->head_note = "BertModel: the output is last_hidden_state (\"hidden\"); its pooled "
-                   "output, tanh(pooler(x[:,0])), has no spec head without a classifier";
-    add_ignore(m, "pooler.dense.*", true, "the pooler: only a classifier head uses it");
+    m->head_line = "pooler";
+    m->head_note = "BertModel: the outputs are last_hidden_state (\"hidden\") and "
+                   "pooler_output (\"pooled\", tanh(pooler(x[:,0])))";
   } else if (strcmp(a, "BertForSequenceClassification") == 0) {
     m->root = "bert.";
     m->n_classes = labels(c, id2label);
