@@ -58,7 +58,7 @@ void exec_session_destroy(ExecSession *s);
  *
  *     BackendStepper st;
  *     if (backend_stepper_init(&st, "jit", &c, &eo, err, sizeof err)) ...
- *     rt_generate_greedy(&(RtGenerateOptions){n, st.max_len, st.vocab, eos},
+ *     rt_generate(&(RtGenerateOptions){n, st.max_len, st.vocab, eos},
  *                        backend_stepper_step, &st, prompt, n_prompt, out, ...);
  *     backend_stepper_free(&st); */
 typedef struct BackendStepper {

@@ -13,10 +13,9 @@ int32_t rt_argmax(const float *x, int64_t n) {
   return (int32_t)best;
 }
 
-int rt_generate_greedy(const RtGenerateOptions *o, RtStepFn step, void *step_user,
-                       const int32_t *prompt, int64_t n_prompt, int32_t *out,
-                       RtTokenFn on_token, void *token_user, RtGenerateResult *res, char *err,
-                       size_t errlen) {
+int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
+                const int32_t *prompt, int64_t n_prompt, int32_t *out, RtTokenFn on_token,
+                void *token_user, RtGenerateResult *res, char *err, size_t errlen) {
   res->n = 0;
   res->stop = RT_STOP_COUNT;
   res->prefill_ms = res->decode_ms = 0;
@@ -28,13 +27,25 @@ int rt_generate_greedy(const RtGenerateOptions *o, RtStepFn step, void *step_use
     return rt_errorf(err, errlen,
                      "the prompt has %lld tokens, more than the model's max_len %lld",
                      (long long)n_prompt, (long long)o->max_len);
+  int sampling = o->sample && o->sample->sample;
+  if (sampling && (!o->rng || !o->scratch))
+    return rt_errorf(err, errlen, "internal: sampling without a generator or scratch");
+  if (sampling && rt_sample_options_check(o->sample, err, errlen)) return 1;
   const float *logits;
   double t0 = rt_timing_now_ms();
   if (step(step_user, prompt, n_prompt, 0, &logits, err, errlen)) return 1;
   res->prefill_ms = rt_timing_now_ms() - t0;
   double t1 = rt_timing_now_ms();
   for (;;) {
-    int32_t id = rt_argmax(logits, o->vocab);
+    int32_t id;
+    if (sampling) { /* one draw of the generator per token (rt_sample.h) */
+      int64_t tok;
+      if (rt_sample_token(logits, o->vocab, o->sample, o->rng, o->scratch, &tok, err, errlen))
+        return 1;
+      id = (int32_t)tok;
+    } else {
+      id = rt_argmax(logits, o->vocab);
+    }
     out[res->n++] = id;
     if (on_token) on_token(token_user, res->n - 1, id);
     if (o->eos >= 0 && id == o->eos) {

@@ -1,11 +1,12 @@
-/* runtime/rt_generate.h — greedy generation over a step function with a KV
- * cache (a step graph: frontend/spec.h LowerOptions.step).
+/* runtime/rt_generate.h — generation over a step function with a KV cache
+ * (a step graph: frontend/spec.h LowerOptions.step): greedy, or sampled
+ * through rt_sample.h.
  *
  *     RtGenerateOptions o = {.max_new = 20, .max_len = 1024, .vocab = 50257, .eos = 50256};
  *     RtGenerateResult r;
  *     int32_t out[20];
- *     if (rt_generate_greedy(&o, step, model, prompt, n_prompt, out, print_id, NULL, &r,
- *                            err, sizeof err)) ...   // out[0..r.n): the generated ids
+ *     if (rt_generate(&o, step, model, prompt, n_prompt, out, print_id, NULL, &r,
+ *                     err, sizeof err)) ...   // out[0..r.n): the generated ids
  *
  * The loop: prefill, one step over the whole prompt (T = prompt length,
  * P = 0); the next id is the argmax of the last position's logits (the
@@ -19,6 +20,8 @@
  * libc only; nothing is allocated. Batch 1 (one sequence). */
 #ifndef TFMC_RT_GENERATE_H
 #define TFMC_RT_GENERATE_H
+
+#include "runtime/rt_sample.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +47,12 @@ typedef struct RtGenerateOptions {
   int64_t max_len; /* positions the cache holds, >= the prompt length */
   int64_t vocab;   /* logits per position */
   int64_t eos;     /* -1: none */
+  /* NULL or not sampling: greedy (rt_argmax). Else each id is drawn by
+   * rt_sample_token with rng (seeded by the caller: same seed, same ids on
+   * every backend) and scratch (rt_sample_scratch_bytes(vocab) bytes). */
+  const RtSampleOptions *sample;
+  RtRng *rng;
+  void *scratch;
 } RtGenerateOptions;
 
 typedef struct RtGenerateResult {
@@ -56,10 +65,9 @@ typedef struct RtGenerateResult {
 /* out has room for max_new ids; on_token may be NULL. Refuses (returns 1
  * with a message) an empty prompt, a prompt longer than max_len, max_new <
  * 1; a failing step stops the loop with its message. */
-int rt_generate_greedy(const RtGenerateOptions *o, RtStepFn step, void *step_user,
-                       const int32_t *prompt, int64_t n_prompt, int32_t *out,
-                       RtTokenFn on_token, void *token_user, RtGenerateResult *res, char *err,
-                       size_t errlen);
+int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
+                const int32_t *prompt, int64_t n_prompt, int32_t *out, RtTokenFn on_token,
+                void *token_user, RtGenerateResult *res, char *err, size_t errlen);
 
 /* The index of the first maximum of x[0..n) (NaNs never win); 0 if n < 1. */
 int32_t rt_argmax(const float *x, int64_t n);

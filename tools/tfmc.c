@@ -135,7 +135,9 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
   if (!!*weights + !!init != 1)
     return usage_error(cmd, "give exactly one of --weights and --init random");
   if (init && strcmp(init, "random") != 0) return usage_error(cmd, "--init takes 'random'");
-  if (s && !init) return usage_error(cmd, "--seed goes with --init random");
+  /* --seed also seeds --sample's generator (tfmc run --generate) */
+  if (s && !init && !opt(args, "sample"))
+    return usage_error(cmd, "--seed goes with --init random or --sample");
   if (s) {
     char *e;
     errno = 0;
@@ -597,6 +599,23 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   DriverStage stage;
   if (!backend_known(backend, &stage))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
+  /* --sample [--temperature T] [--top-k K] [--top-p P] [--seed N] */
+  RtSampleOptions so = rt_sample_options_default();
+  so.sample = opt(args, "sample") != NULL;
+  const char *temp = opt(args, "temperature"), *topk = opt(args, "top-k"), *topp = opt(args, "top-p");
+  if ((temp || topk || topp) && !so.sample)
+    return usage_error("run", "--temperature, --top-k and --top-p go with --sample");
+  if (temp && (so.temperature = strtod(temp, &e), *e || !*temp))
+    return usage_error("run", "--temperature takes a number");
+  if (topk && (so.top_k = strtoll(topk, &e, 10), *e || !*topk))
+    return usage_error("run", "--top-k takes an integer");
+  if (topp && (so.top_p = strtod(topp, &e), *e || !*topp))
+    return usage_error("run", "--top-p takes a number");
+  char serr[256];
+  if (so.sample && rt_sample_options_check(&so, serr, sizeof serr)) {
+    fprintf(stderr, "tfmc: %s\n", serr);
+    return EXIT_USER;
+  }
   int threads = 0, repeat = 0;
   if (opt(args, "threads")) {
     long t = strtol(opt(args, "threads"), &e, 10);
@@ -651,11 +670,18 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     goto done;
   }
   int64_t eos = c.spec ? c.spec->model->eos_id : -1;
+  RtRng rng;
+  rt_rng_seed(&rng, seed);
   RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
+  if (so.sample) {
+    go.sample = &so;
+    go.rng = &rng;
+    go.scratch = arena_alloc(a, rt_sample_scratch_bytes(st.vocab) + 64);
+  }
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
   GenPrint gp = {vocab_path ? &vocab : NULL};
-  if (rt_generate_greedy(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token,
+  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token,
                          &gp, &res, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
@@ -670,7 +696,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     for (int i = 0; i < repeat; i++) {
       RtGenerateResult r2;
       exec_session_reset(st.session);
-      if (rt_generate_greedy(&go, backend_stepper_step, &st, prompt, n_prompt, again,
+      rt_rng_seed(&rng, seed); /* the same draws again */
+      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
                              gen_no_print, NULL, &r2, err, sizeof err)) {
         fprintf(stderr, "tfmc: %s\n", err);
         goto done;
@@ -712,7 +739,8 @@ static int cmd_run(int argc, char **argv) {
              {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
              {"profile", false, NULL}, {"strict", false, NULL},  {"tokenizer", true, NULL},
-             {"generate", true, NULL},
+             {"generate", true, NULL}, {"sample", false, NULL},  {"temperature", true, NULL},
+             {"top-k", true, NULL},    {"top-p", true, NULL},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -726,6 +754,7 @@ static int cmd_run(int argc, char **argv) {
          "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
          "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate N\n"
+         "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]]\n"
          "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
          "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
          "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
@@ -758,7 +787,10 @@ static int cmd_run(int argc, char **argv) {
          "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
          "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
          "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
-         "the prefill time and the time per decoded token.");
+         "the prefill time and the time per decoded token. Greedy by default;\n"
+         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
+         "(defaults: T 1, top-k off, top-p 1) with a PCG32 generator seeded by --seed\n"
+         "(default 0): the same seed gives the same tokens on every backend.");
     return 0;
   }
   if (r) return r;

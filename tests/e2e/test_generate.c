@@ -119,7 +119,7 @@ Test(generate, greedy_loop) {
   int32_t prompt[2] = {0, 1}, out[8];
   RtGenerateResult r;
   char err[256];
-  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){5, 100, 4, -1}, fake_step, &f, prompt, 2, out,
+  cr_assert_eq(rt_generate(&(RtGenerateOptions){5, 100, 4, -1}, fake_step, &f, prompt, 2, out,
                                   NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(r.n, 5);
   cr_assert_eq(r.stop, RT_STOP_COUNT);
@@ -129,19 +129,19 @@ Test(generate, greedy_loop) {
   cr_assert_eq(f.last_past, 5);
   cr_assert_eq(f.last_n, 1);
   f = (Fake){0};
-  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){8, 100, 4, 0}, fake_step, &f, prompt, 2, out,
+  cr_assert_eq(rt_generate(&(RtGenerateOptions){8, 100, 4, 0}, fake_step, &f, prompt, 2, out,
                                   NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(r.stop, RT_STOP_EOS);
   cr_assert_eq(r.n, 3); /* 2 3 0: eos kept */
   f = (Fake){0};
-  cr_assert_eq(rt_generate_greedy(&(RtGenerateOptions){8, 4, 4, -1}, fake_step, &f, prompt, 2, out,
+  cr_assert_eq(rt_generate(&(RtGenerateOptions){8, 4, 4, -1}, fake_step, &f, prompt, 2, out,
                                   NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(r.stop, RT_STOP_MAX_LEN);
   cr_assert_eq(r.n, 2); /* prompt 2 + 2 generated = max_len 4 */
-  cr_assert_neq(rt_generate_greedy(&(RtGenerateOptions){8, 1, 4, -1}, fake_step, &f, prompt, 2, out,
+  cr_assert_neq(rt_generate(&(RtGenerateOptions){8, 1, 4, -1}, fake_step, &f, prompt, 2, out,
                                    NULL, NULL, &r, err, sizeof err), 0);
   cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
-  cr_assert_neq(rt_generate_greedy(&(RtGenerateOptions){0, 10, 4, -1}, fake_step, &f, prompt, 2, out,
+  cr_assert_neq(rt_generate(&(RtGenerateOptions){0, 10, 4, -1}, fake_step, &f, prompt, 2, out,
                                    NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(rt_argmax((float[]){1, 3, 3, 2}, 4), 1);
 }

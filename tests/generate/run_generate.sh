@@ -57,4 +57,20 @@ timeout 300 "$tfmc" run "$dir/generate.tfm" --init random --tokens "$(seq -s ' '
   --generate 10 --backend "$backend" > "$tmp/ids" 2> "$tmp/err" || fail "max_len run failed"
 [ "$(wc -l < "$tmp/ids")" -eq 4 ] || fail "max_len run printed $(wc -l < "$tmp/ids") ids, want 4"
 grep -q "reached max_len 64" "$tmp/err" || fail "no max_len message: $(cat "$tmp/err")"
-echo "generate $backend: ok ($n ids equal PyTorch's)"
+# sampling: the same seed gives the same ids, on this backend as on the other
+# (the pinned ids come from the JIT: a backend that drew differently fails);
+# another seed gives others; bad options are refused
+sample() { # SEED
+  timeout 300 "$tfmc" run "$dir/generate.tfm" --weights "$dir/weights.safetensors" \
+    --tokens "$prompt" --generate 12 --sample --temperature 1.5 --top-k 20 --top-p 0.95 \
+    --seed "$1" --backend "$backend" 2> "$tmp/err" | tr '\n' ' ' || fail "sampling failed: $(cat "$tmp/err")"
+}
+s7=$(sample 7)
+[ "$s7" = "$(sample 7)" ] || fail "the same seed gave different ids"
+[ "$s7" != "$(sample 8)" ] || fail "seeds 7 and 8 gave the same 12 ids"
+[ "$s7" = "$(cat "$dir/sampled_seed7")" ] || fail "seed 7 drew '$s7', not '$(cat "$dir/sampled_seed7")'"
+refuse "must be a finite number > 0" "$dir/generate.tfm" --init random --tokens "1 2" \
+  --generate 3 --sample --temperature 0
+refuse "must be in (0, 1]" "$dir/generate.tfm" --init random --tokens "1 2" --generate 3 \
+  --sample --top-p 1.5
+echo "generate $backend: ok ($n ids equal PyTorch's; sampling reproducible)"
