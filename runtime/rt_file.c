@@ -10,9 +10,10 @@
 #endif
 #include "runtime/rt_file.h"
 
+#include "runtime/rt_model.h" /* rt_errorf */
+
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,17 +23,6 @@
 #define FILE_MAX_LINKS 40 /* as the kernel's ELOOP limit */
 #define FILE_LINK_CAP 4096
 
-static int file_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int file_fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return 1;
-}
 
 static char *str_cat3(const char *a, const char *b, const char *c) {
   size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
@@ -149,10 +139,10 @@ int rt_file_within(const char *path, const char *dir) {
 
 int rt_out_open(RtOut *o, const char *path, int flags, char *err, size_t errlen) {
   *o = (RtOut){.path = path, .fd = -1};
-  if (!path || !*path) return file_fail(err, errlen, "cannot write an output with no name");
+  if (!path || !*path) return rt_errorf(err, errlen, "cannot write an output with no name");
   o->target = rt_file_resolve(path);
   if (!o->target)
-    return file_fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
+    return rt_errorf(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
                      errno == ELOOP ? "too many levels of symbolic links" : strerror(errno));
   struct stat st;
   int exists = stat(o->target, &st) == 0;
@@ -164,13 +154,13 @@ int rt_out_open(RtOut *o, const char *path, int flags, char *err, size_t errlen)
     if (o->fd < 0) {
       int e = errno;
       rt_out_abort(o);
-      return file_fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+      return rt_errorf(err, errlen, "%s: cannot write: %s", path, strerror(e));
     }
     return 0;
   }
   if (exists && !S_ISREG(st.st_mode)) {
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot write: %s", path,
+    return rt_errorf(err, errlen, "%s: cannot write: %s", path,
                      S_ISDIR(st.st_mode) ? "it is a directory"
                      : flags & RT_OUT_REGULAR
                          ? "it exists and is not a regular file"
@@ -180,7 +170,7 @@ int rt_out_open(RtOut *o, const char *path, int flags, char *err, size_t errlen)
   o->tmp = str_cat3(o->target, ".tmpXXXXXX", "");
   if (!o->tmp) {
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot write: out of memory", path);
+    return rt_errorf(err, errlen, "%s: cannot write: out of memory", path);
   }
   o->fd = mkstemp(o->tmp);
   if (o->fd < 0) {
@@ -188,13 +178,13 @@ int rt_out_open(RtOut *o, const char *path, int flags, char *err, size_t errlen)
     free(o->tmp);
     o->tmp = NULL; /* nothing was created */
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
+    return rt_errorf(err, errlen, "%s: cannot create a temporary file next to it: %s", path,
                      strerror(e));
   }
   if (fchmod(o->fd, mode) != 0) {
     int e = errno;
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
+    return rt_errorf(err, errlen, "%s: cannot write: %s", path, strerror(e));
   }
   return 0;
 }
@@ -207,19 +197,19 @@ int rt_out_finish(RtOut *o, char *err, size_t errlen) {
   o->fd = -1;
   if (bad) {
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot write: %s", o->path, strerror(e));
+    return rt_errorf(err, errlen, "%s: cannot write: %s", o->path, strerror(e));
   }
   return 0;
 }
 
 int rt_out_commit(RtOut *o, char *err, size_t errlen) {
-  if (!o->target) return file_fail(err, errlen, "internal: output not open");
+  if (!o->target) return rt_errorf(err, errlen, "internal: output not open");
   if (rt_out_finish(o, err, errlen)) return 1;
   if (o->tmp && rename(o->tmp, o->target) != 0) {
     int e = errno;
     const char *p = o->path;
     rt_out_abort(o);
-    return file_fail(err, errlen, "%s: cannot rename the temporary file over it: %s", p, strerror(e));
+    return rt_errorf(err, errlen, "%s: cannot rename the temporary file over it: %s", p, strerror(e));
   }
   free(o->tmp);
   o->tmp = NULL;
