@@ -542,6 +542,27 @@ static void prepared_free(Prepared *p) {
   arena_destroy(p->a);
 }
 
+/* --threads N (0..256, 0: one per online CPU, as executables and model.h
+ * take it) and --repeat N (1..100000), 0 when absent: run's and run
+ * --generate's. Returns 0 or EXIT_USAGE after a message. */
+static int run_counts(const Args *args, int *threads, int *repeat) {
+  const char *t = opt(args, "threads"), *n = opt(args, "repeat");
+  char *e;
+  *threads = *repeat = 0;
+  if (t) {
+    long v = strtol(t, &e, 10);
+    if (*e || !*t || v < 0 || v > 256)
+      return usage_error("run", "--threads takes 0..256 (0: one per CPU)");
+    *threads = (int)v;
+  }
+  if (n) {
+    long v = strtol(n, &e, 10);
+    if (*e || v < 1 || v > 100000) return usage_error("run", "--repeat takes 1..100000");
+    *repeat = (int)v;
+  }
+  return 0;
+}
+
 /* ---- tfmc run --generate ---- */
 
 typedef struct GenPrint {
@@ -616,19 +637,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     fprintf(stderr, "tfmc: %s\n", serr);
     return EXIT_USER;
   }
-  int threads = 0, repeat = 0;
-  if (opt(args, "threads")) {
-    long t = strtol(opt(args, "threads"), &e, 10);
-    if (*e || !*opt(args, "threads") || t < 0 || t > 256)
-      return usage_error("run", "--threads takes 0..256 (0: one per CPU)");
-    threads = (int)t;
-  }
-  if (opt(args, "repeat")) {
-    long t = strtol(opt(args, "repeat"), &e, 10);
-    if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
-    repeat = (int)t;
-  }
-  int r;
+  int threads, repeat, r;
+  if ((r = run_counts(args, &threads, &repeat))) return r;
   const char *ins[] = {args->pos[0], weights, vocab_path};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
@@ -809,22 +819,8 @@ static int cmd_run(int argc, char **argv) {
   DriverStage stage;
   if (!backend_known(backend, &stage))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
-  int threads = 0;
-  if (opt(&args, "threads")) {
-    char *e;
-    long t = strtol(opt(&args, "threads"), &e, 10);
-    /* 0: one per online CPU, as executables and model.h take it */
-    if (*e || !*opt(&args, "threads") || t < 0 || t > 256)
-      return usage_error("run", "--threads takes 0..256 (0: one per CPU)");
-    threads = (int)t;
-  }
-  int repeat = 0;
-  if (opt(&args, "repeat")) {
-    char *e;
-    long t = strtol(opt(&args, "repeat"), &e, 10);
-    if (*e || t < 1 || t > 100000) return usage_error("run", "--repeat takes 1..100000");
-    repeat = (int)t;
-  }
+  int threads, repeat;
+  if ((r = run_counts(&args, &threads, &repeat))) return r;
   const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
