@@ -74,8 +74,7 @@ static int build(Arena *a, const LoopProgram *prog, const RtModelInfo *info, con
   const char *config_h = arena_printf(a, "%s/model_config.h", dir);
   const char *rt_dir = arena_printf(a, "%s/runtime", o->include_dir);
   /* a big model's code generation takes a moment: say so on a terminal */
-  int functions = 0;
-  for (int i = 0; i < prog->n_kernels; i++) functions += prog->kernels[i].shares < 0;
+  int functions = loop_program_functions(prog);
   bool progress = functions >= 16 && isatty(2);
   if (progress) {
     fprintf(stderr, "tfmc: generating code for %d kernels (%d functions) and linking...",

@@ -60,8 +60,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   RtModelRunFn run;
   char e2[1024];
   /* a big model's compile takes a moment: say so on a terminal only */
-  int functions = 0;
-  for (int i = 0; i < prog->n_kernels; i++) functions += prog->kernels[i].shares < 0;
+  int functions = loop_program_functions(prog);
   bool progress = functions >= 16 && isatty(2);
   if (progress) {
     fprintf(stderr, "tfmc: compiling %d kernels (%d functions) with LLVM...", prog->n_kernels,

@@ -270,6 +270,9 @@ int loop_buffer_region(const LBuffer *b);
 bool loop_kernel_same(const LoopProgram *p, const LKernel *a, const LKernel *b);
 /* A hash of what loop_kernel_same compares: same kernels, same hash. */
 uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k);
+/* How many functions the code generators emit for p: its kernels that
+ * share no other's. */
+int loop_program_functions(const LoopProgram *p);
 
 /* The listing (tfmc ir --level loop): readable, and complete, so that
  * loop_program_parse reads it back into a program that prints the same

@@ -268,3 +268,9 @@ uint64_t loop_kernel_hash(const LoopProgram *p, const LKernel *k) {
   hash_stmt(&h, k->body);
   return h.h;
 }
+
+int loop_program_functions(const LoopProgram *p) {
+  int n = 0;
+  for (int i = 0; i < p->n_kernels; i++) n += p->kernels[i].shares < 0;
+  return n;
+}

@@ -21,7 +21,6 @@
 
 bool pass_share_kernels_run(LoopProgram *p, PassContext *ctx) {
   uint64_t *hash = arena_alloc(p->arena, (size_t)(p->n_kernels + 1) * sizeof *hash);
-  int shared = 0, functions = 0;
   for (int i = 0; i < p->n_kernels; i++) {
     LKernel *k = &p->kernels[i];
     hash[i] = loop_kernel_hash(p, k);
@@ -29,11 +28,10 @@ bool pass_share_kernels_run(LoopProgram *p, PassContext *ctx) {
     for (int j = 0; j < i && k->shares < 0; j++)
       if (p->kernels[j].shares < 0 && hash[j] == hash[i] && loop_kernel_same(p, &p->kernels[j], k))
         k->shares = j;
-    shared += k->shares >= 0;
-    functions += k->shares < 0;
   }
+  int functions = loop_program_functions(p);
   if (ctx)
     pass_note(ctx, "%d kernels run as %d functions (%d share one)", p->n_kernels, functions,
-              shared);
+              p->n_kernels - functions);
   return true;
 }
