@@ -219,45 +219,26 @@ bool backend_known(const char *backend, DriverStage *stage) {
 int backend_bind_tensors(const RtModelInfo *info, const Tensor *in, int n_in, RtBound *b,
                          char *err, size_t errlen) {
   memset(b, 0, sizeof *b);
+  const Tensor *match[RT_MAX_IO] = {0};
+  int64_t dims[RT_MAX_IO][RT_MAX_RANK] = {{0}};
   for (int i = 0; i < info->n_inputs; i++) {
     const RtTensorInfo *ti = &info->inputs[i];
-    const Tensor *t = NULL;
     for (int k = 0; k < n_in; k++)
-      if (strcmp(in[k].name, ti->name) == 0) t = &in[k];
-    if (!t || t->rank != ti->rank) {
-      rt_model_unbind(info, b);
+      if (strcmp(in[k].name, ti->name) == 0) match[i] = &in[k];
+    if (!match[i] || match[i]->rank != ti->rank)
       return rt_errorf(err, errlen, "missing input '%s'", ti->name);
-    }
-    for (int d = 0; d < t->rank; d++) {
-      const RtDim *dim = &ti->dims[d];
-      const char *why = NULL;
-      if (dim->sym < 0 && t->dims[d] != dim->value) why = "fixed";
-      else if (dim->sym >= 0 && b->syms[dim->sym] == 0 &&
-               (t->dims[d] < 1 || t->dims[d] > info->sym_max[dim->sym]))
-        why = "range";
-      else if (dim->sym >= 0 && b->syms[dim->sym] != 0 && b->syms[dim->sym] != t->dims[d])
-        why = "bound";
-      if (why) {
-        rt_model_unbind(info, b);
-        if (why[0] == 'f')
-          return rt_errorf(err, errlen, "input '%s' dim %d is %lld, expected %lld", ti->name, d,
-                           (long long)t->dims[d], (long long)dim->value);
-        if (why[0] == 'r')
-          return rt_errorf(err, errlen, "input '%s' dim %d is %lld but %s must be in 1..%lld",
-                           ti->name, d, (long long)t->dims[d], info->sym_names[dim->sym],
-                           (long long)info->sym_max[dim->sym]);
-        return rt_errorf(err, errlen, "input '%s' dim %d is %lld but %s is %lld", ti->name, d,
-                         (long long)t->dims[d], info->sym_names[dim->sym],
-                         (long long)b->syms[dim->sym]);
-      }
-      if (dim->sym >= 0) b->syms[dim->sym] = t->dims[d];
-    }
-    size_t bytes = (size_t)tensor_numel(t) * elem_size(ti->elem);
+    for (int d = 0; d < ti->rank; d++) dims[i][d] = match[i]->dims[d];
+  }
+  /* the symbols by the runtime binder's rules */
+  if (rt_model_bind_shapes(info, (const int64_t(*)[RT_MAX_RANK])dims, b, "inputs", err, errlen))
+    return 1;
+  for (int i = 0; i < info->n_inputs; i++) {
+    size_t bytes = (size_t)tensor_numel(match[i]) * elem_size(info->inputs[i].elem);
     if (!(b->inputs[i] = malloc(bytes ? bytes : 1))) {
       rt_model_unbind(info, b);
-      return rt_errorf(err, errlen, "out of memory for input '%s'", ti->name);
+      return rt_errorf(err, errlen, "out of memory for input '%s'", info->inputs[i].name);
     }
-    memcpy(b->inputs[i], t->data, bytes);
+    memcpy(b->inputs[i], match[i]->data, bytes);
   }
   if (rt_model_outputs_alloc(info, b, "inputs", err, errlen)) {
     rt_model_unbind(info, b);

@@ -201,6 +201,15 @@ static int bind_dim(Binder *bd, const RtTensorInfo *t, int d, int64_t v, char *e
   return 0;
 }
 
+int rt_model_bind_shapes(const RtModelInfo *info, const int64_t (*dims)[RT_MAX_RANK],
+                         RtBound *b, const char *label, char *err, size_t errlen) {
+  Binder bd = {.info = info, .label = label ? label : "inputs", .b = b};
+  for (int i = 0; i < info->n_inputs && i < RT_MAX_IO; i++)
+    for (int d = 0; d < info->inputs[i].rank && d < RT_MAX_RANK; d++)
+      if (bind_dim(&bd, &info->inputs[i], d, dims[i][d], err, errlen)) return 1;
+  return 0;
+}
+
 /* Ids of rank 2 go through rt_io_read_ids; other ranks are read here with
  * the same checks. */
 static int bind_ids(Binder *bd, const RtSafetensors *st, int i, char *err, size_t errlen) {

@@ -166,6 +166,13 @@ struct RtSafetensors;
 int rt_model_bind(const RtModelInfo *info, const struct RtSafetensors *st,
                   const char *label, RtBound *out, char *err, size_t errlen);
 void rt_model_unbind(const RtModelInfo *info, RtBound *b);
+/* Binds b->syms from the dims of every input (dims[i], info->inputs[i]'s
+ * rank of them) by rt_model_bind's rules: constant dims checked, each
+ * symbol bound by its first use to a value in 1..max, every other use
+ * agreeing; label names the source in messages. For callers holding the
+ * inputs in memory (tests, tools); touches nothing but b->syms. */
+int rt_model_bind_shapes(const RtModelInfo *info, const int64_t (*dims)[RT_MAX_RANK],
+                         RtBound *b, const char *label, char *err, size_t errlen);
 /* Checks info is well formed (ABI, counts, dims, input kinds): 0 or
  * non-zero + message. rt_model_bind does it first. */
 int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen);
