@@ -394,7 +394,16 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
       goto done;
     }
   }
-  if (o.outputs && ((o.inputs && same_file(o.inputs, o.outputs)) ||
+  /* the files --tokenizer reads are inputs too */
+  int tok_clash = 0;
+  if (o.outputs && o.tokenizer) {
+    RtTokenizerFiles tf;
+    if (rt_tokenizer_files(o.tokenizer, &tf, err, sizeof err) == 0) {
+      for (int i = 0; i < tf.n; i++) tok_clash |= same_file(tf.files[i], o.outputs);
+      rt_tokenizer_files_free(&tf);
+    } /* a bad spec is reported when the tokenizer loads */
+  }
+  if (o.outputs && (tok_clash || (o.inputs && same_file(o.inputs, o.outputs)) ||
                     (o.vocab && same_file(o.vocab, o.outputs)) ||
                     (weights_path && same_file(weights_path, o.outputs)) ||
                     same_file("/proc/self/exe", o.outputs) ||

@@ -905,28 +905,32 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
   return n >= k && memcmp(s + n - k, suffix, k) == 0;
 }
 
-int rt_tokenizer_load(const char *spec, RtTokenizer **out, char *err, size_t errlen) {
-  *out = NULL;
+void rt_tokenizer_files_free(RtTokenizerFiles *f) {
+  free(f->files[0]);
+  free(f->files[1]);
+  memset(f, 0, sizeof *f);
+}
+
+int rt_tokenizer_files(const char *spec, RtTokenizerFiles *f, char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
   const char *usage = "expected gpt2:DIR, gpt2:VOCAB.json[,MERGES.txt] or "
                       "wordpiece:VOCAB.txt[:uncased]";
   if (strncmp(spec, "wordpiece:", 10) == 0) {
     const char *p = spec + 10;
     size_t n = strlen(p);
-    int uncased = 0;
     if (ends_with(p, n, ":uncased"))
-      uncased = 1, n -= 8;
+      f->uncased = 1, n -= 8;
     else if (ends_with(p, n, ":cased"))
       n -= 6;
     if (n == 0)
       return rt_errorf(err, errlen, "tokenizer '%s': no vocab.txt (%s)", spec, usage);
-    char *path = malloc(n + 1);
-    if (!path)
+    f->kind = RT_TOKENIZER_WORDPIECE;
+    f->n = 1;
+    if (!(f->files[0] = malloc(n + 1)))
       return rt_errorf(err, errlen, "out of memory");
-    memcpy(path, p, n);
-    path[n] = '\0';
-    int rc = rt_tokenizer_load_wordpiece(path, uncased, out, err, errlen);
-    free(path);
-    return rc;
+    memcpy(f->files[0], p, n);
+    f->files[0][n] = '\0';
+    return 0;
   }
   if (strncmp(spec, "gpt2:", 5) != 0)
     return rt_errorf(err, errlen, "unknown tokenizer '%s' (%s)", spec, usage);
@@ -935,9 +939,12 @@ int rt_tokenizer_load(const char *spec, RtTokenizer **out, char *err, size_t err
   if (n == 0 || comma == p || (comma && !comma[1]))
     return rt_errorf(err, errlen, "tokenizer '%s': %s", spec, usage);
   char *vocab = malloc(n + sizeof "/vocab.json"), *merges = malloc(n + sizeof "/merges.txt");
+  f->kind = RT_TOKENIZER_GPT2;
+  f->n = 2;
+  f->files[0] = vocab;
+  f->files[1] = merges;
   if (!vocab || !merges) {
-    free(vocab);
-    free(merges);
+    rt_tokenizer_files_free(f);
     return rt_errorf(err, errlen, "out of memory");
   }
   if (comma) { /* VOCAB.json,MERGES.txt */
@@ -959,8 +966,16 @@ int rt_tokenizer_load(const char *spec, RtTokenizer **out, char *err, size_t err
     memcpy(merges, p, d);
     strcpy(merges + d, "/merges.txt");
   }
-  int rc = rt_tokenizer_load_gpt2(vocab, merges, out, err, errlen);
-  free(vocab);
-  free(merges);
+  return 0;
+}
+
+int rt_tokenizer_load(const char *spec, RtTokenizer **out, char *err, size_t errlen) {
+  *out = NULL;
+  RtTokenizerFiles f;
+  if (rt_tokenizer_files(spec, &f, err, errlen)) return 1;
+  int rc = f.kind == RT_TOKENIZER_WORDPIECE
+               ? rt_tokenizer_load_wordpiece(f.files[0], f.uncased, out, err, errlen)
+               : rt_tokenizer_load_gpt2(f.files[0], f.files[1], out, err, errlen);
+  rt_tokenizer_files_free(&f);
   return rc;
 }

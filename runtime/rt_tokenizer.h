@@ -60,6 +60,17 @@ typedef struct RtTokenizer RtTokenizer;
  *   wordpiece:VOCAB.txt:uncased    lowercased, accents stripped (bert-base-uncased)
  * Returns 0, or non-zero with a message naming the file and line. */
 int rt_tokenizer_load(const char *spec, RtTokenizer **out, char *err, size_t errlen);
+/* The files a spec names (what rt_tokenizer_load reads), so a command can
+ * refuse an output that would overwrite one: files[0..n) malloc'd, freed by
+ * rt_tokenizer_files_free. Returns 0, or non-zero with a message. */
+typedef struct RtTokenizerFiles {
+  RtTokenizerKind kind;
+  int uncased;     /* wordpiece */
+  char *files[2];  /* gpt2: vocab.json, merges.txt; wordpiece: vocab.txt */
+  int n;
+} RtTokenizerFiles;
+int rt_tokenizer_files(const char *spec, RtTokenizerFiles *f, char *err, size_t errlen);
+void rt_tokenizer_files_free(RtTokenizerFiles *f);
 int rt_tokenizer_load_gpt2(const char *vocab_json, const char *merges_txt, RtTokenizer **out,
                            char *err, size_t errlen);
 int rt_tokenizer_load_wordpiece(const char *vocab_txt, int uncased, RtTokenizer **out, char *err,

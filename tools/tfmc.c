@@ -480,6 +480,8 @@ static int refuse_overwrite(const char *cmd, const char *what, const char *out, 
 
 typedef struct RunInputs {
   const char *inputs, *tokens, *text, *vocab, *tokenizer;
+  const char *tokenizer_files[2]; /* what --tokenizer reads (NULL: none), for refuse_overwrite */
+  char tokenizer_paths[2][4096];
 } RunInputs;
 
 /* Reads and checks the input options; 0 or EXIT_USAGE after a message. */
@@ -494,6 +496,18 @@ static int run_inputs_options(const char *cmd, const Args *args, RunInputs *ri) 
   if (ri->tokenizer && ri->vocab) return usage_error(cmd, "give one of --vocab and --tokenizer");
   if (ri->text && !ri->vocab && !ri->tokenizer)
     return usage_error(cmd, "--text needs --vocab or --tokenizer");
+  ri->tokenizer_files[0] = ri->tokenizer_files[1] = NULL;
+  if (ri->tokenizer) {
+    RtTokenizerFiles f;
+    char err[512];
+    /* a bad spec is reported (exit 1) when the tokenizer loads */
+    if (rt_tokenizer_files(ri->tokenizer, &f, err, sizeof err)) return 0;
+    for (int i = 0; i < f.n; i++) {
+      snprintf(ri->tokenizer_paths[i], sizeof ri->tokenizer_paths[i], "%s", f.files[i]);
+      ri->tokenizer_files[i] = ri->tokenizer_paths[i];
+    }
+    rt_tokenizer_files_free(&f);
+  }
   return 0;
 }
 
@@ -821,10 +835,11 @@ static int cmd_run(int argc, char **argv) {
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
   int threads, repeat;
   if ((r = run_counts(&args, &threads, &repeat))) return r;
-  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab};
+  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
+                       ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 4))) return r;
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 6))) return r;
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -932,10 +947,11 @@ static int cmd_attention(int argc, char **argv) {
   int64_t head = head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
   int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
   if (head == -1 || row < 0) return EXIT_USAGE;
-  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab};
+  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
+                       ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "-o %s", out);
-  if ((r = refuse_overwrite("attention", what, out, false, ins, 4))) return r;
+  if ((r = refuse_overwrite("attention", what, out, false, ins, 6))) return r;
   if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
     return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
   PassPipeline pl;

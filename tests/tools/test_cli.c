@@ -627,3 +627,23 @@ Test(cli, head_pooler_matches_bertmodel) {
   cr_assert_eq(tfmc("run emb.tfm --init random --tokens \"1 2 3\""), 0, "%s", err_text);
   cr_assert(strstr(out_text, "hidden"), "%s", out_text);
 }
+
+/* The files --tokenizer reads are inputs: an output naming one is refused
+ * and the file is left as it was. */
+Test(cli, outputs_never_overwrite_tokenizer_files) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cp %s/tests/data/tokenizer/gpt2/vocab.json %s/tests/data/tokenizer/gpt2/merges.txt %s/",
+           TFMC_SOURCE_DIR, TFMC_SOURCE_DIR, dir);
+  cr_assert_eq(system(cmd), 0);
+  char before[512], p[512];
+  snprintf(p, sizeof p, "%s/vocab.json", dir);
+  slurp(p, before, sizeof before);
+  EXPECT_ERR(tfmc("run cls.tfm --init random --tokens \"1 2\" --tokenizer gpt2:. --outputs vocab.json"),
+             "refusing to overwrite it");
+  EXPECT_ERR(tfmc("run cls.tfm --init random --tokens \"1 2\" --tokenizer gpt2:vocab.json,merges.txt "
+                  "--outputs ./merges.txt"),
+             "refusing to overwrite it");
+  char after[512];
+  slurp(p, after, sizeof after);
+  cr_assert_str_eq(after, before);
+}
