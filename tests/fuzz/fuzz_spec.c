@@ -79,7 +79,11 @@ static void check_spec(const Spec *s) {
   check(m->d_ff >= 1 && m->d_ff <= 1048576, "ffn out of bounds", NULL);
   check(m->max_batch >= 1 && m->max_batch <= 65536, "max_batch out of bounds", NULL);
   bool enc = m->arch != ARCH_DECODER, dec = m->arch != ARCH_ENCODER;
-  check(enc == (m->layers_enc > 0) && dec == (m->layers_dec > 0), "layers vs arch", NULL);
+  /* layers 0 (embeddings only) is valid on every arch; a stack the arch
+   * lacks has none */
+  check(m->layers_enc >= 0 && m->layers_enc <= 1024 && m->layers_dec >= 0 &&
+            m->layers_dec <= 1024 && (enc || m->layers_enc == 0) && (dec || m->layers_dec == 0),
+        "layers vs arch", NULL);
   check(enc == (m->vocab_src > 0) && dec == (m->vocab_tgt > 0), "vocab vs arch", NULL);
   check(enc == (m->max_src > 0) && dec == (m->max_tgt > 0), "max_len vs arch", NULL);
   check(m->mask_dec_causal == dec, "decoders are causal", NULL);
