@@ -266,14 +266,21 @@ static void check_unique_node_names(const IrGraph *g, IrOp op, Diags *d) {
 static void check_kv_views(const IrGraph *g, Diags *d) {
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
-    for (int k = 0; k < n->n_operands; k++) {
+    /* a node with a bad operand count was reported by node_check; read
+     * only the operands it can hold */
+    int n_ops = n->n_operands < 0                 ? 0
+                : n->n_operands > IR_MAX_OPERANDS ? IR_MAX_OPERANDS
+                                                  : n->n_operands;
+    for (int k = 0; k < n_ops; k++) {
       int o = n->operands[k];
-      if (o < 0 || o >= i) continue;
+      if (o < 0 || o >= i)
+        continue;
       const IrNode *on = &g->nodes[o];
       if (on->op == IR_OP_KV_APPEND) {
         bool ok = ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTN_PROBS) && (k == 1 || k == 2)) ||
                   (n->op == IR_OP_ATTN_MIX && k == 1);
-        if (n->op == IR_OP_ATTN_PROBS && k == 2) ok = false; /* its mask */
+        if (n->op == IR_OP_ATTN_PROBS && k == 2)
+          ok = false; /* its mask */
         if (!ok)
           node_error(d, g, i, "operand %d is kv.append %%%d, which only attention k / v may read",
                      k, o);
