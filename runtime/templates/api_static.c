@@ -249,6 +249,13 @@ TfmcModel *tfmc_model_init(void *mem, size_t mem_bytes, const void *image, size_
     api_fail(err, errlen, "model.c was compiled for another runtime ABI");
     return NULL;
   }
+  if ((uint64_t)API_MEM_BYTES > (uint64_t)SIZE_MAX) {
+    Msg m = msg_start(err, errlen);
+    msg_s(&m, "the model needs a memory region of ");
+    msg_i(&m, (int64_t)API_MEM_BYTES);
+    msg_s(&m, " bytes, more than this target addresses (lower the spec's max_batch / max lengths)");
+    return NULL;
+  }
   if (!mem || mem_bytes < (size_t)API_MEM_BYTES) {
     Msg m = msg_start(err, errlen);
     msg_s(&m, "the model needs a memory region of TFMC_MEM_BYTES = ");

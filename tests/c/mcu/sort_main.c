@@ -121,12 +121,15 @@ int main(void) {
     put("\n");
   }
   if (mcu_ticks_available()) {
+    uint32_t calib = mcu_calibrate();
     put("ticks per inference: ");
     put_u(ticks_total / SORT_N);
     put("; ticks for ");
     put_u(MCU_CALIBRATE_INSNS);
     put(" instructions: ");
-    put_u(mcu_calibrate());
+    put_u(calib);
+    put("; instructions per inference: ");
+    put_u(calib ? (uint64_t)ticks_total / SORT_N * MCU_CALIBRATE_INSNS / calib : 0);
     put("\n");
   }
 
