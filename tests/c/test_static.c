@@ -253,5 +253,56 @@ Test(static_c, cli) {
   cr_assert(access(path, F_OK) != 0);
   CT_RUN("cd %s/q && make -s CFLAGS='-O2 -Werror' && grep -q '#define TFMC_MEM_BYTES' model.h",
          dir);
+  /* the caller's image: the file's bytes, checked at init; one flipped
+   * byte in the data is refused (checksum), so is the image of another
+   * model and a call with no image at all */
+  snprintf(path, sizeof path, "%s/q/image.c", dir);
+  ct_write_text(path,
+                "#include \"model.h\"\n"
+                "#include <stdio.h>\n"
+                "#include <stdlib.h>\n"
+                "#include <string.h>\n"
+                "static unsigned char mem[TFMC_MEM_BYTES];\n"
+                "int main(int argc, char **argv) {\n"
+                "  FILE *f = fopen(argv[1], \"rb\");\n"
+                "  unsigned char *img = malloc(TFMC_WEIGHTS_BYTES + 64);\n"
+                "  size_t n = f && img ? fread(img, 1, TFMC_WEIGHTS_BYTES + 64, f) : 0;\n"
+                "  char err[256];\n"
+                "  if (argc > 2) img[atoi(argv[2])] ^= 1;\n"
+                "  TfmcModel *m = tfmc_model_init(mem, sizeof mem, img, n, err, sizeof err);\n"
+                "  if (!m) { printf(\"refused: %s\\n\", err); return 1; }\n"
+                "  if (tfmc_model_init(mem, sizeof mem, NULL, 0, err, sizeof err)) return 2;\n"
+                "  printf(\"no image: %s\\n\", err);\n"
+                "  int32_t ids[16] = {8, 4, 10, 2, 4, 1, 9, 3};\n"
+                "  int64_t dims[2] = {1, 16};\n"
+                "  static float out[64 * 16 * 11];\n"
+                "  const void *in[2] = {ids, NULL};\n"
+                "  float *o[1] = {out};\n"
+                "  if (tfmc_model_run_buffers(m, dims, in, o, err, sizeof err)) return 3;\n"
+                "  for (int t = 0; t < 8; t++) {\n"
+                "    int b = 0;\n"
+                "    for (int v = 1; v < 11; v++) if (out[t * 11 + v] > out[t * 11 + b]) b = v;\n"
+                "    printf(\"%d \", b);\n"
+                "  }\n"
+                "  printf(\"\\n\");\n"
+                "  free(img);\n"
+                "  return 0;\n"
+                "}\n");
+  CT_RUN("cd %s/q && gcc -std=c99 " CT_WARN " -O2 -I. image.c libmodel.a -lm -o image && "
+         "./image sort.weights > ok.txt && grep -qx '1 2 3 4 4 8 9 10 ' ok.txt && "
+         "grep -q 'no image: model .sort. has no embedded weights' ok.txt",
+         dir);
+  rc = ct_sh(&log, "cd %s/q && ./image sort.weights 5000", dir);
+  cr_assert_eq(rc, 1, "%s", log);
+  cr_assert(strstr(log, "refused: the weights image is corrupt (checksum mismatch)"), "%s", log);
+  free(log);
+  rc = ct_sh(&log, "cd %s/q && ./image sort.weights 20", dir);
+  cr_assert_eq(rc, 1, "%s", log);
+  cr_assert(strstr(log, "refused: the weights image was packed for another model"), "%s", log);
+  free(log);
+  rc = ct_sh(&log, "cd %s/q && ./image %s/model.tfm", dir, SORT_DIR);
+  cr_assert_eq(rc, 1, "%s", log);
+  cr_assert(strstr(log, "refused: not a packed-weights image"), "%s", log);
+  free(log);
   ct_rmdir(dir);
 }
