@@ -13,7 +13,9 @@
  * outside the library but libm and memcpy-style libc functions (nm: no
  * malloc, threads, files, stdio), the Cortex-M objects hold no writable
  * global, and their text (code + constants, the weights aside) is under
- * 64 KB. A target is skipped (naming the Debian package) only when its
+ * 64 KB. Also: the commands' memory reports, a project taking the
+ * caller's weights image (checked: checksum, layout, magic), and
+ * backends/c/static.c's choice of runtime files and its refusal. A target is skipped (naming the Debian package) only when its
  * toolchain is missing; tools/setup.sh installs them. */
 #include "c_test_util.h"
 
@@ -304,5 +306,47 @@ Test(static_c, cli) {
   cr_assert_eq(rc, 1, "%s", log);
   cr_assert(strstr(log, "refused: not a packed-weights image"), "%s", log);
   free(log);
+  ct_rmdir(dir);
+}
+
+/* backends/c/static.c on the sort model's loop program: the runtime
+ * functions it calls pick the runtime files; an attention call that would
+ * write probabilities (the static attention keeps none) is refused. */
+Test(static_c, runtime_pieces_and_refusal) {
+  char *dir = ct_mkdtemp("static-pieces");
+  CT_RUN("%s ir %s/model.tfm --level loop -O2 > %s/sort.tfloop && "
+         "sed '0,/, null, 64, 1024)/s//, \\&b49[0], 64, 1024)/' %s/sort.tfloop > %s/probs.tfloop && "
+         "! cmp -s %s/sort.tfloop %s/probs.tfloop",
+         TFMC, SORT_DIR, dir, dir, dir, dir, dir);
+  const char *names[] = {"sort.tfloop", "probs.tfloop"};
+  for (int i = 0; i < 2; i++) {
+    Arena *a = arena_create();
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    SrcFile *src = src_file_read(a, path, err, sizeof err);
+    cr_assert(src, "%s", err);
+    Diags d;
+    diags_init(&d, a, stderr);
+    LoopProgram *p = loop_program_parse(a, src, &d);
+    cr_assert(p && d.n_errors == 0, "%s does not parse", path);
+    bool used[LC_CALLEE_COUNT];
+    int rc = c_static_check(p, used, err, sizeof err);
+    if (i == 1) {
+      cr_assert_neq(rc, 0);
+      cr_assert(strstr(err, "--static does not write attention maps"), "%s", err);
+    } else {
+      cr_assert_eq(rc, 0, "%s", err);
+      cr_assert(used[LC_LINEAR] && used[LC_ATTENTION] && !used[LC_GELU]);
+      const char *files[32];
+      int n = c_static_runtime(used, files, 32);
+      const char *want[] = {"rt_attention.c", "rt_attention.h", "rt_exp.h",  "rt_gemm.c",
+                            "rt_gemm.h",      "rt_gemm_kernels.h", "rt_model.h", "rt_pool.h",
+                            "rt_static.c"};
+      cr_assert_eq(n, 9);
+      for (int k = 0; k < n; k++) cr_assert_str_eq(files[k], want[k]);
+      cr_assert_eq(c_static_runtime(used, files, 3), -1);
+    }
+    arena_destroy(a);
+  }
   ct_rmdir(dir);
 }
