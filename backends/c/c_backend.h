@@ -39,7 +39,8 @@
 typedef struct CEmitOptions {
   bool embed_weights;      /* weights as a C array in weights.c */
   const char *runtime_dir; /* the runtime source folder: its rt_*.c / rt_*.h files and its
-                              templates/ (main.c, api.c, model.h) are copied */
+                              templates/ (main.c, api.c, model.h; static mode:
+                              api_static.c, model_static.h) are copied */
   bool force;               /* write into an existing non-empty directory without a marker */
   const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
   int n_inputs;
