@@ -56,8 +56,8 @@
 #endif
 
 ACT_DEFINE(base, ACT_VEC, ACT_MADD_BASE)
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define ACT_X86 1
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
+#define ACT_X86 1 /* (the static build, rt_static.c, keeps to the portable loops) */
 ACT_DEFINE(avx2, ACT_VEC __attribute__((target("avx2,fma"))), fmaf)
 #endif
 

@@ -31,8 +31,10 @@
 #include "runtime/rt_gemm.h"
 
 #include <math.h>
+#ifndef TFMC_STATIC
 #include <pthread.h>
 #include <stdlib.h>
+#endif
 #include <string.h>
 
 /* masked_fill(mask == 0, -1e9), as the interpreter and PyTorch do */
@@ -51,6 +53,15 @@ typedef struct AttnJob {
 } AttnJob;
 
 /* ---- per-thread scratch for the scores ---- */
+
+#ifdef TFMC_STATIC
+/* The static build (runtime/rt_static.c: no heap, no threads) has no
+ * scratch: every task runs the streaming loops, which need no memory. */
+static float *scratch_get(int64_t n) {
+  (void)n;
+  return NULL;
+}
+#else
 
 typedef struct AttnScratch {
   float *data;
@@ -101,6 +112,7 @@ static float *scratch_get(int64_t n) {
   }
   return s->data;
 }
+#endif
 
 /* ---- the pieces ---- */
 
@@ -181,7 +193,7 @@ static const uint8_t *mask_row(const AttnJob *j, int64_t bi, int64_t t) {
 
 RT_DEFINE_EXP_NEG(attn_exp_base, ATTN_VEC, ATTN_MADD_BASE)
 ATTN_DEFINE_SOFTMAX(base, ATTN_VEC)
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
 #define ATTN_X86 1
 #include <immintrin.h>
 

@@ -41,19 +41,31 @@
  * splits the columns. Whether a product takes it depends on its M only,
  * never on how it is split, so splits still give the same bits.
  *
+ * The static build (-DTFMC_STATIC, runtime/rt_static.c: what `tfmc emit-c
+ * --static` compiles for hosts without an OS) keeps the baseline kernels
+ * only, chosen at compile time: no BLAS, no cpuid, no threads, no heap and
+ * no mutable global; rt_linear takes the decode path's row kernels for
+ * every M (they need no packing buffers), and the packing entry points
+ * fall back to the unblocked loop (rt_attention does not reach them there).
+ *
  * Invariants: every entry point is correct for any m, n, k >= 0, either
  * transpose and any leading dimensions >= the row length; op(A), op(B) are
  * only read, C only inside its M x N window. */
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_gemm_kernels.h"
 
+#if defined(TFMC_STATIC) && !defined(TFMC_NO_BLAS)
+#define TFMC_NO_BLAS 1
+#endif
 #ifndef TFMC_NO_BLAS
 #include <dlfcn.h>
 #endif
 #include <math.h>
+#ifndef TFMC_STATIC
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#endif
 #include <string.h>
 
 /* The C kernels' register tile (MR x NR) is what their micro-kernel is
@@ -74,7 +86,7 @@
  * finely a product is split (task_macs, split_macs) is the caller's. */
 #define LINEAR_COL_UNIT 48
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
 #define GEMM_X86 1
 #include <cpuid.h>
 #endif
@@ -239,13 +251,28 @@ typedef void (*CblasSgemm64)(int order, int ta, int tb, int64_t m, int64_t n, in
                              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                              float beta, float *c, int64_t ldc);
 
-static struct {
+typedef struct GemmBackend {
   const GemmKernels *k;
   void *blas_handle;
   CblasSgemm32 sgemm32; /* exactly one of these is set when BLAS is in use */
   CblasSgemm64 sgemm64;
   char name[160];
-} gemm;
+} GemmBackend;
+
+#ifdef TFMC_STATIC
+/* fixed at compile time: nothing to choose, nothing written */
+#define GEMM_ROWS_ONLY 1
+static const GemmBackend gemm = {&kernels_base, NULL, NULL, NULL,
+                                 "portable (baseline kernels; static build)"};
+
+static void gemm_ensure_init(void) {}
+
+const char *rt_gemm_backend(void) {
+  return gemm.name;
+}
+#else
+#define GEMM_ROWS_ONLY 0
+static GemmBackend gemm;
 
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
 
@@ -455,6 +482,7 @@ const char *rt_gemm_backend(void) {
   gemm_ensure_init();
   return gemm.name;
 }
+#endif /* TFMC_STATIC */
 
 /* ---- per-thread packing buffers ---- */
 
@@ -465,6 +493,12 @@ typedef struct PackBufs {
   int64_t x_cap;
 } PackBufs;
 
+#ifdef TFMC_STATIC
+/* no heap: the callers' unblocked fallbacks */
+static PackBufs *pack_bufs(void) {
+  return NULL;
+}
+#else
 static pthread_key_t pack_key;
 static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
 static int pack_key_ok;
@@ -503,6 +537,7 @@ static PackBufs *pack_bufs(void) {
   }
   return pb;
 }
+#endif
 
 /* ---- the portable GEMM ---- */
 
@@ -621,6 +656,7 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
     return;
   }
   PackBufs *pb = pack_bufs();
+#ifndef TFMC_STATIC
   if (pb && pb->x_cap < k) {
     float *nx = realloc(pb->x, sizeof(float) * (size_t)k);
     if (nx) {
@@ -628,6 +664,7 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
       pb->x_cap = k;
     }
   }
+#endif
   if (!pb || pb->x_cap < k) {
     gemm_scale_c(1, n, beta, c, n);
     gemm_unblocked(ta, tb, 1, n, k, alpha, a, lda, b, ldb, c, n);
@@ -751,7 +788,7 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   int64_t rows = r1 - r0, cols = c1 - c0;
   const float *x = j->x + r0 * j->ldx, *w = j->w + c0 * j->k;
   float *y = j->y + r0 * j->ldy + c0;
-  if (j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias) in one pass over W */
+  if (GEMM_ROWS_ONLY || j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
     gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
     if (j->bias)
       for (int64_t r = 0; r < rows; r++)

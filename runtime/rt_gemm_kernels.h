@@ -41,7 +41,7 @@ typedef struct GemmKernels {
                int64_t ldw, float *y, int64_t ldy);
 } GemmKernels;
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(TFMC_STATIC)
 #define GEMM_AVX512 1
 /* rt_gemm_avx512.c: built with target("avx512f"); call only when the CPU
  * and the OS support AVX-512F (rt_gemm.c checks cpuid and xgetbv). */

@@ -227,6 +227,13 @@ static int cmd_check(int argc, char **argv) {
   const LoopProgram *lp = c.prog;
   printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
          (long long)lp->arena_bytes, lp->n_kernels);
+  if (c.info) {
+    CStaticMemory sm;
+    c_static_memory(c.info, &sm);
+    printf("  static memory   %lld bytes (TFMC_MEM_BYTES of emit-c --static: arena, state,"
+           " masks, header)\n",
+           (long long)sm.total);
+  }
   if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
     /* what tfmc run --generate compiles: the step graph and its KV cache */
     Compiled cs;
@@ -1191,17 +1198,44 @@ done:
   return rc;
 }
 
+/* What `emit-c --static` wrote: memory (RAM: the region; flash: weights)
+ * and code (kernels, the runtime pieces linked). */
+static void print_static_summary(const char *dir, const LoopProgram *p, const RtModelInfo *info,
+                                 bool embed) {
+  CStaticMemory m;
+  c_static_memory(info, &m);
+  bool used[LC_CALLEE_COUNT];
+  const char *files[32];
+  char err[256];
+  int n = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, files, 32);
+  int fns = 0;
+  for (int i = 0; i < p->n_kernels; i++) fns += p->kernels[i].shares < 0;
+  fprintf(stderr,
+          "tfmc: static library project in %s (make; make size)\n"
+          "  RAM    TFMC_MEM_BYTES %lld: arena %lld, state %lld, masks %lld, header %lld "
+          "(+64 alignment)\n"
+          "  flash  weights %lld bytes (%s); code: %d kernels in %d functions (model.c), runtime",
+          dir, (long long)m.total, (long long)m.arena, (long long)m.state, (long long)m.masks,
+          (long long)m.header, (long long)(64 + 4 * info->weights_floats),
+          embed ? "weights.c, const" : "the caller's image", p->n_kernels, fns);
+  for (int i = 0; i < n; i++)
+    if (ends_with(files[i], ".c")) fprintf(stderr, " %s", files[i]);
+  fputc('\n', stderr);
+}
+
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             {"force", false, NULL},  {"strict", false, NULL}, PASS_OPTS};
+             {"force", false, NULL},  {"strict", false, NULL}, {"static", false, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
   if (!r) r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--force] [--embed-weights] [--attention LAYER] [--strict]\n"
+         "                   -o DIR [--force] [--embed-weights] [--static]\n"
+         "                   [--attention LAYER] [--strict]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
@@ -1213,6 +1247,12 @@ static int cmd_emit_c(int argc, char **argv) {
          "(DIR/.tfmc-project marks ours) unless --force; only the project's files\n"
          "are replaced, all together when the emission succeeded, and never one of\n"
          "the command's inputs.\n"
+         "--static writes a library for hosts without an OS instead (a\n"
+         "microcontroller): no heap, threads, files or stdio, one caller-provided\n"
+         "memory region of TFMC_MEM_BYTES (model.h; printed here), weights as a\n"
+         "const array (--embed-weights) or the caller's pointer to the packed image,\n"
+         "single-threaded portable kernels, only the runtime pieces the model calls;\n"
+         "`make` builds libmodel.a, `make size` prints its sections.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
@@ -1239,11 +1279,12 @@ static int cmd_emit_c(int argc, char **argv) {
   rc = EXIT_USER;
   const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
   CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime",
-                     opt(&args, "force") != NULL, ins, 4};
+                     opt(&args, "force") != NULL, ins, 4, opt(&args, "static") != NULL};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (co.static_mode) print_static_summary(dir, c.prog, c.info, co.embed_weights);
   rc = 0;
 done:
   arena_destroy(a);

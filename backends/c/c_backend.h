@@ -17,6 +17,14 @@
  *                      embed_weights, weights.c holding them as a C array
  *   DIR/Makefile, DIR/CMakeLists.txt   build the executable and libmodel.a;
  *                      `make NO_BLAS=1` builds without BLAS
+ * With static_mode (`emit-c --static`: hosts without an OS) the project is
+ * instead a library only: model.c as above, model.h the static API
+ * (runtime/templates/model_static.h: one caller-provided memory region of
+ * TFMC_MEM_BYTES, no heap, threads, files or stdio), api.c from
+ * templates/api_static.c, only the runtime pieces the model calls
+ * (c_static_runtime), the weights as EXE.weights or, embedded, weights.c
+ * (const: flash), and a Makefile building libmodel.a (`make size` prints
+ * its sections). See backends/c/static.c.
  * Regenerating gives the same bytes (deterministic names, no timestamps).
  * Names from the spec are escaped wherever they reach generated text. */
 #ifndef TFMC_C_BACKEND_H
@@ -31,10 +39,12 @@
 typedef struct CEmitOptions {
   bool embed_weights;      /* weights as a C array in weights.c */
   const char *runtime_dir; /* the runtime source folder: its rt_*.c / rt_*.h files and its
-                              templates/ (main.c, api.c, model.h) are copied */
+                              templates/ (main.c, api.c, model.h; static mode:
+                              api_static.c, model_static.h) are copied */
   bool force;               /* write into an existing non-empty directory without a marker */
   const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
   int n_inputs;
+  bool static_mode; /* the static library for hosts without an OS (see above) */
 } CEmitOptions;
 
 /* Refuses dir when it exists and is not a directory, or is a non-empty
@@ -66,5 +76,25 @@ int c_template_put(const char *runtime_dir, const char *name, FILE *out, char *e
 /* Writes model_config.h: what the templates main.c and api.c need to know
  * about this model (TFMC_EMBEDDED_WEIGHTS). */
 void c_emit_model_config(const RtModelInfo *info, bool embed_weights, FILE *out);
+
+/* ---- static.c: the static mode's decisions ---- */
+
+/* The one memory region of a static model (bytes): the parts, as
+ * runtime/templates/api_static.c lays them out, and their total
+ * (TFMC_MEM_BYTES: 64 bytes of alignment slack included). */
+typedef struct CStaticMemory {
+  int64_t header, arena, state, masks, total;
+} CStaticMemory;
+void c_static_memory(const RtModelInfo *info, CStaticMemory *m);
+
+/* Which runtime functions (ir/callees.def) the program calls, in used[];
+ * refuses what the static runtime cannot run (attention maps). Returns 0
+ * or non-zero with a message. */
+int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, size_t errlen);
+
+/* The runtime files a static project needs for those calls (rt_static.c,
+ * the headers, the files of the used callees), sorted; at most cap.
+ * Returns their number, or -1 when cap is too small. */
+int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap);
 
 #endif

@@ -9,6 +9,8 @@
  *   info.c     RtModelInfo -> C data (tfmc_model_info)
  *   project.c  the project directory: model.h, api.c, main.c, weights,
  *              runtime copy, Makefile, CMakeLists.txt
+ *   static.c   the static mode's memory region, runtime pieces and
+ *              refusals (declared in c_backend.h: tfmc.c prints them)
  *
  * Generated text is plain ASCII whatever the names hold: every byte that
  * came from a spec goes through c_put_comment or c_put_string. */

@@ -42,6 +42,8 @@ static void write_config(const char *dir, bool embed) {
   cr_assert(f);
   static const RtModelInfo info = {.abi_version = RT_ABI_VERSION, .name = "tmpl"};
   c_emit_model_config(&info, embed, f);
+  /* what emit-c --static adds for api_static.c: the region's parts */
+  fputs("#define TFMC_ARENA_BYTES 4096\n#define TFMC_STATE_BYTES 0\n#define TFMC_MASKS_BYTES 64\n", f);
   cr_assert_eq(fclose(f), 0);
 }
 

@@ -1,0 +1,109 @@
+/* backends/c/static.c — what `tfmc emit-c --static` decides about a model
+ * before project.c writes it: the one memory region (c_static_memory), the
+ * runtime pieces the program calls (c_static_runtime), and what the static
+ * runtime cannot run (c_static_check).
+ *
+ * The static project links only runtime/rt_static.c (the single-threaded
+ * pool and kernel runner) and the files of the runtime functions some
+ * kernel calls (ir/callees.def rows: a switch with no default, so a new
+ * callee cannot be forgotten here). Its memory is the region laid out by
+ * runtime/templates/api_static.c: a 64-byte header, the arena, the state
+ * and the derived masks, each rounded up to 64 bytes, plus 64 bytes so the
+ * region may start at any address; the masks part counts each mask input's
+ * elements at the maximum dims rounded up to 8, as api_static.c does. */
+#include "backends/c/c_internal.h"
+
+#include <string.h>
+
+#define STATIC_ALIGN 64
+#define STATIC_HEADER 64
+
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+void c_static_memory(const RtModelInfo *info, CStaticMemory *m) {
+  memset(m, 0, sizeof *m);
+  m->arena = info->arena_bytes > 0 ? info->arena_bytes : 0;
+  m->state = info->state_bytes > 0 ? info->state_bytes : 0;
+  for (int i = 0; i < info->n_inputs; i++) {
+    const RtTensorInfo *t = &info->inputs[i];
+    if (t->kind != RT_INPUT_MASK) continue;
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+      n *= t->dims[d].sym >= 0 ? info->sym_max[t->dims[d].sym] : t->dims[d].value;
+    m->masks += round_up(n, 8);
+  }
+  m->header = STATIC_HEADER;
+  m->total = STATIC_ALIGN + STATIC_HEADER + round_up(m->arena, STATIC_ALIGN) +
+             round_up(m->state, STATIC_ALIGN) + round_up(m->masks, STATIC_ALIGN);
+}
+
+static void scan_stmts(LStmt *const *stmts, int n, bool *used, bool *probs) {
+  for (int i = 0; i < n; i++) {
+    const LStmt *s = stmts[i];
+    if (s->kind == LS_CALL) {
+      used[s->callee] = true;
+      const LCalleeInfo *ci = &loop_callee_info[s->callee];
+      for (int a = 0; a < s->n_args && a < ci->n_args; a++)
+        if (s->callee == LC_ATTENTION && ci->args[a].kind == LA_F32_OUT_OR_NULL &&
+            s->args[a]->kind != LX_NULL)
+          *probs = true;
+    }
+    if (s->kind == LS_FOR || s->kind == LS_BLOCK) scan_stmts(s->stmts, s->n_stmts, used, probs);
+  }
+}
+
+int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, size_t errlen) {
+  bool probs = false;
+  memset(used, 0, LC_CALLEE_COUNT * sizeof *used);
+  for (int k = 0; k < p->n_kernels; k++)
+    scan_stmts(p->kernels[k].body->stmts, p->kernels[k].body->n_stmts, used, &probs);
+  /* the static runtime's attention is the streaming loop, which writes no
+   * probabilities */
+  if (probs)
+    return c_fail(err, errlen,
+                  "c: --static does not write attention maps (--attention): the static "
+                  "runtime's attention keeps no probabilities");
+  return 0;
+}
+
+int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap) {
+  const char *list[16];
+  int n = 0;
+  list[n++] = "rt_model.h";
+  list[n++] = "rt_pool.h";
+  list[n++] = "rt_static.c";
+  bool gemm = false, exp = false;
+  for (int c = 0; c < LC_CALLEE_COUNT; c++) {
+    if (!used[c]) continue;
+    switch ((LCallee)c) {
+    case LC_LINEAR: gemm = true; break;
+    case LC_ATTENTION:
+      list[n++] = "rt_attention.c";
+      list[n++] = "rt_attention.h";
+      gemm = exp = true; /* its BLAS-path products are rt_sgemm's */
+      break;
+    case LC_GELU:
+      list[n++] = "rt_act.c";
+      list[n++] = "rt_act.h";
+      exp = true;
+      break;
+    case LC_CALLEE_COUNT: break;
+    }
+  }
+  if (gemm) {
+    list[n++] = "rt_gemm.c";
+    list[n++] = "rt_gemm.h";
+    list[n++] = "rt_gemm_kernels.h";
+  }
+  if (exp) list[n++] = "rt_exp.h";
+  if (n > cap) return -1;
+  /* sorted, as the project lists files */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && strcmp(list[j - 1], list[j]) > 0; j--) {
+      const char *t = list[j];
+      list[j] = list[j - 1];
+      list[j - 1] = t;
+    }
+  memcpy(files, list, (size_t)n * sizeof *files);
+  return n;
+}
