@@ -136,7 +136,8 @@ static RtModelInfo *model_info(Arena *a, const Compiled *c) {
 
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,
                    size_t errlen) {
-  /* 2. weights */
+  /* 2. weights (checked against this graph once, when they were loaded) */
+  if (!c->w && !o->no_weights && o->weight_set) c->w = o->weight_set;
   if (!c->w && !o->no_weights && !(c->w = weights_get(a, d, c->g, c->spec, o, err, errlen)))
     return 1;
   /* 3. graph passes */

@@ -52,6 +52,9 @@ typedef struct DriverOptions {
   DriverStage stage;
   bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
   bool step;                  /* spec only: the step graph of generation (LowerOptions.step) */
+  WeightSet *weight_set;      /* NULL; or weights loaded by an earlier compile of the same
+                                 spec (its Compiled.w), used instead of loading them again:
+                                 one checkpoint read for many pipelines (tfmc bench) */
 } DriverOptions;
 
 typedef struct Compiled {
