@@ -1319,6 +1319,7 @@ static int cmd_bench(int argc, char **argv) {
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   char err[1024];
+  RtOut out = {0}; /* --json */
   if (!seq) { /* the longest length every sequence symbol (S, T) takes */
     Compiled c;
     DriverOptions dopt = {.no_weights = true, .stage = DRIVER_GRAPH};
@@ -1331,6 +1332,12 @@ static int cmd_bench(int argc, char **argv) {
         seq = c.g->syms[i].max;
     if (!seq) seq = 1;
   }
+  /* the JSON file is opened before the work (a path that cannot be written
+   * fails at once) and gets its name only when complete (runtime/rt_file.h) */
+  if (json && rt_out_open(&out, json, 0, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --json %s: %s\n", json, err);
+    goto done;
+  }
   BenchOptions bo = {args.pos[0], weights, seed, olevel < 0 ? COMPILE_DEFAULT_LEVEL : olevel,
                      batch, seq, (int)rounds, (int)threads, isatty(2)};
   BenchResult res;
@@ -1342,14 +1349,10 @@ static int cmd_bench(int argc, char **argv) {
   if (json) {
     size_t len;
     char *text = bench_json(&res, &len);
-    RtOut out = {0};
     int wrc = text ? 0 : rt_errorf(err, sizeof err, "out of memory");
-    if (!wrc && !(wrc = rt_out_open(&out, json, 0, err, sizeof err))) {
-      if (rt_file_write_all(out.fd, text, len))
-        wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", json, strerror(errno));
-      if (wrc) rt_out_abort(&out);
-      else wrc = rt_out_commit(&out, err, sizeof err);
-    }
+    if (!wrc && rt_file_write_all(out.fd, text, len))
+      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", json, strerror(errno));
+    if (!wrc) wrc = rt_out_commit(&out, err, sizeof err);
     free(text);
     if (wrc) {
       fprintf(stderr, "tfmc: --json %s: %s\n", json, err);
@@ -1358,6 +1361,7 @@ static int cmd_bench(int argc, char **argv) {
   }
   rc = 0;
 done:
+  rt_out_abort(&out);
   arena_destroy(a);
   return rc;
 }
