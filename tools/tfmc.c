@@ -40,6 +40,7 @@ typedef struct Opt {
   const char *name;
   bool takes_value;
   const char *value; /* set when given; "" for flags */
+  bool repeat;       /* may be given again: the values joined with ',' */
 } Opt;
 
 typedef struct Args {
@@ -47,6 +48,8 @@ typedef struct Args {
   int n_opts;
   const char *pos[4];
   int n_pos;
+  char joined[8192]; /* the joined values of repeated options */
+  size_t n_joined;
 } Args;
 
 static int usage_error(const char *cmd, const char *fmt, ...)
@@ -79,7 +82,18 @@ static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
       if (strlen(a->opts[k].name) == len && strncmp(a->opts[k].name, s + 2, len) == 0)
         o = &a->opts[k];
     if (!o) return usage_error(cmd, "unknown option '%.*s'", (int)len + 2, s);
-    if (o->value) return usage_error(cmd, "option '--%s' given twice", o->name);
+    if (o->value && !o->repeat) return usage_error(cmd, "option '--%s' given twice", o->name);
+    if (o->value) { /* again: joined with the earlier values */
+      const char *more = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+      if (!more) return usage_error(cmd, "option '--%s' needs a value", o->name);
+      size_t room = sizeof a->joined - a->n_joined;
+      int k = snprintf(a->joined + a->n_joined, room, "%s,%s", o->value, more);
+      if (k < 0 || (size_t)k >= room) return usage_error(cmd, "too many '--%s' values", o->name);
+      o->value = a->joined + a->n_joined;
+      a->n_joined += (size_t)k + 1;
+      if (!eq) i++;
+      continue;
+    }
     if (!o->takes_value) {
       if (eq) return usage_error(cmd, "option '--%s' takes no value", o->name);
       o->value = "";
@@ -147,6 +161,32 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
     *seed = v;
   }
   return 0;
+}
+
+/* --output NAME[,NAME...] (repeatable): named intermediates that become
+ * outputs too (LowerOptions.outputs). Returns 0 or EXIT_USAGE. */
+typedef struct OutputNames {
+  char buf[8192];
+  const char *names[RT_MAX_IO];
+  int n;
+} OutputNames;
+
+static int output_names(const char *cmd, const Args *args, OutputNames *on) {
+  const char *s = opt(args, "output");
+  on->n = 0;
+  if (!s) return 0;
+  snprintf(on->buf, sizeof on->buf, "%s", s);
+  for (char *p = on->buf;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = 0;
+    while (*p == ' ') p++;
+    for (char *e = p + strlen(p); e > p && e[-1] == ' ';) *--e = 0;
+    if (!*p) return usage_error(cmd, "--output takes intermediate names (see 'tfmc check SPEC')");
+    if (on->n == RT_MAX_IO) return usage_error(cmd, "--output: at most %d names", RT_MAX_IO);
+    on->names[on->n++] = p;
+    if (!comma) return 0;
+    p = comma + 1;
+  }
 }
 
 /* ---- tfmc check ---- */
@@ -246,6 +286,9 @@ static int cmd_check(int argc, char **argv) {
   printf("; outputs:");
   for (int i = 0; i < g->n_outputs; i++) printf(" %s", g->outputs[i].name);
   printf("\n");
+  const char *named = NULL;
+  if (spec_lower(a, c.spec, &(LowerOptions){.named_values = &named}, &d))
+    printf("  --output names  %s\n", named);
   rc = 0;
 done:
   arena_destroy(a);
@@ -622,8 +665,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
     return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
                               "--tokenizer or --inputs)");
-  if (opt(args, "attention") || opt(args, "profile"))
-    return usage_error("run", "--generate does not take --attention or --profile yet");
+  if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
+    return usage_error("run", "--generate does not take --attention, --output or --profile yet");
   char *e;
   errno = 0;
   long long max_new = strtoll(opt(args, "generate"), &e, 10);
@@ -765,7 +808,7 @@ static int cmd_run(int argc, char **argv) {
              {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
              {"profile", false, NULL}, {"strict", false, NULL},  {"tokenizer", true, NULL},
              {"generate", true, NULL}, {"sample", false, NULL},  {"temperature", true, NULL},
-             {"top-k", true, NULL},    {"top-p", true, NULL},
+             {"top-k", true, NULL},    {"top-p", true, NULL},      {"output", true, NULL, true},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -775,7 +818,8 @@ static int cmd_run(int argc, char **argv) {
     puts("usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
          "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
          "                 | --text \"TEXT\" --tokenizer gpt2:DIR | wordpiece:VOCAB.txt[:uncased])\n"
-         "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
+         "                [--outputs OUT.safetensors] [--attention LAYER] [--output NAME[,NAME]]\n"
+         "                [--backend jit|interp]\n"
          "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
          "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
          "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate N\n"
@@ -794,7 +838,10 @@ static int cmd_run(int argc, char **argv) {
          "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
          "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
          "attention probabilities [B,H,Tq,Tk] as \"attention\"; --attention all\n"
-         "outputs every layer's, as attention.encoder.0, ... --backend: jit\n"
+         "outputs every layer's, as attention.encoder.0, ... --output NAME (repeatable,\n"
+         "or a comma list) also outputs a named intermediate: embeddings, enc.N.out,\n"
+         "dec.N.out, encoder.out, decoder.out, hidden, pooled ('tfmc check SPEC' lists\n"
+         "the model's). --backend: jit\n"
          "(default; LLVM, native code for this CPU) or interp (the reference\n"
          "interpreter).\n"
          "--threads N: worker threads for the JIT, 0..256 (0, the default: one per CPU).\n"
@@ -826,6 +873,8 @@ static int cmd_run(int argc, char **argv) {
   if (opt(&args, "generate")) return run_generate(&args, olevel, weights, seed);
   RunInputs ri;
   if ((r = run_inputs_options("run", &args, &ri))) return r;
+  OutputNames on;
+  if ((r = output_names("run", &args, &on))) return r;
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
   if (!backend) backend = "jit";
   bool profile = opt(&args, "profile") != NULL;
@@ -856,7 +905,8 @@ static int cmd_run(int argc, char **argv) {
   char err[1024];
   DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
                         .passes = &pl, .pass_ctx = &pctx, .stage = stage,
-                        .strict = opt(&args, "strict") != NULL};
+                        .strict = opt(&args, "strict") != NULL, .outputs = on.names,
+                        .n_outputs = on.n};
   if (prepare_run(&p, &d, &args, &ri, &dopt)) goto done;
   ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
@@ -1115,9 +1165,15 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
                         &print_file);
   if (rc) return rc;
   char err[1024];
+  OutputNames on;
+  if ((rc = output_names(cmd, args, &on))) {
+    if (print_file) fclose(print_file);
+    return rc;
+  }
   DriverOptions dopt = {.attention = opt(args, "attention"), .weights = weights, .seed = seed,
                         .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED,
-                        .strict = opt(args, "strict") != NULL};
+                        .strict = opt(args, "strict") != NULL, .outputs = on.names,
+                        .n_outputs = on.n};
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
   if (rc) compile_failed(err);
   if (print_file && fclose(print_file)) rc = EXIT_USER;
@@ -1127,7 +1183,8 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
 static int cmd_build(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
-             {"attention", true, NULL}, {"strict", false, NULL}, PASS_OPTS};
+             {"attention", true, NULL}, {"strict", false, NULL}, {"output", true, NULL, true},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
@@ -1135,6 +1192,7 @@ static int cmd_build(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                  -o EXE [--embed-weights] [--keep] [--attention LAYER] [--strict]\n"
+         "                  [--output NAME[,NAME]]\n"
          "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
@@ -1146,6 +1204,9 @@ static int cmd_build(int argc, char **argv) {
          "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
          "      [--threads N] [--repeat N] [--profile]   (EXE --help says more)\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
+         "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
+         "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
+         "lists them) an output of the executable too, as 'tfmc run --output' does.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
@@ -1195,7 +1256,8 @@ done:
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
              {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             {"force", false, NULL},  {"strict", false, NULL}, PASS_OPTS};
+             {"force", false, NULL},  {"strict", false, NULL}, {"output", true, NULL, true},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
@@ -1203,6 +1265,7 @@ static int cmd_emit_c(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                   -o DIR [--force] [--embed-weights] [--attention LAYER] [--strict]\n"
+         "                   [--output NAME[,NAME]]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
