@@ -136,15 +136,23 @@ int bench_run(Arena *a, Diags *d, const BenchOptions *o, BenchResult *r, char *e
   for (int round = 0; round < o->rounds; round++)
     for (int j = 0; j < n; j++) {
       int i = (round + j) % n;
+      /* one untimed run first: its pool's workers, asleep since its last
+       * turn, wake, and its weights and arena come back into the caches,
+       * so the timed run is a steady-state forward as `run --repeat` times
+       * it, not the cost of following another variant */
+      if (exec_session_run(s[i], &b[i], err, errlen)) goto done;
       double t0 = rt_timing_now_ms();
       if (exec_session_run(s[i], &b[i], err, errlen)) goto done;
       ms[i * o->rounds + round] = rt_timing_now_ms() - t0;
     }
   for (int i = 0; i < n; i++) {
     RtTiming t;
-    rt_timing_summarise(&ms[i * o->rounds], o->rounds, &t);
+    double *sorted = &ms[i * o->rounds]; /* rt_timing_summarise sorts them */
+    rt_timing_summarise(sorted, o->rounds, &t);
     v[i].ms_median = t.median_ms;
     v[i].ms_min = t.min_ms;
+    v[i].spread = (sorted[(3 * (o->rounds - 1)) / 4] - sorted[(o->rounds - 1) / 4]) /
+                  (2 * t.median_ms);
   }
   r->model = c[0].info->name;
   r->level = o->level;
@@ -201,7 +209,16 @@ void bench_print(FILE *f, const BenchResult *r) {
   fprintf(f, "kernels per forward: -O0 %d, -O%d %d (%+.0f%%)\n", k0, r->level, kn,
           k0 ? 100.0 * (kn - k0) / k0 : 0.0);
   bool exact = true;
-  for (int i = 0; i < r->n; i++) exact &= r->v[i].stats.exact;
+  int noisiest = 0;
+  for (int i = 0; i < r->n; i++) {
+    exact &= r->v[i].stats.exact;
+    if (r->v[i].spread > r->v[noisiest].spread) noisiest = i;
+  }
+  const BenchVariant *nv = &r->v[noisiest];
+  fprintf(f, "noise: the middle half of a variant's runs spans up to +-%.1f%% of its median (%s%s)%s\n",
+          100 * nv->spread, nv->without ? "without " : noisiest ? "-O0" : "the whole pipeline",
+          nv->without ? nv->without : "",
+          r->rounds < 4 ? "; too few rounds to say" : "");
   if (!exact)
     fprintf(f, "(?: some loop bound or call size was not known statically; those bytes are not "
             "counted)\n");
@@ -226,9 +243,9 @@ static void json_variant(FILE *f, const BenchVariant *v) {
     json_str(f, v->pipeline.passes[i]->name);
   }
   fprintf(f, "], \"kernels\": %d, \"calls\": %lld, \"bytes_written\": %lld, \"exact\": %s, "
-          "\"ms_median\": %.6f, \"ms_min\": %.6f}",
+          "\"ms_median\": %.6f, \"ms_min\": %.6f, \"spread\": %.6f}",
           v->stats.kernels, (long long)v->stats.calls, (long long)v->stats.bytes_written,
-          v->stats.exact ? "true" : "false", v->ms_median, v->ms_min);
+          v->stats.exact ? "true" : "false", v->ms_median, v->ms_min, v->spread);
 }
 
 static void json_row(FILE *f, const BenchVariant *with, const BenchVariant *without) {

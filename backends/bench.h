@@ -15,8 +15,10 @@
  * -O0. Each variant's kernels, runtime calls and bytes written per forward
  * come from its loop IR at the bound dims (pass_loop_stats). Timing: every
  * variant runs once to warm up, then `rounds` rounds each run every variant
- * once (round-robin, the starting variant rotating), so slow drifts of the
- * machine's load hit all of them alike; each variant's median is reported.
+ * (round-robin, the starting variant rotating), so slow drifts of the
+ * machine's load hit all of them alike; a variant's turn is one untimed run
+ * (its pool wakes, its data returns to the caches) and one timed run; each
+ * variant's median is reported.
  *
  * Ownership: everything a BenchResult points to lives in the arena. */
 #ifndef TFMC_BENCH_H
@@ -42,6 +44,7 @@ typedef struct BenchVariant {
   PassPipeline pipeline;
   LoopStats stats;
   double ms_median, ms_min;
+  double spread; /* half the interquartile range of its times over the median: the noise */
 } BenchVariant;
 
 typedef struct BenchResult {
@@ -60,8 +63,9 @@ int bench_run(Arena *a, Diags *d, const BenchOptions *o, BenchResult *r, char *e
 
 /* The table: per pass the kernels it removes, the activation bytes no
  * longer written, the median ms with and without it and their ratio; then
- * the whole pipeline against -O0 and the line "kernels per forward: -O0 X,
- * -ON Y (-Z%)". */
+ * the whole pipeline against -O0, the line "kernels per forward: -O0 X,
+ * -ON Y (-Z%)" and the largest spread (how far apart runs of one variant
+ * were: ratios closer to 1 than that say nothing). */
 void bench_print(FILE *f, const BenchResult *r);
 
 /* The same as JSON into a malloc'd string (*len bytes, NUL-terminated);
