@@ -870,13 +870,19 @@ def golden_torchnn_encdec_modules():
 
 class OutputCapture:
     """Forward hooks that keep what the named modules return (the first
-    element of a tuple), as tfmc's named intermediates."""
+    element of a tuple), as tfmc's named intermediates; a module named as
+    ("input", module) gives what it is called with (its first argument)."""
 
     def __init__(self, named_modules):
         self.named_modules, self.values, self.hooks = named_modules, {}, []
 
     def __enter__(self):
         for name, mod in self.named_modules:
+            if isinstance(mod, tuple):
+                def pre(m, args, name=name):
+                    self.values[name] = args[0]
+                self.hooks.append(mod[1].register_forward_pre_hook(pre))
+                continue
             def hook(m, args, out, name=name):
                 self.values[name] = out[0] if isinstance(out, tuple) else out
             self.hooks.append(mod.register_forward_hook(hook))
@@ -939,12 +945,29 @@ def golden_gpt2_outputs():
                               "decoder.out": tok, "hidden": tok})
     return out
 
+def golden_torchnn_transformer_outputs():
+    g = golden_torchnn_transformer()
+    src, tgt = ("src", None), ("tgt", None)
+
+    def modules_of(model):
+        t = model.transformer
+        return [("src_embeddings", ("input", t.encoder)), ("enc.1.out", t.encoder.layers[1]),
+                ("encoder.out", t.encoder), ("tgt_embeddings", ("input", t.decoder)),
+                ("dec.0.out", t.decoder.layers[0]), ("decoder.out", t.decoder)]
+
+    out = with_intermediates(g, "torchnn_transformer_outputs", modules_of,
+                             {"hidden": "decoder.out"})
+    out.seq_of_output.update({"src_embeddings": src, "enc.1.out": src, "encoder.out": src,
+                              "tgt_embeddings": tgt, "dec.0.out": tgt, "decoder.out": tgt,
+                              "hidden": tgt})
+    return out
+
 
 GOLDENS = [golden_annotated, golden_seq2seq, golden_anatomy, golden_bert,
            golden_torchnn_encoder_post_relu, golden_torchnn_encoder_pre_gelu_final,
            golden_torchnn_transformer, golden_torchnn_transformer_prenorm_gelu,
            golden_torchnn_encdec_modules, golden_gpt2,
-           golden_bert_outputs, golden_gpt2_outputs]
+           golden_bert_outputs, golden_gpt2_outputs, golden_torchnn_transformer_outputs]
 
 # ============================================================================
 # Checks and writing
