@@ -911,7 +911,7 @@ def with_intermediates(g, name, modules_of, aliases):
     extra = [n for n, _ in modules_of(g.build(torch.Generator().manual_seed(0)))]
     wanted = extra + list(aliases)
     seq = {k: v for k, v in g.seq_of_output.items() if k != "attention"}
-    return Golden(name, g.facts, g.weights, "--output " + ",".join(sorted(wanted)),
+    return Golden(name, g.facts, g.weights, " ".join("--output " + w for w in sorted(wanted)),
                   g.build, g.make_inputs, forward, g.seq_of_input, seq,
                   header=g.header + "\n# Its named intermediates as outputs (--output).")
 
