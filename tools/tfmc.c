@@ -1354,7 +1354,9 @@ static int cmd_bench(int argc, char **argv) {
          "written per forward (counted from the loop IR at these dims: kernels run,\n"
          "bytes stored into the arena and the outputs), the median ms with and without\n"
          "it and the ratio without/with; then the whole level against -O0 and the\n"
-         "kernels per forward of both. --json FILE writes the same as JSON.\n"
+         "kernels per forward of both, and the noise (how far the middle half of one\n"
+         "variant's runs spreads around its median: ratios closer to 1 say nothing).\n"
+         "--json FILE writes the same as JSON (never over an input; complete or not at all).\n"
          "--threads T: the JIT's worker threads, 0..256 (0, the default: one per CPU).\n"
          "Times are only comparable within one run: read the ratios.");
     return 0;
