@@ -30,14 +30,17 @@ static IrGraph *front_end(Arena *a, Diags *d, const char *path, const DriverOpti
   diags_add_source(d, src);
   IrGraph *g = NULL;
   if (ends_with(path, ".tfir")) {
-    if (o->attention) {
-      snprintf(err, errlen, "--attention applies to specs, not .tfir files");
+    if (o->attention || o->n_outputs) {
+      snprintf(err, errlen, "%s applies to specs, not .tfir files",
+               o->attention ? "--attention" : "--output");
       return NULL;
     }
     g = ir_graph_parse(a, src, d);
   } else {
     *spec = spec_parse(a, src, d);
-    if (*spec) g = spec_lower(a, *spec, &(LowerOptions){o->attention, o->step, 0}, d);
+    LowerOptions lo = {.attention_layer = o->attention, .step = o->step,
+                       .outputs = o->outputs, .n_outputs = o->n_outputs};
+    if (*spec) g = spec_lower(a, *spec, &lo, d);
   }
   if (g && !ir_graph_verify(g, d)) g = NULL;
   return g;
@@ -136,7 +139,8 @@ static RtModelInfo *model_info(Arena *a, const Compiled *c) {
 
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,
                    size_t errlen) {
-  /* 2. weights */
+  /* 2. weights (checked against this graph once, when they were loaded) */
+  if (!c->w && !o->no_weights && o->weight_set) c->w = o->weight_set;
   if (!c->w && !o->no_weights && !(c->w = weights_get(a, d, c->g, c->spec, o, err, errlen)))
     return 1;
   /* 3. graph passes */

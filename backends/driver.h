@@ -52,6 +52,12 @@ typedef struct DriverOptions {
   DriverStage stage;
   bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
   bool step;                  /* spec only: the step graph of generation (LowerOptions.step) */
+  const char *const *outputs; /* spec only: named intermediates made outputs too
+                                 (LowerOptions.outputs), before any pass */
+  int n_outputs;
+  WeightSet *weight_set;      /* NULL; or weights loaded by an earlier compile of the same
+                                 spec (its Compiled.w), used instead of loading them again:
+                                 one checkpoint read for many pipelines (tfmc bench) */
 } DriverOptions;
 
 typedef struct Compiled {

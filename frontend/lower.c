@@ -33,7 +33,20 @@ typedef struct Lower {
   int *attn_values;      /* attn_all: their value ids, in forward order */
   const char **attn_names; /* attn_all: "attention.LAYER" of each */
   int sym_l;             /* step graph: the symbol L (past + new tokens), else -1 */
+  /* named intermediates (LowerOptions.outputs), in forward order */
+  struct Named {
+    const char *name;
+    int value;
+  } *named;
+  int n_named, cap_named;
 } Lower;
+
+/* Records value as the intermediate `name` (LowerOptions.outputs). */
+static void name_value(Lower *L, const char *name, int value) {
+  arena_grow(L->g->arena, (void **)&L->named, &L->cap_named, L->n_named + 1, sizeof *L->named);
+  L->named[L->n_named].name = name;
+  L->named[L->n_named++].value = value;
+}
 
 static IrLoc pick(const ModelSpec *m, IrLoc l) { return l.file ? l : m->loc; }
 
@@ -199,6 +212,7 @@ static int embeddings(Lower *L, int ids, int types, int64_t vocab, int len_sym,
   if (m->embed_norm)
     x = norm(L, x, arena_printf(a, "%sembed_norm", side), m->embed_norm_eps, false,
              pick(m, m->loc_embed_norm));
+  name_value(L, arena_printf(a, "%sembeddings", side), x);
   return x;
 }
 
@@ -220,8 +234,10 @@ static int encoder(Lower *L, int x, int mask) {
     x = sub_out(L, x, h, n1);
     h = ffn(L, sub_in(L, x, n2), arena_printf(a, "%s.ffn", p));
     x = sub_out(L, x, h, n2);
+    name_value(L, arena_printf(a, "%s.out", p), x);
   }
   if (m->final_norm_enc) x = layer_norm(L, x, "enc.norm");
+  name_value(L, "encoder.out", x);
   return x;
 }
 
@@ -246,8 +262,10 @@ static int decoder(Lower *L, int y, int self_mask, int memory, int cross_mask) {
     }
     h = ffn(L, sub_in(L, y, nf), arena_printf(a, "%s.ffn", p));
     y = sub_out(L, y, h, nf);
+    name_value(L, arena_printf(a, "%s.out", p), y);
   }
   if (m->final_norm_dec) y = layer_norm(L, y, "dec.norm");
+  name_value(L, "decoder.out", y);
   return y;
 }
 
@@ -255,6 +273,7 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
   const ModelSpec *m = L->m;
   IrLoc loc = pick(m, m->loc_head);
   IrGraph *g = L->g;
+  if (L->sym_l < 0) name_value(L, "hidden", x);
   switch (m->head) {
   case HEAD_NONE:
     ir_graph_add_output(g, "hidden", x);
@@ -263,8 +282,9 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
       at.axis = 1;
       at.index = 0;
       int first = ir_build(g, IR_OP_TAKE, (int[]){x}, 1, &at, loc); /* [B,d] */
-      ir_graph_add_output(g, "pooled",
-                          op1(L, IR_OP_TANH, linear(L, first, "pooler", L->d, L->d, true, loc), loc));
+      int pooled = op1(L, IR_OP_TANH, linear(L, first, "pooler", L->d, L->d, true, loc), loc);
+      name_value(L, "pooled", pooled);
+      ir_graph_add_output(g, "pooled", pooled);
     }
     return;
   case HEAD_LOGITS:
@@ -289,8 +309,10 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
     at.axis = 1;
     at.index = 0;
     int first = ir_build(g, IR_OP_TAKE, (int[]){x}, 1, &at, loc); /* [B,d] */
-    if (m->pooler)
+    if (m->pooler) {
       first = op1(L, IR_OP_TANH, linear(L, first, "pooler", L->d, L->d, true, loc), loc);
+      name_value(L, "pooled", first);
+    }
     int y = linear(L, first, "classifier", m->n_classes, L->d, m->head_bias, loc);
     ir_graph_add_output(g, "class_logits", y);
     return;
@@ -299,6 +321,70 @@ static void head(Lower *L, int x, int embed_param, int64_t vocab) {
     break;
   }
   TFMC_ASSERT(!"head kind");
+}
+
+/* "X.N.out" -> the length of "X." and N; false for other names */
+static bool layer_out_name(const char *name, int *prefix, long long *n) {
+  const char *dot = strchr(name, '.');
+  int end = 0;
+  if (!dot || sscanf(dot + 1, "%lld.out%n", n, &end) != 1 || dot[1 + end] != 0) return false;
+  *prefix = (int)(dot - name) + 1;
+  return true;
+}
+
+/* The named intermediates as one line, runs of layers collapsed:
+ * "embeddings, enc.0.out .. enc.11.out, encoder.out, hidden". */
+static const char *named_list(const Lower *L) {
+  Arena *a = L->g->arena;
+  const char *s = "";
+  for (int i = 0; i < L->n_named;) {
+    int pre, pre2, j = i + 1;
+    long long n, n2;
+    if (layer_out_name(L->named[i].name, &pre, &n))
+      while (j < L->n_named && layer_out_name(L->named[j].name, &pre2, &n2) && pre2 == pre &&
+             strncmp(L->named[j].name, L->named[i].name, (size_t)pre) == 0 && n2 == n + (j - i))
+        j++;
+    else
+      j = i + 1;
+    const char *sep = *s ? ", " : "";
+    if (j - i >= 3)
+      s = arena_printf(a, "%s%s%s .. %s", s, sep, L->named[i].name, L->named[j - 1].name);
+    else if (j - i == 2)
+      s = arena_printf(a, "%s%s%s, %s", s, sep, L->named[i].name, L->named[i + 1].name);
+    else
+      s = arena_printf(a, "%s%s%s", s, sep, L->named[i].name);
+    i = j;
+  }
+  return s;
+}
+
+/* LowerOptions.outputs: each named intermediate asked for becomes an
+ * output (once; not again when the head outputs it under that name). */
+static bool named_outputs(Lower *L, Diags *d) {
+  const LowerOptions *opt = L->opt;
+  IrGraph *g = L->g;
+  bool ok = true;
+  for (int i = 0; opt && i < opt->n_outputs; i++) {
+    const char *want = opt->outputs[i];
+    int k = 0;
+    while (k < L->n_named && strcmp(L->named[k].name, want) != 0) k++;
+    if (k == L->n_named) {
+      diag_error(d, (IrLoc){0}, "--output %s: model '%s' has no intermediate named '%s' (it has: %s)",
+                 want, L->m->name, want, named_list(L));
+      ok = false;
+      continue;
+    }
+    bool have = false;
+    for (int o = 0; o < g->n_outputs; o++) have |= strcmp(g->outputs[o].name, want) == 0;
+    if (have) continue;
+    if (g->n_outputs == RT_MAX_IO) {
+      diag_error(d, (IrLoc){0},
+                 "--output %s: more outputs than a compiled model can have (%d)", want, RT_MAX_IO);
+      return false;
+    }
+    ir_graph_add_output(g, want, L->named[k].value);
+  }
+  return ok;
 }
 
 static bool layer_exists(const ModelSpec *m, const char *name) {
@@ -360,6 +446,10 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   }
   if (step && opt->attention_layer) {
     diag_error(d, (IrLoc){0}, "--attention is not available with generation yet");
+    return NULL;
+  }
+  if (step && opt->n_outputs) {
+    diag_error(d, (IrLoc){0}, "--output is not available with generation yet");
     return NULL;
   }
   Lower L = {0};
@@ -451,5 +541,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   if (L.attn_probs >= 0) ir_graph_add_output(g, "attention", L.attn_probs);
   TFMC_ASSERT(L.n_attn == (all ? n_layers : 0));
   for (int i = 0; i < L.n_attn; i++) ir_graph_add_output(g, L.attn_names[i], L.attn_values[i]);
+  if (!named_outputs(&L, d)) return NULL;
+  if (opt && opt->named_values) *opt->named_values = named_list(&L);
   return g;
 }

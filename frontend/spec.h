@@ -207,6 +207,22 @@ typedef struct LowerOptions {
    * (one unpadded sequence per batch row). */
   bool step;
   int64_t step_max_batch; /* step: B's maximum and the caches' batch rows (0: 1) */
+  /* Named intermediates that become outputs too, after the head's and the
+   * attention outputs, in this order (duplicates and names the head already
+   * outputs are added once). The names follow the canonical parameter
+   * names: "embeddings" (after positions, token types and the embedding
+   * norm; "src_embeddings" / "tgt_embeddings" in an encoder_decoder),
+   * "enc.N.out" / "dec.N.out" (the output of layer N), "encoder.out" /
+   * "decoder.out" (the stack's, after its final norm), "hidden" (what the
+   * head reads), "pooled" (tanh(pooler(hidden[:, 0])), with a pooler). An
+   * unknown name is reported with the list of the model's names. Not with
+   * step. */
+  const char *const *outputs;
+  int n_outputs;
+  /* When not NULL: set to the model's named intermediates as one line
+   * ("embeddings, enc.0.out .. enc.11.out, encoder.out, hidden"), in the
+   * graph's arena (tfmc check prints it). */
+  const char **named_values;
 } LowerOptions;
 
 /* Builds the graph for the model. Parameter names are tfmc's canonical ones

@@ -778,6 +778,10 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     if (L.buf[v] >= 0 && p->bufs[L.buf[v]].kind == LB_OUTPUT && p->bufs[L.buf[v]].index == o) continue;
     int dst = loop_buffer_add(p, LB_OUTPUT, o, 0, elem_of(g->nodes[v].type.dtype), g->outputs[o].name);
     lower_copy(&L, v, v, dst);
+    /* named after the output: the value's own kernel (or another output's
+     * copy of it, as when --output hidden and encoder.out name one value)
+     * has the node's name already */
+    L.k->name = arena_printf(p->arena, "k%d_copy_out%d", v, o);
   }
 #ifndef NDEBUG
   /* what this file builds must verify: a failure is a lowering bug, not a

@@ -21,6 +21,23 @@ typedef struct GraphStats {
  * are not counted (they are O(d) per token against O(d^2)). */
 void pass_stats_compute(const IrGraph *g, const int64_t *sym_values, GraphStats *out);
 
+/* loop_stats.c: what one forward of a loop program does, counted from the
+ * loop IR with the symbols bound to syms[i] (indexed like the graph's
+ * symbols): kernels whose extent is not empty (each runs once per
+ * forward), runtime calls (ir/callees.def) made, and bytes stored into the
+ * activation arena and the outputs, by the kernels' stores and by the
+ * calls (what each writes follows from its size arguments). exact is false
+ * when some loop bound or call size could not be evaluated statically
+ * (those are then left out of the counts). */
+typedef struct LoopStats {
+  int kernels;
+  int64_t calls;
+  int64_t bytes_written;
+  bool exact;
+} LoopStats;
+struct LoopProgram;
+void pass_loop_stats(const struct LoopProgram *p, const int64_t *syms, LoopStats *out);
+
 /* lower_loops.c: graph IR -> loop IR with the activation arena planned by
  * liveness at the maximum dims. The graph must verify. Buffers: inputs in
  * input-node order, outputs in g->outputs order, params packed in node order

@@ -864,10 +864,110 @@ def golden_torchnn_encdec_modules():
                          "# embedding scale; int32 ids, masks from pad id 0; weights stored as BF16.")
 
 
+
+# ---- named intermediates as outputs (tfmc run/build --output NAME) ----
+
+
+class OutputCapture:
+    """Forward hooks that keep what the named modules return (the first
+    element of a tuple), as tfmc's named intermediates; a module named as
+    ("input", module) gives what it is called with (its first argument)."""
+
+    def __init__(self, named_modules):
+        self.named_modules, self.values, self.hooks = named_modules, {}, []
+
+    def __enter__(self):
+        for name, mod in self.named_modules:
+            if isinstance(mod, tuple):
+                def pre(m, args, name=name):
+                    self.values[name] = args[0]
+                self.hooks.append(mod[1].register_forward_pre_hook(pre))
+                continue
+            def hook(m, args, out, name=name):
+                self.values[name] = out[0] if isinstance(out, tuple) else out
+            self.hooks.append(mod.register_forward_hook(hook))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.hooks:
+            h.remove()
+
+
+def with_intermediates(g, name, modules_of, aliases):
+    """Golden g's model and inputs with intermediates as extra outputs:
+    modules_of(model) -> [(tfmc name, module)]; aliases: {name: captured
+    name} for names that are the same value (hidden = encoder.out)."""
+    base = g.forward
+
+    def forward(model, inp):
+        with OutputCapture(modules_of(model)) as cap:
+            outs = base(model, inp)
+        outs.pop("attention", None)
+        outs.update(cap.values)
+        for alias, of in aliases.items():
+            outs[alias] = cap.values[of]
+        return outs
+
+    extra = [n for n, _ in modules_of(g.build(torch.Generator().manual_seed(0)))]
+    wanted = extra + list(aliases)
+    seq = {k: v for k, v in g.seq_of_output.items() if k != "attention"}
+    return Golden(name, g.facts, g.weights, " ".join("--output " + w for w in sorted(wanted)),
+                  g.build, g.make_inputs, forward, g.seq_of_input, seq,
+                  header=g.header + "\n# Its named intermediates as outputs (--output).")
+
+
+def golden_bert_outputs():
+    g = golden_bert()
+    tok = ("tok", None)
+
+    def modules_of(model):
+        bert = model.bert
+        return [("embeddings", bert.embeddings), ("enc.0.out", bert.encoder.layer[0]),
+                ("encoder.out", bert.encoder.layer[-1]), ("pooled", bert.pooler)]
+
+    out = with_intermediates(g, "bert_outputs", modules_of, {"hidden": "encoder.out"})
+    out.seq_of_output.update({"embeddings": tok, "enc.0.out": tok, "encoder.out": tok,
+                              "hidden": tok, "pooled": (None,)})
+    return out
+
+
+def golden_gpt2_outputs():
+    g = golden_gpt2()
+    tok = ("tok", None)
+
+    def modules_of(model):
+        t = model.transformer
+        return [("embeddings", t.drop), ("dec.0.out", t.h[0]), ("dec.1.out", t.h[1]),
+                ("decoder.out", t.ln_f)]
+
+    out = with_intermediates(g, "gpt2_outputs", modules_of, {"hidden": "decoder.out"})
+    out.seq_of_output.update({"embeddings": tok, "dec.0.out": tok, "dec.1.out": tok,
+                              "decoder.out": tok, "hidden": tok})
+    return out
+
+def golden_torchnn_transformer_outputs():
+    g = golden_torchnn_transformer()
+    src, tgt = ("src", None), ("tgt", None)
+
+    def modules_of(model):
+        t = model.transformer
+        return [("src_embeddings", ("input", t.encoder)), ("enc.1.out", t.encoder.layers[1]),
+                ("encoder.out", t.encoder), ("tgt_embeddings", ("input", t.decoder)),
+                ("dec.0.out", t.decoder.layers[0]), ("decoder.out", t.decoder)]
+
+    out = with_intermediates(g, "torchnn_transformer_outputs", modules_of,
+                             {"hidden": "decoder.out"})
+    out.seq_of_output.update({"src_embeddings": src, "enc.1.out": src, "encoder.out": src,
+                              "tgt_embeddings": tgt, "dec.0.out": tgt, "decoder.out": tgt,
+                              "hidden": tgt})
+    return out
+
+
 GOLDENS = [golden_annotated, golden_seq2seq, golden_anatomy, golden_bert,
            golden_torchnn_encoder_post_relu, golden_torchnn_encoder_pre_gelu_final,
            golden_torchnn_transformer, golden_torchnn_transformer_prenorm_gelu,
-           golden_torchnn_encdec_modules, golden_gpt2]
+           golden_torchnn_encdec_modules, golden_gpt2,
+           golden_bert_outputs, golden_gpt2_outputs, golden_torchnn_transformer_outputs]
 
 # ============================================================================
 # Checks and writing

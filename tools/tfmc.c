@@ -3,22 +3,23 @@
  * Only argument handling, file plumbing and printing live here; every
  * decision about models is made by the frontend, passes and backends.
  * Exit status: 0 success, 1 user error (spec, weights, inputs), 2 usage. */
+#include "backends/bench.h"
 #include "backends/c/c_backend.h"
 #include "backends/driver.h"
 #include "backends/exec.h"
 #include "backends/llvm/llvm_backend.h"
-#include "ir/loop.h"
-#include "runtime/rt_model.h"
-#include "runtime/rt_weights.h"
 #include "frontend/spec.h"
+#include "ir/loop.h"
 #include "passes/passes.h"
 #include "runtime/rt_attnmap.h"
 #include "runtime/rt_file.h"
 #include "runtime/rt_generate.h"
-#include "runtime/rt_profile.h"
 #include "runtime/rt_io.h"
+#include "runtime/rt_model.h"
+#include "runtime/rt_profile.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_text.h"
+#include "runtime/rt_weights.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -39,6 +40,7 @@ typedef struct Opt {
   const char *name;
   bool takes_value;
   const char *value; /* set when given; "" for flags */
+  bool repeat;       /* may be given again: the values joined with ',' */
 } Opt;
 
 typedef struct Args {
@@ -46,10 +48,11 @@ typedef struct Args {
   int n_opts;
   const char *pos[4];
   int n_pos;
+  char joined[8192]; /* the joined values of repeated options */
+  size_t n_joined;
 } Args;
 
-static int usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -64,10 +67,13 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
 static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
-    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) return 1;
-    if (strcmp(s, "-o") == 0) s = "--o"; /* the compilers' spelling */
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0)
+      return 1;
+    if (strcmp(s, "-o") == 0)
+      s = "--o"; /* the compilers' spelling */
     if (strncmp(s, "--", 2) != 0 || strcmp(s, "--") == 0) {
-      if (a->n_pos == 4) return usage_error(cmd, "too many arguments ('%s')", s);
+      if (a->n_pos == 4)
+        return usage_error(cmd, "too many arguments ('%s')", s);
       a->pos[a->n_pos++] = s;
       continue;
     }
@@ -77,15 +83,33 @@ static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
     for (int k = 0; k < a->n_opts; k++)
       if (strlen(a->opts[k].name) == len && strncmp(a->opts[k].name, s + 2, len) == 0)
         o = &a->opts[k];
-    if (!o) return usage_error(cmd, "unknown option '%.*s'", (int)len + 2, s);
-    if (o->value) return usage_error(cmd, "option '--%s' given twice", o->name);
+    if (!o)
+      return usage_error(cmd, "unknown option '%.*s'", (int)len + 2, s);
+    if (o->value && !o->repeat)
+      return usage_error(cmd, "option '--%s' given twice", o->name);
+    if (o->value) { /* again: joined with the earlier values */
+      const char *more = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+      if (!more)
+        return usage_error(cmd, "option '--%s' needs a value", o->name);
+      size_t room = sizeof a->joined - a->n_joined;
+      int k = snprintf(a->joined + a->n_joined, room, "%s,%s", o->value, more);
+      if (k < 0 || (size_t)k >= room)
+        return usage_error(cmd, "too many '--%s' values", o->name);
+      o->value = a->joined + a->n_joined;
+      a->n_joined += (size_t)k + 1;
+      if (!eq)
+        i++;
+      continue;
+    }
     if (!o->takes_value) {
-      if (eq) return usage_error(cmd, "option '--%s' takes no value", o->name);
+      if (eq)
+        return usage_error(cmd, "option '--%s' takes no value", o->name);
       o->value = "";
     } else if (eq) {
       o->value = eq + 1;
     } else {
-      if (i + 1 >= argc) return usage_error(cmd, "option '--%s' needs a value", o->name);
+      if (i + 1 >= argc)
+        return usage_error(cmd, "option '--%s' needs a value", o->name);
       o->value = argv[++i];
     }
   }
@@ -94,7 +118,8 @@ static int parse_args(const char *cmd, int argc, char **argv, Args *a) {
 
 static const char *opt(const Args *a, const char *name) {
   for (int k = 0; k < a->n_opts; k++)
-    if (strcmp(a->opts[k].name, name) == 0) return a->opts[k].value;
+    if (strcmp(a->opts[k].name, name) == 0)
+      return a->opts[k].value;
   return NULL;
 }
 
@@ -104,7 +129,8 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
   size_t k = (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < rank && k < n; i++)
     k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
+  if (k < n)
+    snprintf(buf + k, n - k, "]");
 }
 
 static const char *human(double v, char *buf, size_t n) {
@@ -121,20 +147,21 @@ static const char *human(double v, char *buf, size_t n) {
 /* Reports a failed driver_compile_file: its message, when the diagnostics
  * do not already say it all. */
 static void compile_failed(const char *err) {
-  if (*err) fprintf(stderr, "tfmc: %s\n", err);
+  if (*err)
+    fprintf(stderr, "tfmc: %s\n", err);
 }
 
 /* --weights W | --init random [--seed N]: the weights every command that
  * runs or compiles a model takes. Returns 0, or EXIT_USAGE after a message;
  * *weights stays NULL for random weights. */
-static int weights_source(const char *cmd, const Args *args, const char **weights,
-                          uint64_t *seed) {
+static int weights_source(const char *cmd, const Args *args, const char **weights, uint64_t *seed) {
   const char *init = opt(args, "init"), *s = opt(args, "seed");
   *weights = opt(args, "weights");
   *seed = 0;
   if (!!*weights + !!init != 1)
     return usage_error(cmd, "give exactly one of --weights and --init random");
-  if (init && strcmp(init, "random") != 0) return usage_error(cmd, "--init takes 'random'");
+  if (init && strcmp(init, "random") != 0)
+    return usage_error(cmd, "--init takes 'random'");
   /* --seed also seeds --sample's generator (tfmc run --generate) */
   if (s && !init && !opt(args, "sample"))
     return usage_error(cmd, "--seed goes with --init random or --sample");
@@ -142,10 +169,44 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
     char *e;
     errno = 0;
     unsigned long long v = strtoull(s, &e, 10);
-    if (*e || errno || !*s || *s == '-') return usage_error(cmd, "--seed takes a non-negative integer");
+    if (*e || errno || !*s || *s == '-')
+      return usage_error(cmd, "--seed takes a non-negative integer");
     *seed = v;
   }
   return 0;
+}
+
+/* --output NAME[,NAME...] (repeatable): named intermediates that become
+ * outputs too (LowerOptions.outputs). Returns 0 or EXIT_USAGE. */
+typedef struct OutputNames {
+  char buf[8192];
+  const char *names[RT_MAX_IO];
+  int n;
+} OutputNames;
+
+static int output_names(const char *cmd, const Args *args, OutputNames *on) {
+  const char *s = opt(args, "output");
+  on->n = 0;
+  if (!s)
+    return 0;
+  snprintf(on->buf, sizeof on->buf, "%s", s);
+  for (char *p = on->buf;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    while (*p == ' ')
+      p++;
+    for (char *e = p + strlen(p); e > p && e[-1] == ' ';)
+      *--e = 0;
+    if (!*p)
+      return usage_error(cmd, "--output takes intermediate names (see 'tfmc check SPEC')");
+    if (on->n == RT_MAX_IO)
+      return usage_error(cmd, "--output: at most %d names", RT_MAX_IO);
+    on->names[on->n++] = p;
+    if (!comma)
+      return 0;
+    p = comma + 1;
+  }
 }
 
 /* ---- tfmc check ---- */
@@ -154,7 +215,6 @@ static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
-
 
 static const char *arch_name(Arch a) {
   switch (a) {
@@ -176,8 +236,10 @@ static int cmd_check(int argc, char **argv) {
          "count, weight bytes (f32) and FLOPs per token at the maximum length.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("check", "expected one spec file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("check", "expected one spec file");
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, stderr);
@@ -199,11 +261,13 @@ static int cmd_check(int argc, char **argv) {
   int64_t tokens = 0;
   for (int i = 0; i < g->n_syms; i++) {
     sym[i] = strcmp(g->syms[i].name, "B") == 0 ? 1 : g->syms[i].max;
-    if (strcmp(g->syms[i].name, "B") != 0 && tokens == 0) tokens = g->syms[i].max;
+    if (strcmp(g->syms[i].name, "B") != 0 && tokens == 0)
+      tokens = g->syms[i].max;
   }
   /* per generated/classified token: the decoder length for decoders */
   for (int i = 0; i < g->n_syms; i++)
-    if (strcmp(g->syms[i].name, "T") == 0) tokens = g->syms[i].max;
+    if (strcmp(g->syms[i].name, "T") == 0)
+      tokens = g->syms[i].max;
   GraphStats st;
   pass_stats_compute(g, sym, &st);
   char b1[32], b2[32], b3[32], b4[32];
@@ -212,7 +276,8 @@ static int cmd_check(int argc, char **argv) {
          (long long)m->d_model, (long long)m->heads, (long long)m->d_ff);
   printf("  layers          encoder %lld, decoder %lld\n", (long long)m->layers_enc,
          (long long)m->layers_dec);
-  printf("  parameters      %lld (%s)\n", (long long)st.n_params, human((double)st.n_params, b1, sizeof b1));
+  printf("  parameters      %lld (%s)\n", (long long)st.n_params,
+         human((double)st.n_params, b1, sizeof b1));
   printf("  weight bytes    %lld (%sB as f32)\n", (long long)st.weight_bytes,
          human((double)st.weight_bytes, b2, sizeof b2));
   printf("  max shapes      batch %lld", (long long)m->max_batch);
@@ -248,10 +313,15 @@ static int cmd_check(int argc, char **argv) {
   }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == IR_OP_INPUT) printf(" %s", g->nodes[i].attrs.name);
+    if (g->nodes[i].op == IR_OP_INPUT)
+      printf(" %s", g->nodes[i].attrs.name);
   printf("; outputs:");
-  for (int i = 0; i < g->n_outputs; i++) printf(" %s", g->outputs[i].name);
+  for (int i = 0; i < g->n_outputs; i++)
+    printf(" %s", g->outputs[i].name);
   printf("\n");
+  const char *named = NULL;
+  if (spec_lower(a, c.spec, &(LowerOptions){.named_values = &named}, &d))
+    printf("  --output names  %s\n", named);
   rc = 0;
 done:
   arena_destroy(a);
@@ -265,9 +335,11 @@ done:
 
 #define COMPILE_DEFAULT_LEVEL 2
 
-#define PASS_OPTS                                                                      \
-  {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},     \
-      {"pass-stats", false, NULL}, {"disable-pass", true, NULL}
+#define PASS_OPTS                                                                                  \
+  {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},                 \
+      {"pass-stats", false, NULL}, {                                                               \
+    "disable-pass", true, NULL                                                                     \
+  }
 
 static bool same_file(const char *a, const char *b);
 
@@ -290,7 +362,8 @@ static int take_opt_level(const char *cmd, const Args *args, int *argc, char **a
       argv[n++] = argv[i];
       continue;
     }
-    if (*level >= 0) return usage_error(cmd, "give one optimisation level");
+    if (*level >= 0)
+      return usage_error(cmd, "give one optimisation level");
     if (argv[i][2] < '0' || argv[i][2] > '3' || argv[i][3])
       return usage_error(cmd, "unknown level '%s' (levels: -O0, -O1, -O2, -O3)", argv[i]);
     *level = argv[i][2] - '0';
@@ -312,20 +385,24 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
   *print_file = NULL;
   /* --passes=-a,-b: the level's pipeline (default or -O) less those */
   const char *first = list;
-  while (first && (*first == ' ' || *first == '\t')) first++;
+  while (first && (*first == ' ' || *first == '\t'))
+    first++;
   bool removals = first && *first == '-';
   if (list && !removals && level >= 0)
     return usage_error(cmd, "give --passes or -O%d, not both", level);
   if (removals && disable)
     return usage_error(cmd, "give --passes=-NAME or --disable-pass=NAME, not both");
-  if (removals) disable = list;
+  if (removals)
+    disable = list;
   if (list && !removals ? !pass_pipeline_parse(list, pl, err, sizeof err)
                         : !pass_pipeline_level(level < 0 ? default_level : level, pl))
     return usage_error(cmd, "--passes: %s", err);
   if (disable && !pass_pipeline_disable(pl, disable, err, sizeof err))
     return usage_error(cmd, "%s: %s", removals ? "--passes" : "--disable-pass", err);
-  if (!pass_print_after_check(pl, after, err, sizeof err)) return usage_error(cmd, "%s", err);
-  if (path && !after) return usage_error(cmd, "--print-file goes with --print-after");
+  if (!pass_print_after_check(pl, after, err, sizeof err))
+    return usage_error(cmd, "%s", err);
+  if (path && !after)
+    return usage_error(cmd, "--print-file goes with --print-after");
   for (int i = 0; path && i < n; i++)
     if (files[i] && (strcmp(path, files[i]) == 0 || same_file(path, files[i])))
       return usage_error(cmd, "--print-file %s would overwrite %s", path, files[i]);
@@ -346,7 +423,8 @@ static int cmd_ir(int argc, char **argv) {
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("ir", &args, &argc, argv, &olevel);
-  if (!r) r = parse_args("ir", argc, argv, &args);
+  if (!r)
+    r = parse_args("ir", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir|LOOPS.tfloop [--format text|dot]\n"
          "                [--attention LAYER] [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
@@ -372,12 +450,15 @@ static int cmd_ir(int argc, char **argv) {
     puts("Levels: -O1 dce,lane-split,share-kernels; -O2 and -O3 prune-rows first.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("ir", "expected one spec, .tfir or .tfloop file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("ir", "expected one spec, .tfir or .tfloop file");
   const char *level = opt(&args, "level") ? opt(&args, "level") : "graph";
   if (strcmp(level, "graph") != 0 && strcmp(level, "loop") != 0)
     return usage_error("ir", "--level must be graph or loop, not '%s'", level);
-  if (strcmp(level, "loop") == 0 && opt(&args, "format") && strcmp(opt(&args, "format"), "text") != 0)
+  if (strcmp(level, "loop") == 0 && opt(&args, "format") &&
+      strcmp(opt(&args, "format"), "text") != 0)
     return usage_error("ir", "--level loop prints text only");
   const char *fmt = opt(&args, "format") ? opt(&args, "format") : "text";
   if (strcmp(fmt, "text") != 0 && strcmp(fmt, "dot") != 0)
@@ -386,9 +467,11 @@ static int cmd_ir(int argc, char **argv) {
   Diags d;
   PassContext pctx = {.diags = &d};
   FILE *print_file;
-  if ((r = pass_options("ir", &args, olevel, 0, args.pos, 1, &pl, &pctx, &print_file))) return r;
+  if ((r = pass_options("ir", &args, olevel, 0, args.pos, 1, &pl, &pctx, &print_file)))
+    return r;
   if (ends_with(args.pos[0], ".tfir") && opt(&args, "attention")) {
-    if (print_file) fclose(print_file);
+    if (print_file)
+      fclose(print_file);
     return usage_error("ir", "--attention applies to specs, not .tfir files");
   }
   Arena *a = arena_create();
@@ -410,19 +493,25 @@ static int cmd_ir(int argc, char **argv) {
     }
     goto done;
   }
-  DriverOptions dopt = {.attention = opt(&args, "attention"), .no_weights = true,
-                        .passes = &pl, .pass_ctx = &pctx,
+  DriverOptions dopt = {.attention = opt(&args, "attention"),
+                        .no_weights = true,
+                        .passes = &pl,
+                        .pass_ctx = &pctx,
                         .stage = loop ? DRIVER_LOOP : DRIVER_GRAPH};
   if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
     compile_failed(err);
     goto done;
   }
-  if (loop) loop_program_print(c.prog, stdout);
-  else if (strcmp(fmt, "dot") == 0) ir_graph_print_dot(c.g, stdout);
-  else ir_graph_print(c.g, stdout);
+  if (loop)
+    loop_program_print(c.prog, stdout);
+  else if (strcmp(fmt, "dot") == 0)
+    ir_graph_print_dot(c.g, stdout);
+  else
+    ir_graph_print(c.g, stdout);
   rc = 0;
 done:
-  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (print_file && fclose(print_file))
+    rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
@@ -442,7 +531,8 @@ static int inputs_from_file(const RtModelInfo *info, const char *path, RtBound *
   }
   int rc = rt_model_bind(info, st, path, b, err, sizeof err);
   rt_st_close(st);
-  if (rc) fprintf(stderr, "tfmc: %s\n", err);
+  if (rc)
+    fprintf(stderr, "tfmc: %s\n", err);
   return rc ? 1 : 0;
 }
 
@@ -469,7 +559,8 @@ static int refuse_overwrite(const char *cmd, const char *what, const char *out, 
                             const char *const *ins, int n) {
   for (int i = 0; i <= n; i++) {
     const char *in = i < n ? ins[i] : "/proc/self/exe";
-    if (!in || access(in, F_OK) != 0) continue;
+    if (!in || access(in, F_OK) != 0)
+      continue;
     if (within ? rt_file_within(in, out) : same_file(out, in)) {
       fprintf(stderr, "tfmc %s: %s %s the input %s%s; refusing to overwrite it\n", cmd, what,
               within ? "holds" : "is", in, i < n ? "" : " (tfmc itself)");
@@ -500,7 +591,8 @@ static int run_inputs_options(const char *cmd, const Args *args, RunInputs *ri) 
   ri->tokenizer = opt(args, "tokenizer");
   if (!!ri->inputs + !!ri->tokens + !!ri->text != 1)
     return usage_error(cmd, "give exactly one of --inputs, --tokens and --text");
-  if (ri->tokenizer && ri->vocab) return usage_error(cmd, "give one of --vocab and --tokenizer");
+  if (ri->tokenizer && ri->vocab)
+    return usage_error(cmd, "give one of --vocab and --tokenizer");
   if (ri->text && !ri->vocab && !ri->tokenizer)
     return usage_error(cmd, "--text needs --vocab or --tokenizer");
   ri->tokenizer_files[0] = ri->tokenizer_files[1] = NULL;
@@ -508,7 +600,8 @@ static int run_inputs_options(const char *cmd, const Args *args, RunInputs *ri) 
     RtTokenizerFiles f;
     char err[512];
     /* a bad spec is reported (exit 1) when the tokenizer loads */
-    if (rt_tokenizer_files(ri->tokenizer, &f, err, sizeof err)) return 0;
+    if (rt_tokenizer_files(ri->tokenizer, &f, err, sizeof err))
+      return 0;
     for (int i = 0; i < f.n; i++) {
       snprintf(ri->tokenizer_paths[i], sizeof ri->tokenizer_paths[i], "%s", f.files[i]);
       ri->tokenizer_files[i] = ri->tokenizer_paths[i];
@@ -557,7 +650,8 @@ static const RtVocab *prepared_vocab(const Prepared *p, const RunInputs *ri) {
 }
 
 static void prepared_free(Prepared *p) {
-  if (p->c.info) rt_model_unbind(p->c.info, &p->bound);
+  if (p->c.info)
+    rt_model_unbind(p->c.info, &p->bound);
   rt_text_vocab_free(&p->vocab);
   rt_tokenizer_destroy(p->tokenizer);
   arena_destroy(p->a);
@@ -578,7 +672,8 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
   }
   if (n) {
     long v = strtol(n, &e, 10);
-    if (*e || v < 1 || v > 100000) return usage_error("run", "--repeat takes 1..100000");
+    if (*e || v < 1 || v > 100000)
+      return usage_error("run", "--repeat takes 1..100000");
     *repeat = (int)v;
   }
   return 0;
@@ -594,12 +689,16 @@ static void gen_print_token(void *user, int64_t index, int32_t id) {
   const GenPrint *gp = user;
   const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
   (void)index;
-  if (sym) printf("%d %s\n", id, sym);
-  else printf("%d\n", id);
+  if (sym)
+    printf("%d %s\n", id, sym);
+  else
+    printf("%d\n", id);
   fflush(stdout);
 }
 
-static void gen_no_print(void *user, int64_t index, int32_t id) { (void)user, (void)index, (void)id; }
+static void gen_no_print(void *user, int64_t index, int32_t id) {
+  (void)user, (void)index, (void)id;
+}
 
 /* whitespace-separated non-negative ids; *n = how many (0: none or bad) */
 static int32_t *parse_prompt(Arena *a, const char *s, int64_t *n) {
@@ -608,12 +707,15 @@ static int32_t *parse_prompt(Arena *a, const char *s, int64_t *n) {
   const char *p = s;
   *n = 0;
   for (;;) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',') p++;
-    if (!*p) break;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',')
+      p++;
+    if (!*p)
+      break;
     char *e;
     errno = 0;
     long long v = strtoll(p, &e, 10);
-    if (e == p || errno || v < 0 || v > INT32_MAX || k >= cap) return NULL;
+    if (e == p || errno || v < 0 || v > INT32_MAX || k >= cap)
+      return NULL;
     ids[k++] = (int32_t)v;
     p = e;
   }
@@ -624,16 +726,18 @@ static int32_t *parse_prompt(Arena *a, const char *s, int64_t *n) {
 static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
   const char *tokens = opt(args, "tokens"), *outputs = opt(args, "outputs");
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
-  if (!backend) backend = "jit";
+  if (!backend)
+    backend = "jit";
   if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
     return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
                               "--tokenizer or --inputs)");
-  if (opt(args, "attention") || opt(args, "profile"))
-    return usage_error("run", "--generate does not take --attention or --profile yet");
+  if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
+    return usage_error("run", "--generate does not take --attention, --output or --profile yet");
   char *e;
   errno = 0;
   long long max_new = strtoll(opt(args, "generate"), &e, 10);
-  if (*e || errno || !*opt(args, "generate")) return usage_error("run", "--generate takes a count");
+  if (*e || errno || !*opt(args, "generate"))
+    return usage_error("run", "--generate takes a count");
   if (max_new < 1) {
     fprintf(stderr, "tfmc: --generate %lld: nothing to generate (give a count >= 1)\n", max_new);
     return EXIT_USER;
@@ -644,7 +748,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   /* --sample [--temperature T] [--top-k K] [--top-p P] [--seed N] */
   RtSampleOptions so = rt_sample_options_default();
   so.sample = opt(args, "sample") != NULL;
-  const char *temp = opt(args, "temperature"), *topk = opt(args, "top-k"), *topp = opt(args, "top-p");
+  const char *temp = opt(args, "temperature"), *topk = opt(args, "top-k"),
+             *topp = opt(args, "top-p");
   if ((temp || topk || topp) && !so.sample)
     return usage_error("run", "--temperature, --top-k and --top-p go with --sample");
   if (temp && (so.temperature = strtod(temp, &e), *e || !*temp))
@@ -659,11 +764,13 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     return EXIT_USER;
   }
   int threads, repeat, r;
-  if ((r = run_counts(args, &threads, &repeat))) return r;
+  if ((r = run_counts(args, &threads, &repeat)))
+    return r;
   const char *ins[] = {args->pos[0], weights, vocab_path};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3))) return r;
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3)))
+    return r;
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -679,8 +786,13 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   BackendStepper st = {0};
   char err[1024];
   Compiled c = {0};
-  DriverOptions dopt = {.weights = weights, .seed = seed, .passes = &pl, .pass_ctx = &pctx,
-                        .stage = stage, .strict = opt(args, "strict") != NULL, .step = true};
+  DriverOptions dopt = {.weights = weights,
+                        .seed = seed,
+                        .passes = &pl,
+                        .pass_ctx = &pctx,
+                        .stage = stage,
+                        .strict = opt(args, "strict") != NULL,
+                        .step = true};
   int64_t n_prompt;
   int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
   if (!prompt || n_prompt < 1) {
@@ -712,8 +824,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
   GenPrint gp = {vocab_path ? &vocab : NULL};
-  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token,
-                         &gp, &res, err, sizeof err)) {
+  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token, &gp, &res,
+                  err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -728,8 +840,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
       RtGenerateResult r2;
       exec_session_reset(st.session);
       rt_rng_seed(&rng, seed); /* the same draws again */
-      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
-                             gen_no_print, NULL, &r2, err, sizeof err)) {
+      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again, gen_no_print, NULL,
+                      &r2, err, sizeof err)) {
         fprintf(stderr, "tfmc: %s\n", err);
         goto done;
       }
@@ -747,9 +859,11 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   if (outputs) {
     int64_t *ids = arena_alloc(a, (size_t)res.n * sizeof *ids + 8), len = res.n;
-    for (int64_t i = 0; i < res.n; i++) ids[i] = out[i];
-    RtStWrite w[2] = {{.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, res.n}, .data = ids},
-                      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
+    for (int64_t i = 0; i < res.n; i++)
+      ids[i] = out[i];
+    RtStWrite w[2] = {
+        {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, res.n}, .data = ids},
+        {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
     if (rt_st_write(outputs, w, 2, NULL, 0, err, sizeof err)) {
       fprintf(stderr, "tfmc: %s\n", err);
       goto done;
@@ -757,7 +871,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   rc = 0;
 done:
-  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (print_file && fclose(print_file))
+    rc = EXIT_USER;
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
   arena_destroy(a);
@@ -765,75 +880,97 @@ done:
 }
 
 static int cmd_run(int argc, char **argv) {
-  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},    {"seed", true, NULL},
-             {"inputs", true, NULL},  {"outputs", true, NULL}, {"attention", true, NULL},
-             {"backend", true, NULL}, {"tokens", true, NULL},  {"text", true, NULL},
-             {"vocab", true, NULL},   {"threads", true, NULL}, {"repeat", true, NULL},
-             {"profile", false, NULL}, {"strict", false, NULL},  {"tokenizer", true, NULL},
-             {"generate", true, NULL}, {"sample", false, NULL},  {"temperature", true, NULL},
-             {"top-k", true, NULL},    {"top-p", true, NULL},
-             PASS_OPTS};
+  Opt o[] = {{"weights", true, NULL},      {"init", true, NULL},
+             {"seed", true, NULL},         {"inputs", true, NULL},
+             {"outputs", true, NULL},      {"attention", true, NULL},
+             {"backend", true, NULL},      {"tokens", true, NULL},
+             {"text", true, NULL},         {"vocab", true, NULL},
+             {"threads", true, NULL},      {"repeat", true, NULL},
+             {"profile", false, NULL},     {"strict", false, NULL},
+             {"tokenizer", true, NULL},    {"generate", true, NULL},
+             {"sample", false, NULL},      {"temperature", true, NULL},
+             {"top-k", true, NULL},        {"top-p", true, NULL},
+             {"output", true, NULL, true}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("run", &args, &argc, argv, &olevel);
-  if (!r) r = parse_args("run", argc, argv, &args);
+  if (!r)
+    r = parse_args("run", argc, argv, &args);
   if (r == 1) {
-    puts("usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
-         "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab V.txt\n"
-         "                 | --text \"TEXT\" --tokenizer gpt2:DIR | wordpiece:VOCAB.txt[:uncased])\n"
-         "                [--outputs OUT.safetensors] [--attention LAYER] [--backend jit|interp]\n"
-         "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | -O0..-O3]\n"
-         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
-         "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate N\n"
-         "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]]\n"
-         "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
-         "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
-         "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
-         "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
-         "one sequence directly (--text looks whitespace-separated symbols up in\n"
-         "the vocabulary file, one token per line, line k = id k). --tokenizer\n"
-         "encodes any text instead and decodes the ids it prints: gpt2:DIR (GPT-2\n"
-         "byte-level BPE from DIR/vocab.json and DIR/merges.txt; or\n"
-         "gpt2:VOCAB.json,MERGES.txt) or wordpiece:VOCAB.txt[:uncased] (BERT\n"
-         "WordPiece, [CLS] ... [SEP]; uncased lowercases and strips accents); with\n"
-         "--tokens or --inputs it only decodes what is printed. Outputs go to\n"
-         "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
-         "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
-         "attention probabilities [B,H,Tq,Tk] as \"attention\"; --attention all\n"
-         "outputs every layer's, as attention.encoder.0, ... --backend: jit\n"
-         "(default; LLVM, native code for this CPU) or interp (the reference\n"
-         "interpreter).\n"
-         "--threads N: worker threads for the JIT, 0..256 (0, the default: one per CPU).\n"
-         "--repeat N: after one warm-up, run N more times and print the median,\n"
-         "min and max run time (and the JIT's compile time) to stderr.\n"
-         "--profile: time every compiled kernel and print the time per op kind and\n"
-         "the slowest kernels to stderr.\n"
-         "--passes / -O run graph and loop passes before the backend, as 'tfmc ir'\n"
-         "does (see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs\n"
-         "none; --disable-pass=a,b takes passes out of the pipeline.\n"
-         "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
-         "named with its count); --strict makes them an error (also on build, emit-c).\n"
-         "--generate N (decoder-only specs): greedy generation with a KV cache, batch 1:\n"
-         "the prompt in one step, then one step per new token, until N tokens, the\n"
-         "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
-         "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
-         "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
-         "the prefill time and the time per decoded token. Greedy by default;\n"
-         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
-         "(defaults: T 1, top-k off, top-p 1) with a PCG32 generator seeded by --seed\n"
-         "(default 0): the same seed gives the same tokens on every backend.");
+    puts(
+        "usage: tfmc run SPEC.tfm|GRAPH.tfir (--weights W.safetensors | --init random [--seed N])\n"
+        "                (--inputs IN.safetensors | --tokens \"IDS\" | --text \"SYMBOLS\" --vocab "
+        "V.txt\n"
+        "                 | --text \"TEXT\" --tokenizer gpt2:DIR | wordpiece:VOCAB.txt[:uncased])\n"
+        "                [--outputs OUT.safetensors] [--attention LAYER] [--output NAME[,NAME]]\n"
+        "                [--backend jit|interp]\n"
+        "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | "
+        "-O0..-O3]\n"
+        "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
+        "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate "
+        "N\n"
+        "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]]\n"
+        "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] "
+        "[--repeat N]\n\n"
+        "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
+        "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
+        "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
+        "one sequence directly (--text looks whitespace-separated symbols up in\n"
+        "the vocabulary file, one token per line, line k = id k). --tokenizer\n"
+        "encodes any text instead and decodes the ids it prints: gpt2:DIR (GPT-2\n"
+        "byte-level BPE from DIR/vocab.json and DIR/merges.txt; or\n"
+        "gpt2:VOCAB.json,MERGES.txt) or wordpiece:VOCAB.txt[:uncased] (BERT\n"
+        "WordPiece, [CLS] ... [SEP]; uncased lowercases and strips accents); with\n"
+        "--tokens or --inputs it only decodes what is printed. Outputs go to\n"
+        "--outputs as safetensors, or are summarised on stdout. --attention LAYER\n"
+        "(encoder.N, decoder.N, decoder.N.cross) also outputs that layer's\n"
+        "attention probabilities [B,H,Tq,Tk] as \"attention\"; --attention all\n"
+        "outputs every layer's, as attention.encoder.0, ... --output NAME (repeatable,\n"
+        "or a comma list) also outputs a named intermediate: embeddings, enc.N.out,\n"
+        "dec.N.out, encoder.out, decoder.out, hidden, pooled ('tfmc check SPEC' lists\n"
+        "the model's). --backend: jit\n"
+        "(default; LLVM, native code for this CPU) or interp (the reference\n"
+        "interpreter).\n"
+        "--threads N: worker threads for the JIT, 0..256 (0, the default: one per CPU).\n"
+        "--repeat N: after one warm-up, run N more times and print the median,\n"
+        "min and max run time (and the JIT's compile time) to stderr.\n"
+        "--profile: time every compiled kernel and print the time per op kind and\n"
+        "the slowest kernels to stderr.\n"
+        "--passes / -O run graph and loop passes before the backend, as 'tfmc ir'\n"
+        "does (see 'tfmc ir --help' for the passes); the default is -O2, -O0 runs\n"
+        "none; --disable-pass=a,b takes passes out of the pipeline.\n"
+        "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
+        "named with its count); --strict makes them an error (also on build, emit-c).\n"
+        "--generate N (decoder-only specs): greedy generation with a KV cache, batch 1:\n"
+        "the prompt in one step, then one step per new token, until N tokens, the\n"
+        "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
+        "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
+        "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
+        "the prefill time and the time per decoded token. Greedy by default;\n"
+        "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
+        "(defaults: T 1, top-k off, top-p 1) with a PCG32 generator seeded by --seed\n"
+        "(default 0): the same seed gives the same tokens on every backend.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("run", "expected one spec file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("run", "expected one spec file");
   const char *weights;
   uint64_t seed;
-  if ((r = weights_source("run", &args, &weights, &seed))) return r;
-  if (opt(&args, "generate")) return run_generate(&args, olevel, weights, seed);
+  if ((r = weights_source("run", &args, &weights, &seed)))
+    return r;
+  if (opt(&args, "generate"))
+    return run_generate(&args, olevel, weights, seed);
   RunInputs ri;
-  if ((r = run_inputs_options("run", &args, &ri))) return r;
+  if ((r = run_inputs_options("run", &args, &ri)))
+    return r;
+  OutputNames on;
+  if ((r = output_names("run", &args, &on)))
+    return r;
   const char *outputs = opt(&args, "outputs"), *backend = opt(&args, "backend");
-  if (!backend) backend = "jit";
+  if (!backend)
+    backend = "jit";
   bool profile = opt(&args, "profile") != NULL;
   if (profile && strcmp(backend, "jit") != 0)
     return usage_error("run", "--profile needs --backend jit");
@@ -841,12 +978,14 @@ static int cmd_run(int argc, char **argv) {
   if (!backend_known(backend, &stage))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
   int threads, repeat;
-  if ((r = run_counts(&args, &threads, &repeat))) return r;
-  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
+  if ((r = run_counts(&args, &threads, &repeat)))
+    return r;
+  const char *ins[] = {args.pos[0],          weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
                        ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 6))) return r;
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 6)))
+    return r;
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -860,10 +999,17 @@ static int cmd_run(int argc, char **argv) {
   diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
   char err[1024];
-  DriverOptions dopt = {.attention = opt(&args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = stage,
-                        .strict = opt(&args, "strict") != NULL};
-  if (prepare_run(&p, &d, &args, &ri, &dopt)) goto done;
+  DriverOptions dopt = {.attention = opt(&args, "attention"),
+                        .weights = weights,
+                        .seed = seed,
+                        .passes = &pl,
+                        .pass_ctx = &pctx,
+                        .stage = stage,
+                        .strict = opt(&args, "strict") != NULL,
+                        .outputs = on.names,
+                        .n_outputs = on.n};
+  if (prepare_run(&p, &d, &args, &ri, &dopt))
+    goto done;
   ExecOptions eo = {threads, repeat, profile};
   ExecTiming tm;
   if (backend_run(backend, &p.c, &p.bound, &eo, &tm, err, sizeof err)) {
@@ -886,7 +1032,8 @@ static int cmd_run(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (print_file && fclose(print_file))
+    rc = EXIT_USER;
   prepared_free(&p);
   return rc;
 }
@@ -895,7 +1042,8 @@ done:
 
 /* A non-negative integer option (absent: dflt); -1 after a usage error. */
 static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
-  if (!s) return dflt;
+  if (!s)
+    return dflt;
   char *e;
   errno = 0;
   long long v = strtoll(s, &e, 10);
@@ -908,19 +1056,23 @@ static int64_t count_opt(const char *cmd, const char *name, const char *s, int64
 }
 
 static int cmd_attention(int argc, char **argv) {
-  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},  {"seed", true, NULL},
-             {"inputs", true, NULL},  {"tokens", true, NULL}, {"text", true, NULL},
-             {"vocab", true, NULL},   {"layer", true, NULL},  {"head", true, NULL},
-             {"batch-row", true, NULL}, {"o", true, NULL},   {"backend", true, NULL},
+  Opt o[] = {{"weights", true, NULL},   {"init", true, NULL},
+             {"seed", true, NULL},      {"inputs", true, NULL},
+             {"tokens", true, NULL},    {"text", true, NULL},
+             {"vocab", true, NULL},     {"layer", true, NULL},
+             {"head", true, NULL},      {"batch-row", true, NULL},
+             {"o", true, NULL},         {"backend", true, NULL},
              {"tokenizer", true, NULL}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("attention", &args, &argc, argv, &olevel);
-  if (!r) r = parse_args("attention", argc, argv, &args);
+  if (!r)
+    r = parse_args("attention", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc attention SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                      (--inputs IN.safetensors | --tokens \"IDS\" |\n"
-         "                       --text \"SYMBOLS\" --vocab V.txt | --text \"TEXT\" --tokenizer SPEC)\n"
+         "                       --text \"SYMBOLS\" --vocab V.txt | --text \"TEXT\" --tokenizer "
+         "SPEC)\n"
          "                      [--vocab V.txt | --tokenizer SPEC]\n"
          "                      [--layer LAYER|all] [--head H|all] [--batch-row R]\n"
          "                      -o MAPS.svg|MAPS.html [--backend jit|interp]\n"
@@ -936,29 +1088,39 @@ static int cmd_attention(int argc, char **argv) {
          "in a minimal page; 'rsvg-convert MAPS.svg -o MAPS.png' makes a PNG.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("attention", "expected one spec file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("attention", "expected one spec file");
   const char *weights;
   uint64_t seed;
-  if ((r = weights_source("attention", &args, &weights, &seed))) return r;
+  if ((r = weights_source("attention", &args, &weights, &seed)))
+    return r;
   RunInputs ri;
-  if ((r = run_inputs_options("attention", &args, &ri))) return r;
+  if ((r = run_inputs_options("attention", &args, &ri)))
+    return r;
   const char *out = opt(&args, "o"), *backend = opt(&args, "backend");
   const char *layer = opt(&args, "layer"), *head_s = opt(&args, "head");
-  if (!out || !*out) return usage_error("attention", "give the picture's path with -o FILE.svg");
-  if (!backend) backend = "jit";
+  if (!out || !*out)
+    return usage_error("attention", "give the picture's path with -o FILE.svg");
+  if (!backend)
+    backend = "jit";
   DriverStage stage;
   if (!backend_known(backend, &stage))
     return usage_error("attention", "unknown backend '%s' (available: jit, interp)", backend);
-  if (!layer) layer = "all";
-  int64_t head = head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
+  if (!layer)
+    layer = "all";
+  int64_t head =
+      head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
   int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
-  if (head == -1 || row < 0) return EXIT_USAGE;
-  const char *ins[] = {args.pos[0], weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
+  if (head == -1 || row < 0)
+    return EXIT_USAGE;
+  const char *ins[] = {args.pos[0],          weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
                        ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "-o %s", out);
-  if ((r = refuse_overwrite("attention", what, out, false, ins, 6))) return r;
+  if ((r = refuse_overwrite("attention", what, out, false, ins, 6)))
+    return r;
   if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
     return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
   PassPipeline pl;
@@ -976,16 +1138,21 @@ static int cmd_attention(int argc, char **argv) {
   RtAttnMaps maps = {0};
   FILE *f = NULL;
   char err[1024];
-  DriverOptions dopt = {.attention = layer, .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = stage};
-  if (prepare_run(&p, &d, &args, &ri, &dopt)) goto done;
+  DriverOptions dopt = {.attention = layer,
+                        .weights = weights,
+                        .seed = seed,
+                        .passes = &pl,
+                        .pass_ctx = &pctx,
+                        .stage = stage};
+  if (prepare_run(&p, &d, &args, &ri, &dopt))
+    goto done;
   if (backend_run(backend, &p.c, &p.bound, &(ExecOptions){0}, NULL, err, sizeof err) ||
       rt_attnmap_collect(p.c.info, &p.bound, prepared_vocab(&p, &ri), row, layer, &maps, err,
                          sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  RtAttnPlot plot = {p.c.info->name, maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
+  RtAttnPlot plot = {p.c.info->name,         maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
                      ends_with(out, ".html")};
   /* drawn in memory, then written as every output is (runtime/rt_file.h:
    * atomically, through symlinks, never replacing a FIFO or device) */
@@ -996,13 +1163,16 @@ static int cmd_attention(int argc, char **argv) {
     goto done;
   }
   int wrc = rt_attnmap_write(f, &plot, err, sizeof err);
-  if (fclose(f) && !wrc) wrc = rt_errorf(err, sizeof err, "out of memory");
+  if (fclose(f) && !wrc)
+    wrc = rt_errorf(err, sizeof err, "out of memory");
   RtOut svg_out = {0};
   if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
     if (rt_file_write_all(svg_out.fd, svg, svg_len))
       wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
-    if (wrc) rt_out_abort(&svg_out);
-    else wrc = rt_out_commit(&svg_out, err, sizeof err);
+    if (wrc)
+      rt_out_abort(&svg_out);
+    else
+      wrc = rt_out_commit(&svg_out, err, sizeof err);
   }
   free(svg);
   if (wrc) {
@@ -1013,7 +1183,8 @@ static int cmd_attention(int argc, char **argv) {
           maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
   rc = 0;
 done:
-  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (print_file && fclose(print_file))
+    rc = EXIT_USER;
   rt_attnmap_free(&maps);
   prepared_free(&p);
   return rc;
@@ -1033,21 +1204,26 @@ static int cmd_compare(int argc, char **argv) {
          "on any mismatch, missing tensor or non-finite value.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 2) return usage_error("compare", "expected two safetensors files");
+  if (r)
+    return r;
+  if (args.n_pos != 2)
+    return usage_error("compare", "expected two safetensors files");
   double atol = 1e-4, rtol = 1e-4;
   const char *tols[2] = {opt(&args, "atol"), opt(&args, "rtol")};
   double *dst[2] = {&atol, &rtol};
   for (int i = 0; i < 2; i++) {
-    if (!tols[i]) continue;
+    if (!tols[i])
+      continue;
     char *e;
     *dst[i] = strtod(tols[i], &e);
-    if (*e || !*tols[i] || !(*dst[i] >= 0)) return usage_error("compare", "tolerances are numbers >= 0");
+    if (*e || !*tols[i] || !(*dst[i] >= 0))
+      return usage_error("compare", "tolerances are numbers >= 0");
   }
   RtSafetensors *sa = NULL, *sb = NULL;
   char err[1024];
   int rc = EXIT_USER;
-  if (rt_st_open(args.pos[0], &sa, err, sizeof err) || rt_st_open(args.pos[1], &sb, err, sizeof err)) {
+  if (rt_st_open(args.pos[0], &sa, err, sizeof err) ||
+      rt_st_open(args.pos[1], &sb, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -1070,8 +1246,10 @@ static int cmd_compare(int argc, char **argv) {
     }
     int64_t n = rt_st_numel(ref);
     float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
-    if (!x || !y || rt_st_read_f32(got, x, err, sizeof err) || rt_st_read_f32(ref, y, err, sizeof err)) {
-      printf("%-14s %s: cannot read as f32: %s\n", ref->name, sr, (!x || !y) ? "out of memory" : err);
+    if (!x || !y || rt_st_read_f32(got, x, err, sizeof err) ||
+        rt_st_read_f32(ref, y, err, sizeof err)) {
+      printf("%-14s %s: cannot read as f32: %s\n", ref->name, sr,
+             (!x || !y) ? "out of memory" : err);
       free(x);
       free(y);
       bad++;
@@ -1081,11 +1259,14 @@ static int cmd_compare(int argc, char **argv) {
     int64_t worst_i = 0, fails = 0;
     for (int64_t k = 0; k < n; k++) {
       double diff = fabs((double)x[k] - (double)y[k]);
-      if (!isfinite(x[k]) || !isfinite(y[k])) diff = INFINITY;
+      if (!isfinite(x[k]) || !isfinite(y[k]))
+        diff = INFINITY;
       double tol = atol + rtol * fabs((double)y[k]);
       double ratio = diff == 0 ? 0 : tol > 0 ? diff / tol : INFINITY;
-      if (diff > max_abs) max_abs = diff;
-      if (ratio > worst) worst = ratio, worst_i = k;
+      if (diff > max_abs)
+        max_abs = diff;
+      if (ratio > worst)
+        worst = ratio, worst_i = k;
       fails += !(diff <= tol);
     }
     printf("%-14s %s: max |diff| %.3g, worst at [%lld] (%.7g vs %.7g), %lld over tolerance: %s\n",
@@ -1101,8 +1282,10 @@ static int cmd_compare(int argc, char **argv) {
   printf("tolerance |out - ref| <= %g + %g * |ref|: %s\n", atol, rtol, bad ? "FAIL" : "ok");
   rc = bad ? EXIT_USER : 0;
 done:
-  if (sa) rt_st_close(sa);
-  if (sb) rt_st_close(sb);
+  if (sa)
+    rt_st_close(sa);
+  if (sb)
+    rt_st_close(sb);
   return rc;
 }
 
@@ -1117,30 +1300,49 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   PassPipeline pl;
   PassContext pctx = {.diags = d};
   FILE *print_file;
-  int rc = pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx,
-                        &print_file);
-  if (rc) return rc;
+  int rc =
+      pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx, &print_file);
+  if (rc)
+    return rc;
   char err[1024];
-  DriverOptions dopt = {.attention = opt(args, "attention"), .weights = weights, .seed = seed,
-                        .passes = &pl, .pass_ctx = &pctx, .stage = DRIVER_PACKED,
-                        .strict = opt(args, "strict") != NULL};
+  OutputNames on;
+  if ((rc = output_names(cmd, args, &on))) {
+    if (print_file)
+      fclose(print_file);
+    return rc;
+  }
+  DriverOptions dopt = {.attention = opt(args, "attention"),
+                        .weights = weights,
+                        .seed = seed,
+                        .passes = &pl,
+                        .pass_ctx = &pctx,
+                        .stage = DRIVER_PACKED,
+                        .strict = opt(args, "strict") != NULL,
+                        .outputs = on.names,
+                        .n_outputs = on.n};
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
-  if (rc) compile_failed(err);
-  if (print_file && fclose(print_file)) rc = EXIT_USER;
+  if (rc)
+    compile_failed(err);
+  if (print_file && fclose(print_file))
+    rc = EXIT_USER;
   return rc;
 }
 
 static int cmd_build(int argc, char **argv) {
-  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
-             {"o", true, NULL},       {"embed-weights", false, NULL}, {"keep", false, NULL},
-             {"attention", true, NULL}, {"strict", false, NULL}, PASS_OPTS};
+  Opt o[] = {{"weights", true, NULL},        {"init", true, NULL},
+             {"seed", true, NULL},           {"o", true, NULL},
+             {"embed-weights", false, NULL}, {"keep", false, NULL},
+             {"attention", true, NULL},      {"strict", false, NULL},
+             {"output", true, NULL, true},   PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
-  if (!r) r = parse_args("build", argc, argv, &args);
+  if (!r)
+    r = parse_args("build", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                  -o EXE [--embed-weights] [--keep] [--attention LAYER] [--strict]\n"
+         "                  [--output NAME[,NAME]]\n"
          "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
@@ -1152,16 +1354,23 @@ static int cmd_build(int argc, char **argv) {
          "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
          "      [--threads N] [--repeat N] [--profile]   (EXE --help says more)\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
+         "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
+         "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
+         "lists them) an output of the executable too, as 'tfmc run --output' does.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("build", "expected one spec file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("build", "expected one spec file");
   const char *weights, *exe = opt(&args, "o");
   uint64_t seed;
-  if ((r = weights_source("build", &args, &weights, &seed))) return r;
-  if (!exe || !*exe) return usage_error("build", "give the executable's path with -o EXE");
+  if ((r = weights_source("build", &args, &weights, &seed)))
+    return r;
+  if (!exe || !*exe)
+    return usage_error("build", "give the executable's path with -o EXE");
   bool embed = opt(&args, "embed-weights") != NULL, keep = opt(&args, "keep") != NULL;
   /* EXE, EXE.weights (written, or removed when embedded) and EXE.build/ */
   const char *ins[] = {args.pos[0], weights};
@@ -1183,7 +1392,8 @@ static int cmd_build(int argc, char **argv) {
   char err[1024];
   Compiled c;
   const char *files[] = {args.pos[0], weights, exe};
-  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c))) goto done;
+  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c)))
+    goto done;
   BuildOptions bo = {exe, embed, keep, TFMC_SOURCE_DIR, TFMC_RT_LIB};
   if (backend_build_executable(a, c.prog, c.info, c.packed, &bo, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
@@ -1209,7 +1419,8 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
   char err[256];
   int n = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, files, 32);
   int fns = 0;
-  for (int i = 0; i < p->n_kernels; i++) fns += p->kernels[i].shares < 0;
+  for (int i = 0; i < p->n_kernels; i++)
+    fns += p->kernels[i].shares < 0;
   fprintf(stderr,
           "tfmc: static library project in %s (make; make size)\n"
           "  RAM    TFMC_MEM_BYTES %lld: arena %lld, state %lld, masks %lld, header %lld "
@@ -1219,23 +1430,32 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
           (long long)m.header, (long long)(64 + 4 * info->weights_floats),
           embed ? "weights.c, const" : "the caller's image", p->n_kernels, fns);
   for (int i = 0; i < n; i++)
-    if (ends_with(files[i], ".c")) fprintf(stderr, " %s", files[i]);
+    if (ends_with(files[i], ".c"))
+      fprintf(stderr, " %s", files[i]);
   fputc('\n', stderr);
 }
 
 static int cmd_emit_c(int argc, char **argv) {
-  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL},           {"seed", true, NULL},
-             {"o", true, NULL},       {"embed-weights", false, NULL}, {"attention", true, NULL},
-             {"force", false, NULL},  {"strict", false, NULL}, {"static", false, NULL},
+  Opt o[] = {{"weights", true, NULL},
+             {"init", true, NULL},
+             {"seed", true, NULL},
+             {"o", true, NULL},
+             {"embed-weights", false, NULL},
+             {"attention", true, NULL},
+             {"force", false, NULL},
+             {"strict", false, NULL},
+             {"static", false, NULL},
+             {"output", true, NULL, true},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("emit-c", &args, &argc, argv, &olevel);
-  if (!r) r = parse_args("emit-c", argc, argv, &args);
+  if (!r)
+    r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                   -o DIR [--force] [--embed-weights] [--static]\n"
-         "                   [--attention LAYER] [--strict]\n"
+         "                   [--attention LAYER] [--strict] [--output NAME[,NAME]]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
@@ -1257,12 +1477,16 @@ static int cmd_emit_c(int argc, char **argv) {
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("emit-c", "expected one spec file");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("emit-c", "expected one spec file");
   const char *weights, *dir = opt(&args, "o");
   uint64_t seed;
-  if ((r = weights_source("emit-c", &args, &weights, &seed))) return r;
-  if (!dir || !*dir) return usage_error("emit-c", "give the output directory with -o DIR");
+  if ((r = weights_source("emit-c", &args, &weights, &seed)))
+    return r;
+  if (!dir || !*dir)
+    return usage_error("emit-c", "give the output directory with -o DIR");
   char err0[8500];
   if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
     fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
@@ -1275,18 +1499,153 @@ static int cmd_emit_c(int argc, char **argv) {
   char err[1024];
   Compiled c;
   const char *files[] = {args.pos[0], weights};
-  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c))) goto done;
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c)))
+    goto done;
   rc = EXIT_USER;
   const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
-  CEmitOptions co = {opt(&args, "embed-weights") != NULL, TFMC_SOURCE_DIR "/runtime",
-                     opt(&args, "force") != NULL, ins, 4, opt(&args, "static") != NULL};
+  CEmitOptions co = {opt(&args, "embed-weights") != NULL,
+                     TFMC_SOURCE_DIR "/runtime",
+                     opt(&args, "force") != NULL,
+                     ins,
+                     4,
+                     opt(&args, "static") != NULL};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  if (co.static_mode) print_static_summary(dir, c.prog, c.info, co.embed_weights);
+  if (co.static_mode)
+    print_static_summary(dir, c.prog, c.info, co.embed_weights);
   rc = 0;
 done:
+  arena_destroy(a);
+  return rc;
+}
+
+/* ---- tfmc bench: what each pass of a pipeline buys ---- */
+
+/* --name N for a count in lo..hi (absent: dflt); -1 after a usage error. */
+static int64_t bench_count(const Args *args, const char *name, int64_t lo, int64_t hi,
+                           int64_t dflt) {
+  const char *s = opt(args, name);
+  if (!s)
+    return dflt;
+  char *e;
+  errno = 0;
+  long long v = strtoll(s, &e, 10);
+  if (*e || errno || !*s || v < lo || v > hi) {
+    usage_error("bench", "--%s takes %lld..%lld", name, (long long)lo, (long long)hi);
+    return -1;
+  }
+  return v;
+}
+
+static int cmd_bench(int argc, char **argv) {
+  Opt o[] = {{"weights", true, NULL}, {"init", true, NULL}, {"seed", true, NULL},
+             {"batch", true, NULL},   {"seq", true, NULL},  {"rounds", true, NULL},
+             {"threads", true, NULL}, {"json", true, NULL}};
+  Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
+  int olevel;
+  int r = take_opt_level("bench", &args, &argc, argv, &olevel);
+  if (!r)
+    r = parse_args("bench", argc, argv, &args);
+  if (r == 1) {
+    puts("usage: tfmc bench SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
+         "                  [--batch B] [--seq S] [-O1|-O2|-O3] [--rounds N] [--threads T]\n"
+         "                  [--json FILE]\n\n"
+         "Measures what each pass of an optimisation level's pipeline buys. The model\n"
+         "is compiled for the JIT with the level's whole pipeline (default -O2), with\n"
+         "each of its passes left out in turn, and with no passes (-O0); all run in\n"
+         "this process on the same inputs (batch B, default 1; every sequence length\n"
+         "S, default the spec's maximum; ids drawn at random, no padding): one warm-up\n"
+         "each, then N rounds (default 10) that give every variant a turn, round-robin:\n"
+         "one untimed run (its threads wake, its data returns to the caches), one timed.\n"
+         "Per pass it prints the kernels it removes and the activation bytes no longer\n"
+         "written per forward (counted from the loop IR at these dims: kernels run,\n"
+         "bytes stored into the arena and the outputs), the median ms with and without\n"
+         "it and the ratio without/with; then the whole level against -O0 and the\n"
+         "kernels per forward of both, and the noise (how far the middle half of one\n"
+         "variant's runs spreads around its median: ratios closer to 1 say nothing).\n"
+         "--json FILE writes the same as JSON (never over an input; complete or not at all).\n"
+         "--threads T: the JIT's worker threads, 0..256 (0, the default: one per CPU).\n"
+         "Times are only comparable within one run: read the ratios.");
+    return 0;
+  }
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("bench", "expected one spec file");
+  if (ends_with(args.pos[0], ".tfir"))
+    return usage_error("bench", "expected a spec (.tfm): bench compiles it with each pipeline");
+  if (olevel == 0)
+    return usage_error("bench", "-O0 runs no passes; give -O1, -O2 or -O3 to measure theirs");
+  const char *weights, *json = opt(&args, "json");
+  uint64_t seed;
+  if ((r = weights_source("bench", &args, &weights, &seed)))
+    return r;
+  int64_t batch = bench_count(&args, "batch", 1, INT32_MAX, 1);
+  int64_t seq = bench_count(&args, "seq", 1, INT32_MAX, 0);
+  int64_t rounds = bench_count(&args, "rounds", 1, 100000, 10);
+  int64_t threads = bench_count(&args, "threads", 0, 256, 0);
+  if (batch < 0 || seq < 0 || rounds < 0 || threads < 0)
+    return EXIT_USAGE;
+  if (json && !*json)
+    return usage_error("bench", "--json takes a file name");
+  const char *ins[] = {args.pos[0], weights};
+  char what[4200];
+  snprintf(what, sizeof what, "--json %s", json ? json : "");
+  if (json && (r = refuse_overwrite("bench", what, json, false, ins, 2)))
+    return r;
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  int rc = EXIT_USER;
+  char err[1024];
+  RtOut out = {0}; /* --json */
+  if (!seq) {      /* the longest length every sequence symbol (S, T) takes */
+    Compiled c;
+    DriverOptions dopt = {.no_weights = true, .stage = DRIVER_GRAPH};
+    if (driver_compile_file(a, &d, args.pos[0], &dopt, &c, err, sizeof err)) {
+      compile_failed(err);
+      goto done;
+    }
+    for (int i = 0; i < c.g->n_syms; i++)
+      if (strcmp(c.g->syms[i].name, "B") != 0 && (!seq || c.g->syms[i].max < seq))
+        seq = c.g->syms[i].max;
+    if (!seq)
+      seq = 1;
+  }
+  /* the JSON file is opened before the work (a path that cannot be written
+   * fails at once) and gets its name only when complete (runtime/rt_file.h) */
+  if (json && rt_out_open(&out, json, 0, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --json %s: %s\n", json, err);
+    goto done;
+  }
+  BenchOptions bo = {args.pos[0], weights, seed,        olevel < 0 ? COMPILE_DEFAULT_LEVEL : olevel,
+                     batch,       seq,     (int)rounds, (int)threads,
+                     isatty(2)};
+  BenchResult res;
+  if (bench_run(a, &d, &bo, &res, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  bench_print(stdout, &res);
+  if (json) {
+    size_t len;
+    char *text = bench_json(&res, &len);
+    int wrc = text ? 0 : rt_errorf(err, sizeof err, "out of memory");
+    if (!wrc && rt_file_write_all(out.fd, text, len))
+      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", json, strerror(errno));
+    if (!wrc)
+      wrc = rt_out_commit(&out, err, sizeof err);
+    free(text);
+    if (wrc) {
+      fprintf(stderr, "tfmc: --json %s: %s\n", json, err);
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  rt_out_abort(&out);
   arena_destroy(a);
   return rc;
 }
@@ -1294,8 +1653,11 @@ done:
 /* ---- tfmc import-hf ---- */
 
 static int cmd_import_hf(int argc, char **argv) {
-  Opt o[] = {{"o", true, NULL}, {"name", true, NULL}, {"max-batch", true, NULL},
-             {"force", false, NULL}, {"weights", true, NULL}};
+  Opt o[] = {{"o", true, NULL},
+             {"name", true, NULL},
+             {"max-batch", true, NULL},
+             {"force", false, NULL},
+             {"weights", true, NULL}};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int r = parse_args("import-hf", argc, argv, &args);
   if (r == 1) {
@@ -1314,19 +1676,24 @@ static int cmd_import_hf(int argc, char **argv) {
          "  tfmc run MODEL.tfm --weights DIR/model.safetensors --inputs IN.safetensors");
     return 0;
   }
-  if (r) return r;
-  if (args.n_pos != 1) return usage_error("import-hf", "expected one config.json");
+  if (r)
+    return r;
+  if (args.n_pos != 1)
+    return usage_error("import-hf", "expected one config.json");
   const char *config = args.pos[0], *out = opt(&args, "o"), *name = opt(&args, "name");
   bool force = opt(&args, "force") != NULL;
-  if (out && !*out) return usage_error("import-hf", "-o takes a file name");
-  if (force && !out) return usage_error("import-hf", "--force goes with -o");
+  if (out && !*out)
+    return usage_error("import-hf", "-o takes a file name");
+  if (force && !out)
+    return usage_error("import-hf", "--force goes with -o");
   HfImportOptions io = {name, 0};
   if (name) {
     bool ok = (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_';
     for (const char *p = name; *p && ok; p++)
       ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
            *p == '_';
-    if (!ok) return usage_error("import-hf", "--name takes an identifier (letters, digits, _)");
+    if (!ok)
+      return usage_error("import-hf", "--name takes an identifier (letters, digits, _)");
   }
   if (opt(&args, "max-batch")) {
     char *e;
@@ -1337,7 +1704,8 @@ static int cmd_import_hf(int argc, char **argv) {
     io.max_batch = v;
   }
   const char *weights = opt(&args, "weights");
-  if (weights && !*weights) return usage_error("import-hf", "--weights takes a file name");
+  if (weights && !*weights)
+    return usage_error("import-hf", "--weights takes a file name");
   char beside[4096]; /* the checkpoint beside the config, if there is one */
   const char *slash = strrchr(config, '/');
   int n = snprintf(beside, sizeof beside, "%.*smodel.safetensors",
@@ -1374,13 +1742,15 @@ static int cmd_import_hf(int argc, char **argv) {
       goto done;
     }
     const char **names = arena_alloc(a, sizeof(char *) * (size_t)(rt_st_count(st) + 1));
-    for (int i = 0; i < rt_st_count(st); i++) names[i] = rt_st_get(st, i)->name;
+    for (int i = 0; i < rt_st_count(st); i++)
+      names[i] = rt_st_get(st, i)->name;
     io.weights_path = weights;
     io.tensor_names = names;
     io.n_tensor_names = rt_st_count(st);
   }
   const char *text = spec_import_hf(a, src, &io, &d);
-  if (!text) goto done;
+  if (!text)
+    goto done;
   if (!out) {
     fputs(text, stdout);
     rc = fflush(stdout) ? EXIT_USER : 0;
@@ -1398,7 +1768,8 @@ static int cmd_import_hf(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (st) rt_st_close(st);
+  if (st)
+    rt_st_close(st);
   arena_destroy(a);
   return rc;
 }
@@ -1414,6 +1785,7 @@ static void usage(FILE *f) {
         "  attention SPEC ...  draw a run's attention maps (SVG / HTML)\n"
         "  build SPEC ...      compile a standalone executable\n"
         "  emit-c SPEC ...     write a portable C99 project\n"
+        "  bench SPEC ...      measure each pass: the pipeline with each pass off in turn\n"
         "  compare OUT REF     compare two safetensors files within a tolerance\n"
         "  import-hf CONFIG    write a spec for a Hugging Face config.json (BERT, GPT-2, ...)\n\n"
         "'tfmc COMMAND --help' describes each command.\n",
@@ -1428,9 +1800,11 @@ int main(int argc, char **argv) {
   int rc = tfmc_main(argc, argv);
   if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
     fprintf(stderr, "tfmc: cannot write to standard output: %s\n", strerror(errno));
-    if (!rc) rc = EXIT_USER;
+    if (!rc)
+      rc = EXIT_USER;
   }
-  if ((fflush(stderr) != 0 || ferror(stderr)) && !rc) rc = EXIT_USER;
+  if ((fflush(stderr) != 0 || ferror(stderr)) && !rc)
+    rc = EXIT_USER;
   return rc;
 }
 
@@ -1444,14 +1818,24 @@ static int tfmc_main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
-  if (strcmp(cmd, "ir") == 0) return cmd_ir(argc - 2, argv + 2);
-  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
-  if (strcmp(cmd, "attention") == 0) return cmd_attention(argc - 2, argv + 2);
-  if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
-  if (strcmp(cmd, "build") == 0) return cmd_build(argc - 2, argv + 2);
-  if (strcmp(cmd, "emit-c") == 0) return cmd_emit_c(argc - 2, argv + 2);
-  if (strcmp(cmd, "import-hf") == 0) return cmd_import_hf(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0)
+    return cmd_check(argc - 2, argv + 2);
+  if (strcmp(cmd, "ir") == 0)
+    return cmd_ir(argc - 2, argv + 2);
+  if (strcmp(cmd, "run") == 0)
+    return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "attention") == 0)
+    return cmd_attention(argc - 2, argv + 2);
+  if (strcmp(cmd, "compare") == 0)
+    return cmd_compare(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0)
+    return cmd_bench(argc - 2, argv + 2);
+  if (strcmp(cmd, "build") == 0)
+    return cmd_build(argc - 2, argv + 2);
+  if (strcmp(cmd, "emit-c") == 0)
+    return cmd_emit_c(argc - 2, argv + 2);
+  if (strcmp(cmd, "import-hf") == 0)
+    return cmd_import_hf(argc - 2, argv + 2);
   fprintf(stderr, "tfmc: unknown command '%s'\n", cmd);
   usage(stderr);
   return EXIT_USAGE;
