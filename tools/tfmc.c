@@ -299,17 +299,37 @@ static int cmd_check(int argc, char **argv) {
            " masks, header)\n",
            (long long)sm.total);
   }
-  if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
-    /* what tfmc run --generate compiles: the step graph and its KV cache */
-    Compiled cs;
-    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .step = true};
-    if (driver_compile_file(a, &d, args.pos[0], &sopt, &cs, err, sizeof err)) {
+  if (m->arch != ARCH_ENCODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
+    /* what tfmc run --generate compiles: the step graph and its KV cache
+     * (and for an encoder_decoder the encode program and the cross keys /
+     * values it hands to every step) */
+    CompiledGeneration gen;
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP};
+    if (driver_compile_generation(a, &d, args.pos[0], &sopt, &gen, err, sizeof err)) {
       compile_failed(err);
       goto done;
     }
-    printf("  generation      KV cache %lld bytes (batch 1, %lld positions), step arena %lld "
-           "bytes\n",
-           (long long)cs.prog->state_bytes, (long long)m->max_tgt, (long long)cs.prog->arena_bytes);
+    printf("  generation      self-attention KV cache %lld bytes (batch 1, %lld positions), step "
+           "arena %lld bytes\n",
+           (long long)gen.step.prog->state_bytes, (long long)m->max_tgt,
+           (long long)gen.step.prog->arena_bytes);
+    if (gen.encoder_decoder) {
+      int64_t cross = 0;
+      const RtModelInfo *ei = gen.encode.info;
+      for (int o = 0; o < ei->n_outputs; o++) {
+        int64_t n = 4;
+        for (int k = 0; k < ei->outputs[o].rank; k++)
+          n *= ei->outputs[o].dims[k].sym < 0 ? ei->outputs[o].dims[k].value
+               : strcmp(ei->sym_names[ei->outputs[o].dims[k].sym], "B") == 0
+                   ? 1
+                   : ei->sym_max[ei->outputs[o].dims[k].sym];
+        cross += n;
+      }
+      printf("                  cross-attention K/V %lld bytes (batch 1, %lld source positions, "
+             "%d tensors), encode arena %lld bytes\n",
+             (long long)cross, (long long)m->max_src, ei->n_outputs,
+             (long long)gen.encode.prog->arena_bytes);
+    }
   }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
@@ -785,22 +805,27 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   RtVocab vocab = {0};
   BackendStepper st = {0};
   char err[1024];
-  Compiled c = {0};
+  CompiledGeneration gen;
   DriverOptions dopt = {.weights = weights,
                         .seed = seed,
                         .passes = &pl,
                         .pass_ctx = &pctx,
                         .stage = stage,
-                        .strict = opt(args, "strict") != NULL,
-                        .step = true};
+                        .strict = opt(args, "strict") != NULL};
   int64_t n_prompt;
   int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
   if (!prompt || n_prompt < 1) {
     fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
     goto done;
   }
-  if (driver_compile_file(a, &d, args->pos[0], &dopt, &c, err, sizeof err)) {
+  if (driver_compile_generation(a, &d, args->pos[0], &dopt, &gen, err, sizeof err)) {
     compile_failed(err);
+    goto done;
+  }
+  const ModelSpec *spec = gen.step.spec->model;
+  if (gen.encoder_decoder && spec->bos_id < 0) {
+    fprintf(stderr, "tfmc: model '%s' is an encoder_decoder without a bos token: the target "
+                    "starts at the spec's 'tokens bos N'\n", spec->name);
     goto done;
   }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
@@ -808,11 +833,19 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     goto done;
   }
   ExecOptions eo = {threads, 0, false};
-  if (backend_stepper_init(&st, backend, &c, &eo, err, sizeof err)) {
+  if (backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err) ||
+      (gen.encoder_decoder &&
+       (backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err) ||
+        backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)))) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  int64_t eos = c.spec ? c.spec->model->eos_id : -1;
+  if (gen.encoder_decoder) { /* --tokens is the source; the target starts at bos */
+    prompt = arena_alloc(a, sizeof *prompt);
+    prompt[0] = (int32_t)spec->bos_id;
+    n_prompt = 1;
+  }
+  int64_t eos = spec->eos_id;
   RtRng rng;
   rt_rng_seed(&rng, seed);
   RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
