@@ -52,6 +52,8 @@ typedef struct DriverOptions {
   DriverStage stage;
   bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
   bool step;                  /* spec only: the step graph of generation (LowerOptions.step) */
+  int64_t step_rows;          /* driver_compile_generation: the step's batch rows and KV-cache
+                                 rows (LowerOptions.step_max_batch; 0: 1; beam search: beams) */
   const char *const *outputs; /* spec only: named intermediates made outputs too
                                  (LowerOptions.outputs), before any pass */
   int n_outputs;

@@ -301,6 +301,8 @@ struct ExecSession {
   RtModelRunFn run;
   RtPool *pool;
   unsigned char *arena, *state;
+  unsigned char *scratch; /* exec_session_reorder's rows, allocated on first use */
+  size_t scratch_bytes;
 };
 
 void exec_session_destroy(ExecSession *s) {
@@ -309,6 +311,7 @@ void exec_session_destroy(ExecSession *s) {
   if (s->lj) llvm_jit_destroy(s->lj);
   free(s->arena);
   free(s->state);
+  free(s->scratch);
   if (s->state_arena) arena_destroy(s->state_arena);
   free(s);
 }
@@ -361,6 +364,42 @@ void exec_session_reset(ExecSession *s) {
   }
 }
 
+int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t len, char *err,
+                         size_t errlen) {
+  const IrGraph *g = s->c->g;
+  if (!s->jit) {
+    interp_state_reorder(s->istate, parent, n, len, s->state_arena);
+    return 0;
+  }
+  const LoopProgram *prog = s->c->prog;
+  for (int id = 0; id < g->n_nodes; id++) {
+    const IrNode *nd = &g->nodes[id];
+    if (nd->op != IR_OP_STATE) continue;
+    int64_t bm = nd->type.dims[0].value, sm = nd->type.dims[1].value, d = nd->type.dims[2].value;
+    const LBuffer *lb = NULL;
+    for (int k = 0; k < prog->n_bufs && !lb; k++)
+      if (prog->bufs[k].kind == LB_STATE && strcmp(prog->bufs[k].name, nd->attrs.name) == 0)
+        lb = &prog->bufs[k];
+    TFMC_ASSERT(lb && n <= bm && len <= sm);
+    size_t row = (size_t)(len * d) * sizeof(float), need = (size_t)n * row;
+    if (need > s->scratch_bytes) {
+      free(s->scratch);
+      if (!(s->scratch = malloc(need))) {
+        s->scratch_bytes = 0;
+        return rt_errorf(err, errlen, "out of memory reordering the KV cache");
+      }
+      s->scratch_bytes = need;
+    }
+    float *base = (float *)(s->state + lb->offset);
+    for (int i = 0; i < n; i++) {
+      TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
+      memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
+    }
+    for (int i = 0; i < n; i++) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
+  }
+  return 0;
+}
+
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen) {
   const Compiled *c = s->c;
   if (s->jit) {
@@ -396,12 +435,12 @@ static int input_index(const RtModelInfo *info, const char *name) {
   return -1;
 }
 
-/* Floats (or bytes) of tensor t at B = 1 and every other symbol at its maximum. */
-static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t, int sym_b) {
+/* Elements of tensor t with every symbol at its maximum. */
+static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t) {
   int64_t n = 1;
   for (int d = 0; d < t->rank; d++) {
     const RtDim *dim = &t->dims[d];
-    n *= dim->sym < 0 ? dim->value : dim->sym == sym_b ? 1 : info->sym_max[dim->sym];
+    n *= dim->sym < 0 ? dim->value : info->sym_max[dim->sym];
   }
   return n;
 }
@@ -428,13 +467,14 @@ int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled
       info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0)
     return rt_errorf(err, errlen, "model '%s' is not a generation step graph", info->name);
   st->max_len = info->sym_max[st->sym_l];
+  st->max_rows = info->sym_max[st->sym_b];
   st->vocab = info->outputs[0].dims[1].value;
-  st->b.inputs[st->in_tokens] = malloc((size_t)st->max_len * sizeof(int32_t));
+  st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
   bool ok = st->b.inputs[st->in_tokens] != NULL;
   if (st->in_src_mask >= 0)
-    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask], st->sym_b))) != NULL;
+    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
   for (int o = 0; o < info->n_outputs && ok; o++)
-    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o], st->sym_b) * sizeof(float) + 4)) != NULL;
+    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o]) * sizeof(float) + 4)) != NULL;
   if (!ok) {
     backend_stepper_free(st);
     return rt_errorf(err, errlen, "out of memory");
@@ -466,10 +506,17 @@ int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const 
       return rt_errorf(err, errlen, "the encode program of '%s' does not compute '%s'", ei->name,
                        info->inputs[i].name);
   }
+  if (ei->sym_max[eb_sym] != 1)
+    return rt_errorf(err, errlen, "internal: the encode program runs one source (max batch 1)");
   bool ok = (st->eb.inputs[st->enc_in_src] = malloc((size_t)st->max_src * sizeof(int32_t))) != NULL;
   if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc((size_t)st->max_src)) != NULL;
   for (int o = 0; o < ei->n_outputs && ok; o++)
-    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o], eb_sym) * sizeof(float) + 4)) != NULL;
+    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
+  /* more rows than one (beam search): the source's keys / values copied to
+   * every row */
+  for (int i = 0; i < info->n_inputs && ok && st->max_rows > 1; i++)
+    if (st->value_from[i] >= 0)
+      ok &= (st->b.inputs[i] = st->rows[i] = malloc((size_t)numel_at_max(info, &info->inputs[i]) * sizeof(float))) != NULL;
   if (!ok) return rt_errorf(err, errlen, "out of memory");
   return exec_session_create(backend, enc, opt, &st->enc_session, err, errlen);
 }
@@ -496,40 +543,67 @@ int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, ch
   if (mask && !real)
     return rt_errorf(err, errlen, "the source is all padding (pad id %lld): nothing to translate",
                      (long long)ei->pad_id);
-  if (st->enc_in_mask >= 0 && st->in_src_mask >= 0)
-    memcpy(st->b.inputs[st->in_src_mask], mask, (size_t)n);
+  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: every row the source's */
+    uint8_t *sm = st->b.inputs[st->in_src_mask];
+    for (int64_t r = 0; r < st->max_rows; r++)
+      if (sm + r * n != mask) memcpy(sm + r * n, mask, (size_t)n);
+  }
   st->eb.syms[sym_index(ei, "B")] = 1;
   st->eb.syms[sym_index(ei, "S")] = n;
   if (exec_session_run(st->enc_session, &st->eb, err, errlen)) return 1;
   st->b.syms[st->sym_s] = n;
-  for (int i = 0; i < info->n_inputs; i++)
-    if (st->value_from[i] >= 0) st->b.inputs[i] = st->eb.outputs[st->value_from[i]];
+  for (int i = 0; i < info->n_inputs; i++) {
+    if (st->value_from[i] < 0) continue;
+    const float *v = st->eb.outputs[st->value_from[i]];
+    if (!st->rows[i]) {
+      st->b.inputs[i] = (void *)v;
+      continue;
+    }
+    size_t one = (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * n);
+    for (int64_t r = 0; r < st->max_rows; r++) memcpy(st->rows[i] + (size_t)r * one, v, one * sizeof(float));
+  }
   st->encoded = true;
   return 0;
 }
 
-int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen) {
-  BackendStepper *st = user;
-  if (n < 1 || past < 0 || past + n > st->max_len)
-    return rt_errorf(err, errlen, "a step of %lld tokens at %lld does not fit max_len %lld",
-                     (long long)n, (long long)past, (long long)st->max_len);
+int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
+                              int64_t past, const float **logits, char *err, size_t errlen) {
+  if (rows < 1 || rows > st->max_rows || n < 1 || past < 0 || past + n > st->max_len)
+    return rt_errorf(err, errlen, "a step of %lld x %lld tokens at %lld does not fit %lld rows of "
+                     "max_len %lld", (long long)rows, (long long)n, (long long)past,
+                     (long long)st->max_rows, (long long)st->max_len);
   if (st->sym_s >= 0 && !st->encoded)
     return rt_errorf(err, errlen, "internal: a decoder step before the source was encoded");
   const RtModelInfo *info = st->c->info;
   const RtTensorInfo *ti = &info->inputs[st->in_tokens];
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = 0; i < rows * n; i++) {
     if (tokens[i] < 0 || tokens[i] >= ti->vocab)
       return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
                        (long long)ti->vocab - 1);
     ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
   }
-  st->b.syms[st->sym_b] = 1;
+  st->b.syms[st->sym_b] = rows;
   st->b.syms[st->sym_t] = n;
   st->b.syms[st->sym_l] = past + n;
   if (exec_session_run(st->session, &st->b, err, errlen)) return 1;
   *logits = st->b.outputs[0];
   return 0;
+}
+
+int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                         const float **logits, char *err, size_t errlen) {
+  return backend_stepper_step_rows(user, tokens, 1, n, past, logits, err, errlen);
+}
+
+int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                               int64_t past, const float **logits, char *err, size_t errlen) {
+  return backend_stepper_step_rows(user, tokens, rows, n, past, logits, err, errlen);
+}
+
+int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                            char *err, size_t errlen) {
+  BackendStepper *st = user;
+  return exec_session_reorder(st->session, parent, (int)rows, len, err, errlen);
 }
 
 void backend_stepper_free(BackendStepper *st) {
@@ -541,6 +615,7 @@ void backend_stepper_free(BackendStepper *st) {
   }
   for (int o = 0; o < RT_MAX_IO; o++) {
     free(st->b.outputs[o]);
+    free(st->rows[o]);
     free(st->eb.inputs[o]);
     free(st->eb.outputs[o]);
   }

@@ -49,6 +49,11 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
                         ExecSession **out, char *err, size_t errlen);
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen);
 void exec_session_reset(ExecSession *s); /* zero the state: a new sequence */
+/* Beam search: in every state tensor f32[Bm,Sm,D] (a KV cache), row i < n
+ * becomes what row parent[i] held, over the first len positions. Returns 0,
+ * or 1 with a message (out of memory). */
+int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t len, char *err,
+                         size_t errlen);
 void exec_session_destroy(ExecSession *s);
 
 /* A step graph (LowerOptions.step: input "tokens" i32[B,T], symbols B, T,
@@ -71,7 +76,9 @@ typedef struct BackendStepper {
   int sym_b, sym_t, sym_l, sym_s; /* sym_s: encoder_decoder's source length, else -1 */
   int in_tokens, in_src_mask;     /* step inputs (in_src_mask -1: none) */
   int64_t max_len;    /* L's maximum: the positions the cache holds */
+  int64_t max_rows;   /* B's maximum: 1, or the beams of a beam search */
   int64_t vocab;      /* V */
+  float *rows[RT_MAX_IO]; /* max_rows > 1: values input i copied to every row */
   /* encoder_decoder: the encode program, its session and buffers (inputs
    * src and src_mask, outputs the cross keys / values the step's
    * RT_INPUT_VALUES inputs point at); enc NULL for decoder-only */
@@ -100,9 +107,18 @@ int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const 
  * 1..max_src. */
 int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, char *err,
                            size_t errlen);
-/* An RtStepFn (runtime/rt_generate.h): user is the BackendStepper. */
+/* Runs rows x n new tokens (row-major; rows <= max_rows) at positions
+ * past..past+n-1 of every row; *logits: [rows, V]. */
+int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
+                              int64_t past, const float **logits, char *err, size_t errlen);
+/* An RtStepFn (runtime/rt_generate.h), one row: user is the BackendStepper. */
 int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
                          const float **logits, char *err, size_t errlen);
+/* RtBatchStepFn and RtReorderFn (rt_generate_beam): user is the BackendStepper. */
+int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                               int64_t past, const float **logits, char *err, size_t errlen);
+int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                            char *err, size_t errlen);
 void backend_stepper_free(BackendStepper *st);
 
 /* Binds in-memory tensors (matched to info's inputs by name: ids int32,

@@ -778,6 +778,25 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     return usage_error("run", "--top-k takes an integer");
   if (topp && (so.top_p = strtod(topp, &e), *e || !*topp))
     return usage_error("run", "--top-p takes a number");
+  /* --beams K [--length-penalty A] */
+  const char *beams_s = opt(args, "beams"), *lp_s = opt(args, "length-penalty");
+  long beams = 0;
+  double length_penalty = 1.0;
+  if (beams_s && (beams = strtol(beams_s, &e, 10), *e || !*beams_s))
+    return usage_error("run", "--beams takes an integer");
+  if (lp_s && !beams_s)
+    return usage_error("run", "--length-penalty goes with --beams");
+  if (lp_s && (length_penalty = strtod(lp_s, &e), *e || !*lp_s || !isfinite(length_penalty)))
+    return usage_error("run", "--length-penalty takes a finite number");
+  if (beams_s && (beams < 1 || beams > 64)) {
+    fprintf(stderr, "tfmc: --beams must be in 1..64 (got %s)\n", beams_s);
+    return EXIT_USER;
+  }
+  if (beams_s && so.sample) {
+    fprintf(stderr, "tfmc: --beams and --sample do not go together: beam search is "
+                    "deterministic\n");
+    return EXIT_USER;
+  }
   char serr[256];
   if (so.sample && rt_sample_options_check(&so, serr, sizeof serr)) {
     fprintf(stderr, "tfmc: %s\n", serr);
@@ -811,7 +830,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .passes = &pl,
                         .pass_ctx = &pctx,
                         .stage = stage,
-                        .strict = opt(args, "strict") != NULL};
+                        .strict = opt(args, "strict") != NULL,
+                        .step_rows = beams > 1 ? beams : 1};
   int64_t n_prompt;
   int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
   if (!prompt || n_prompt < 1) {
@@ -857,11 +877,16 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
   GenPrint gp = {vocab_path ? &vocab : NULL};
-  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token, &gp, &res,
-                  err, sizeof err)) {
+  if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                 backend_stepper_reorder, &st, prompt, n_prompt, out, &res, err,
+                                 sizeof err)
+              : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out,
+                            gen_print_token, &gp, &res, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  for (int64_t i = 0; beams_s && i < res.n; i++) /* known only when the search is done */
+    gen_print_token(&gp, i, out[i]);
   if (res.stop == RT_STOP_MAX_LEN)
     fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
             (long long)res.n, (long long)st.max_len);
@@ -873,8 +898,11 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
       RtGenerateResult r2;
       exec_session_reset(st.session);
       rt_rng_seed(&rng, seed); /* the same draws again */
-      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again, gen_no_print, NULL,
-                      &r2, err, sizeof err)) {
+      if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                     backend_stepper_reorder, &st, prompt, n_prompt, again, &r2,
+                                     err, sizeof err)
+                  : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
+                                gen_no_print, NULL, &r2, err, sizeof err)) {
         fprintf(stderr, "tfmc: %s\n", err);
         goto done;
       }
@@ -923,6 +951,7 @@ static int cmd_run(int argc, char **argv) {
              {"tokenizer", true, NULL},    {"generate", true, NULL},
              {"sample", false, NULL},      {"temperature", true, NULL},
              {"top-k", true, NULL},        {"top-p", true, NULL},
+             {"beams", true, NULL},        {"length-penalty", true, NULL},
              {"output", true, NULL, true}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
