@@ -703,16 +703,45 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
 
 typedef struct GenPrint {
   const RtVocab *vocab; /* NULL: ids only */
+  bool text;            /* a --text prompt: the generated text, streamed */
+  int64_t eos, bos;     /* not printed as text (-1: none) */
+  const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
+  size_t printed;       /* ... and the bytes of their decoded text printed so far */
 } GenPrint;
 
+/* --tokens prompts: one id per line (with its symbol when --vocab is
+ * given). --text prompts: the text as it comes: symbols of a vocabulary
+ * separated by spaces, or what the tokenizer decodes the ids to (the whole
+ * sequence decoded, the new bytes printed); eos and bos are not text. */
 static void gen_print_token(void *user, int64_t index, int32_t id) {
-  const GenPrint *gp = user;
-  const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
-  (void)index;
-  if (sym)
-    printf("%d %s\n", id, sym);
-  else
-    printf("%d\n", id);
+  GenPrint *gp = user;
+  if (!gp->text) {
+    const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
+    if (sym)
+      printf("%d %s\n", id, sym);
+    else
+      printf("%d\n", id);
+  } else if (id == gp->eos || id == gp->bos) {
+    /* special: no text */
+  } else if (gp->vocab->tokenizer) {
+    char *txt, msg[256];
+    size_t len;
+    if (!rt_tokenizer_decode(gp->vocab->tokenizer, gp->ids, index + 1, &txt, &len, msg,
+                             sizeof msg)) {
+      if (len > gp->printed)
+        fwrite(txt + gp->printed, 1, len - gp->printed, stdout);
+      gp->printed = len > gp->printed ? len : gp->printed;
+      free(txt);
+    }
+  } else {
+    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
+    if (gp->printed++)
+      putchar(' ');
+    if (sym)
+      fputs(sym, stdout);
+    else
+      printf("[%d]", id);
+  }
   fflush(stdout);
 }
 
@@ -748,9 +777,13 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
-  if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
-    return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
-                              "--tokenizer or --inputs)");
+  RunInputs ri;
+  int r;
+  if ((r = run_inputs_options("run", args, &ri)))
+    return r;
+  if (ri.inputs)
+    return usage_error("run", "--generate takes the prompt (or an encoder_decoder's source) as "
+                              "--tokens \"IDS\" or --text, not --inputs");
   if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
     return usage_error("run", "--generate does not take --attention, --output or --profile yet");
   char *e;
@@ -802,13 +835,14 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     fprintf(stderr, "tfmc: %s\n", serr);
     return EXIT_USER;
   }
-  int threads, repeat, r;
+  int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
-  const char *ins[] = {args->pos[0], weights, vocab_path};
+  const char *ins[] = {args->pos[0], weights, vocab_path, ri.tokenizer_files[0],
+                       ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3)))
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 5)))
     return r;
   PassPipeline pl;
   Diags d;
@@ -822,6 +856,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
   char err[1024];
   CompiledGeneration gen;
@@ -832,9 +867,9 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .stage = stage,
                         .strict = opt(args, "strict") != NULL,
                         .step_rows = beams > 1 ? beams : 1};
-  int64_t n_prompt;
-  int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
-  if (!prompt || n_prompt < 1) {
+  int64_t n_prompt = 0;
+  int32_t *prompt = NULL;
+  if (tokens && (!(prompt = parse_prompt(a, tokens, &n_prompt)) || n_prompt < 1)) {
     fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
     goto done;
   }
@@ -852,15 +887,34 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (ri.tokenizer && rt_tokenizer_load(ri.tokenizer, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
   ExecOptions eo = {threads, 0, false};
   if (backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err) ||
       (gen.encoder_decoder &&
-       (backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err) ||
-        backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)))) {
+       backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err))) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  if (gen.encoder_decoder) { /* --tokens is the source; the target starts at bos */
+  if (ri.text) { /* the prompt's (or source's) ids through the vocabulary or tokenizer */
+    size_t cap = strlen(ri.text) + 2;
+    prompt = arena_alloc(a, cap * sizeof *prompt);
+    int64_t ids_vocab = gen.encoder_decoder ? st.src_vocab
+                                            : gen.step.info->inputs[st.in_tokens].vocab;
+    if ((n_prompt = rt_text_ids(NULL, ri.text, &vocab, ids_vocab, (int64_t)cap, prompt, err,
+                                sizeof err)) < 0) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+  }
+  if (gen.encoder_decoder && backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  if (gen.encoder_decoder) { /* the prompt is the source; the target starts at bos */
     prompt = arena_alloc(a, sizeof *prompt);
     prompt[0] = (int32_t)spec->bos_id;
     n_prompt = 1;
@@ -876,7 +930,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
-  GenPrint gp = {vocab_path ? &vocab : NULL};
+  GenPrint gp = {vocab_path || tokenizer ? &vocab : NULL, ri.text != NULL, spec->eos_id,
+                 spec->bos_id, out, 0};
   if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
                                  backend_stepper_reorder, &st, prompt, n_prompt, out, &res, err,
                                  sizeof err)
@@ -887,6 +942,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   for (int64_t i = 0; beams_s && i < res.n; i++) /* known only when the search is done */
     gen_print_token(&gp, i, out[i]);
+  if (gp.text)
+    putchar('\n');
   if (res.stop == RT_STOP_MAX_LEN)
     fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
             (long long)res.n, (long long)st.max_len);
@@ -936,6 +993,7 @@ done:
     rc = EXIT_USER;
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
   arena_destroy(a);
   return rc;
 }
