@@ -191,9 +191,6 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
     return encode_text(text, v->tokenizer, vocab, max_len, ids, err, errlen);
   int64_t n = 0;
   const char *p = tokens ? tokens : text;
-  size_t bad;
-  if (text && !rt_utf8_valid(text, strlen(text), &bad))
-    return rt_errorf(err, errlen, "--text: invalid UTF-8 at byte %zu", bad), -1;
   int64_t unk = -1; /* the vocabulary's unknown token, if it has one */
   static const char *const unk_names[] = {"<unk>", "[UNK]", "<UNK>", "UNK"};
   for (size_t u = 0; text && u < sizeof unk_names / sizeof *unk_names && unk < 0; u++)
@@ -249,6 +246,9 @@ int64_t rt_text_ids(const char *tokens, const char *text, const RtVocab *v, int6
                     int64_t max_len, int32_t *ids, char *err, size_t errlen) {
   if (!tokens == !text || (text && !v))
     return rt_errorf(err, errlen, "internal: rt_text_ids arguments"), -1;
+  size_t bad;
+  if (text && !rt_utf8_valid(text, strlen(text), &bad))
+    return rt_errorf(err, errlen, "--text: invalid UTF-8 at byte %zu", bad), -1;
   return parse_ids(tokens, text, v, vocab, max_len, ids, err, errlen);
 }
 

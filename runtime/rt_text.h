@@ -61,8 +61,9 @@ int rt_text_bind(const RtModelInfo *info, const char *tokens, const char *text, 
  * (symbols of v, or text v's tokenizer encodes) into ids[0..max_len), each
  * below vocab. Symbols of text that v lacks become its unknown token
  * (the first of <unk>, [UNK], <UNK>, UNK it has), else are refused naming
- * the symbol; text that is not valid UTF-8 is refused. Returns the number of
- * ids, or -1 with a message. For generation (prompts and sources). */
+ * the symbol; text that is not valid UTF-8 is refused (rt_text_bind takes
+ * any bytes: a vocabulary's symbols may be). Returns the number of ids, or
+ * -1 with a message. For generation (prompts and sources). */
 int64_t rt_text_ids(const char *tokens, const char *text, const RtVocab *v, int64_t vocab,
                     int64_t max_len, int32_t *ids, char *err, size_t errlen);
 
