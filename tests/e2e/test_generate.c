@@ -253,3 +253,71 @@ Test(generate, greedy_loop) {
                                    NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(rt_argmax((float[]){1, 3, 3, 2}, 4), 1);
 }
+
+/* rt_generate_beam over a fake batched model: row r's next id is its last
+ * id + 1 mod 4 (the cache is the last id per row, reordered as asked) */
+typedef struct FakeRows {
+  int32_t last[4];
+  float logits[4 * 4];
+  int reorders;
+} FakeRows;
+
+static int fake_rows_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
+                          const float **logits, char *err, size_t errlen) {
+  FakeRows *f = user;
+  (void)past, (void)err, (void)errlen;
+  memset(f->logits, 0, sizeof f->logits);
+  for (int64_t r = 0; r < rows; r++) {
+    f->last[r] = tokens[r * n + n - 1];
+    f->logits[r * 4 + (f->last[r] + 1) % 4] = 5;
+  }
+  *logits = f->logits;
+  return 0;
+}
+
+static int fake_rows_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                             char *err, size_t errlen) {
+  FakeRows *f = user;
+  int32_t old[4];
+  (void)len, (void)err, (void)errlen;
+  memcpy(old, f->last, sizeof old);
+  for (int64_t r = 0; r < rows; r++) f->last[r] = old[parent[r]];
+  f->reorders++;
+  return 0;
+}
+
+Test(generate, beam_loop) {
+  FakeRows f = {0};
+  int32_t prompt[2] = {0, 1}, out[8];
+  RtGenerateResult r;
+  char err[256];
+  /* 3 beams: the dominant continuation wins, eos (0) kept */
+  cr_assert_eq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0}, 3, 1.0, fake_rows_step,
+                                fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(r.n, 3);
+  cr_assert_eq(out[0], 2);
+  cr_assert_eq(out[1], 3);
+  cr_assert_eq(out[2], 0);
+  cr_assert_eq(r.stop, RT_STOP_EOS);
+  cr_assert_gt(f.reorders, 0);
+  /* no eos: capped by max_len (prompt 2 + 3 = 5) */
+  f = (FakeRows){0};
+  cr_assert_eq(rt_generate_beam(&(RtGenerateOptions){8, 5, 4, -1}, 2, 0.0, fake_rows_step,
+                                fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(r.n, 3);
+  cr_assert_eq(r.stop, RT_STOP_MAX_LEN);
+  int32_t want[3] = {2, 3, 0};
+  for (int i = 0; i < 3; i++) cr_assert_eq(out[i], want[i]);
+  /* refusals */
+  RtSampleOptions so = rt_sample_options_default();
+  so.sample = 1;
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0, &so}, 2, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "--beams and --sample"), "%s", err);
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0}, 0, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "--beams"), "%s", err);
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 1, 4, 0}, 2, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
+}
