@@ -101,6 +101,8 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
       pass_mask_names(n->attrs.name, &ids, &lengths);
       t->ids_input = ids;
       t->lengths_name = lengths;
+    } else if (n->type.dtype == IR_F32) {
+      t->kind = RT_INPUT_VALUES;
     } else {
       t->kind = RT_INPUT_IDS;
       t->vocab = input_vocab[k];

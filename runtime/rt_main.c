@@ -137,6 +137,7 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
         fprintf(f, "default: no padding\n");
       break;
     }
+    case RT_INPUT_VALUES: fprintf(f, "  f32 values\n"); break;
     case RT_INPUT_KIND_COUNT: fputc('\n', f); break;
     }
   }

@@ -166,6 +166,10 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
         return rt_errorf(err, errlen, "model info: mask input '%s' is malformed", t->name);
       break;
     }
+    case RT_INPUT_VALUES:
+      if (t->elem != RT_ELEM_F32)
+        return rt_errorf(err, errlen, "model info: values input '%s' is not f32", t->name);
+      break;
     case RT_INPUT_KIND_COUNT:
       return rt_errorf(err, errlen, "model info: input '%s' has an unknown kind", t->name);
     }
@@ -284,6 +288,35 @@ static int bind_mask(Binder *bd, const RtSafetensors *st, int i, char *err, size
                         bd->info->pad_id, m, err, errlen);
 }
 
+/* An f32 values input, any float dtype in the file, shaped as the model takes it. */
+static int bind_values(Binder *bd, const RtSafetensors *st, int i, char *err, size_t errlen) {
+  const RtTensorInfo *t = &bd->info->inputs[i];
+  const RtStTensor *s = rt_st_find(st, t->name);
+  char want[96];
+  dims_str(bd->info, t, want, sizeof want);
+  if (!s)
+    return rt_errorf(err, errlen, "%s: missing input '%s' (f32 %s)", bd->label, t->name, want);
+  if (s->rank != t->rank)
+    return rt_errorf(err, errlen, "%s: input '%s' has rank %d; expected %s", bd->label, t->name,
+                     s->rank, want);
+  for (int d = 0; d < t->rank; d++) {
+    bd->dims[i][d] = s->shape[d];
+    if (bind_dim(bd, t, d, s->shape[d], err, errlen))
+      return 1;
+  }
+  int64_t n = rt_st_numel(s);
+  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  if (!v)
+    return rt_errorf(err, errlen, "%s: out of memory", bd->label);
+  char e2[512];
+  if (rt_st_read_f32(s, v, e2, sizeof e2)) {
+    free(v);
+    return rt_errorf(err, errlen, "%s: input '%s': %s", bd->label, t->name, e2);
+  }
+  bd->b->inputs[i] = v;
+  return 0;
+}
+
 /* Refuses a tensor the model does not take, listing what it takes. */
 static int check_unexpected(const Binder *bd, const RtSafetensors *st, char *err, size_t errlen) {
   const RtModelInfo *info = bd->info;
@@ -362,6 +395,8 @@ int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *
   for (int i = 0; i < info->n_inputs && !rc; i++)
     if (info->inputs[i].kind == RT_INPUT_MASK)
       rc = bind_mask(&bd, st, i, err, errlen);
+    else if (info->inputs[i].kind == RT_INPUT_VALUES)
+      rc = bind_values(&bd, st, i, err, errlen);
   if (!rc)
     rc = rt_model_outputs_alloc(info, out, bd.label, err, errlen);
   if (rc)

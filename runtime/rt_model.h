@@ -57,6 +57,9 @@ typedef struct RtDim {
 typedef enum RtInputKind {
   RT_INPUT_IDS,  /* token ids: int32, each in [0, vocab) */
   RT_INPUT_MASK, /* key padding mask: uint8 [B,L] from mask / lengths / pad ids */
+  RT_INPUT_VALUES, /* f32 values another compiled run wrote: an encoder_decoder's
+                      step graph takes the cross-attention keys / values its
+                      encode graph computed once per source */
   RT_INPUT_KIND_COUNT
 } RtInputKind;
 

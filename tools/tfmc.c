@@ -299,17 +299,37 @@ static int cmd_check(int argc, char **argv) {
            " masks, header)\n",
            (long long)sm.total);
   }
-  if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
-    /* what tfmc run --generate compiles: the step graph and its KV cache */
-    Compiled cs;
-    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .step = true};
-    if (driver_compile_file(a, &d, args.pos[0], &sopt, &cs, err, sizeof err)) {
+  if (m->arch != ARCH_ENCODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
+    /* what tfmc run --generate compiles: the step graph and its KV cache
+     * (and for an encoder_decoder the encode program and the cross keys /
+     * values it hands to every step) */
+    CompiledGeneration gen;
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP};
+    if (driver_compile_generation(a, &d, args.pos[0], &sopt, &gen, err, sizeof err)) {
       compile_failed(err);
       goto done;
     }
-    printf("  generation      KV cache %lld bytes (batch 1, %lld positions), step arena %lld "
-           "bytes\n",
-           (long long)cs.prog->state_bytes, (long long)m->max_tgt, (long long)cs.prog->arena_bytes);
+    printf("  generation      self-attention KV cache %lld bytes (batch 1, %lld positions), step "
+           "arena %lld bytes\n",
+           (long long)gen.step.prog->state_bytes, (long long)m->max_tgt,
+           (long long)gen.step.prog->arena_bytes);
+    if (gen.encoder_decoder) {
+      int64_t cross = 0;
+      const RtModelInfo *ei = gen.encode.info;
+      for (int o = 0; o < ei->n_outputs; o++) {
+        int64_t n = 4;
+        for (int k = 0; k < ei->outputs[o].rank; k++)
+          n *= ei->outputs[o].dims[k].sym < 0 ? ei->outputs[o].dims[k].value
+               : strcmp(ei->sym_names[ei->outputs[o].dims[k].sym], "B") == 0
+                   ? 1
+                   : ei->sym_max[ei->outputs[o].dims[k].sym];
+        cross += n;
+      }
+      printf("                  cross-attention K/V %lld bytes (batch 1, %lld source positions, "
+             "%d tensors), encode arena %lld bytes\n",
+             (long long)cross, (long long)m->max_src, ei->n_outputs,
+             (long long)gen.encode.prog->arena_bytes);
+    }
   }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
@@ -683,16 +703,45 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
 
 typedef struct GenPrint {
   const RtVocab *vocab; /* NULL: ids only */
+  bool text;            /* a --text prompt: the generated text, streamed */
+  int64_t eos, bos;     /* not printed as text (-1: none) */
+  const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
+  size_t printed;       /* ... and the bytes of their decoded text printed so far */
 } GenPrint;
 
+/* --tokens prompts: one id per line (with its symbol when --vocab is
+ * given). --text prompts: the text as it comes: symbols of a vocabulary
+ * separated by spaces, or what the tokenizer decodes the ids to (the whole
+ * sequence decoded, the new bytes printed); eos and bos are not text. */
 static void gen_print_token(void *user, int64_t index, int32_t id) {
-  const GenPrint *gp = user;
-  const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
-  (void)index;
-  if (sym)
-    printf("%d %s\n", id, sym);
-  else
-    printf("%d\n", id);
+  GenPrint *gp = user;
+  if (!gp->text) {
+    const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
+    if (sym)
+      printf("%d %s\n", id, sym);
+    else
+      printf("%d\n", id);
+  } else if (id == gp->eos || id == gp->bos) {
+    /* special: no text */
+  } else if (gp->vocab->tokenizer) {
+    char *txt, msg[256];
+    size_t len;
+    if (!rt_tokenizer_decode(gp->vocab->tokenizer, gp->ids, index + 1, &txt, &len, msg,
+                             sizeof msg)) {
+      if (len > gp->printed)
+        fwrite(txt + gp->printed, 1, len - gp->printed, stdout);
+      gp->printed = len > gp->printed ? len : gp->printed;
+      free(txt);
+    }
+  } else {
+    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
+    if (gp->printed++)
+      putchar(' ');
+    if (sym)
+      fputs(sym, stdout);
+    else
+      printf("[%d]", id);
+  }
   fflush(stdout);
 }
 
@@ -728,9 +777,13 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
-  if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
-    return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
-                              "--tokenizer or --inputs)");
+  RunInputs ri;
+  int r;
+  if ((r = run_inputs_options("run", args, &ri)))
+    return r;
+  if (ri.inputs)
+    return usage_error("run", "--generate takes the prompt (or an encoder_decoder's source) as "
+                              "--tokens \"IDS\" or --text, not --inputs");
   if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
     return usage_error("run", "--generate does not take --attention, --output or --profile yet");
   char *e;
@@ -758,18 +811,38 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     return usage_error("run", "--top-k takes an integer");
   if (topp && (so.top_p = strtod(topp, &e), *e || !*topp))
     return usage_error("run", "--top-p takes a number");
+  /* --beams K [--length-penalty A] */
+  const char *beams_s = opt(args, "beams"), *lp_s = opt(args, "length-penalty");
+  long beams = 0;
+  double length_penalty = 1.0;
+  if (beams_s && (beams = strtol(beams_s, &e, 10), *e || !*beams_s))
+    return usage_error("run", "--beams takes an integer");
+  if (lp_s && !beams_s)
+    return usage_error("run", "--length-penalty goes with --beams");
+  if (lp_s && (length_penalty = strtod(lp_s, &e), *e || !*lp_s || !isfinite(length_penalty)))
+    return usage_error("run", "--length-penalty takes a finite number");
+  if (beams_s && (beams < 1 || beams > 64)) {
+    fprintf(stderr, "tfmc: --beams must be in 1..64 (got %s)\n", beams_s);
+    return EXIT_USER;
+  }
+  if (beams_s && so.sample) {
+    fprintf(stderr, "tfmc: --beams and --sample do not go together: beam search is "
+                    "deterministic\n");
+    return EXIT_USER;
+  }
   char serr[256];
   if (so.sample && rt_sample_options_check(&so, serr, sizeof serr)) {
     fprintf(stderr, "tfmc: %s\n", serr);
     return EXIT_USER;
   }
-  int threads, repeat, r;
+  int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
-  const char *ins[] = {args->pos[0], weights, vocab_path};
+  const char *ins[] = {args->pos[0], weights, vocab_path, ri.tokenizer_files[0],
+                       ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3)))
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 5)))
     return r;
   PassPipeline pl;
   Diags d;
@@ -783,36 +856,72 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
   char err[1024];
-  Compiled c = {0};
+  CompiledGeneration gen;
   DriverOptions dopt = {.weights = weights,
                         .seed = seed,
                         .passes = &pl,
                         .pass_ctx = &pctx,
                         .stage = stage,
                         .strict = opt(args, "strict") != NULL,
-                        .step = true};
-  int64_t n_prompt;
-  int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
-  if (!prompt || n_prompt < 1) {
+                        .step_rows = beams > 1 ? beams : 1};
+  int64_t n_prompt = 0;
+  int32_t *prompt = NULL;
+  if (tokens && (!(prompt = parse_prompt(a, tokens, &n_prompt)) || n_prompt < 1)) {
     fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
     goto done;
   }
-  if (driver_compile_file(a, &d, args->pos[0], &dopt, &c, err, sizeof err)) {
+  if (driver_compile_generation(a, &d, args->pos[0], &dopt, &gen, err, sizeof err)) {
     compile_failed(err);
+    goto done;
+  }
+  const ModelSpec *spec = gen.step.spec->model;
+  if (gen.encoder_decoder && spec->bos_id < 0) {
+    fprintf(stderr, "tfmc: model '%s' is an encoder_decoder without a bos token: the target "
+                    "starts at the spec's 'tokens bos N'\n", spec->name);
     goto done;
   }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (ri.tokenizer && rt_tokenizer_load(ri.tokenizer, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
   ExecOptions eo = {threads, 0, false};
-  if (backend_stepper_init(&st, backend, &c, &eo, err, sizeof err)) {
+  if (backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err) ||
+      (gen.encoder_decoder &&
+       backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err))) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  int64_t eos = c.spec ? c.spec->model->eos_id : -1;
+  if (ri.text) { /* the prompt's (or source's) ids through the vocabulary or tokenizer */
+    size_t cap = strlen(ri.text) + 2;
+    prompt = arena_alloc(a, cap * sizeof *prompt);
+    int64_t ids_vocab = gen.encoder_decoder ? st.src_vocab
+                                            : gen.step.info->inputs[st.in_tokens].vocab;
+    if ((n_prompt = rt_text_ids(NULL, ri.text, &vocab, ids_vocab, (int64_t)cap, prompt, err,
+                                sizeof err)) < 0) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+  }
+  if (gen.encoder_decoder && backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  const int32_t *src_ids = prompt; /* an encoder_decoder's source */
+  int64_t n_src = n_prompt;
+  if (gen.encoder_decoder) { /* the prompt is the source; the target starts at bos */
+    prompt = arena_alloc(a, sizeof *prompt);
+    prompt[0] = (int32_t)spec->bos_id;
+    n_prompt = 1;
+  }
+  int64_t eos = spec->eos_id;
   RtRng rng;
   rt_rng_seed(&rng, seed);
   RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
@@ -823,25 +932,43 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
-  GenPrint gp = {vocab_path ? &vocab : NULL};
-  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token, &gp, &res,
-                  err, sizeof err)) {
+  GenPrint gp = {vocab_path || tokenizer ? &vocab : NULL, ri.text != NULL, spec->eos_id,
+                 spec->bos_id, out, 0};
+  if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                 backend_stepper_reorder, &st, prompt, n_prompt, out, &res, err,
+                                 sizeof err)
+              : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out,
+                            gen_print_token, &gp, &res, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  for (int64_t i = 0; beams_s && i < res.n; i++) /* known only when the search is done */
+    gen_print_token(&gp, i, out[i]);
+  if (gp.text)
+    putchar('\n');
   if (res.stop == RT_STOP_MAX_LEN)
     fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
             (long long)res.n, (long long)st.max_len);
   if (repeat) {
     double *pre = arena_alloc(a, (size_t)repeat * sizeof *pre);
     double *tok = arena_alloc(a, (size_t)repeat * sizeof *tok);
+    double *enc = arena_alloc(a, (size_t)repeat * sizeof *enc);
     int32_t *again = arena_alloc(a, (size_t)max_new * sizeof *again);
     for (int i = 0; i < repeat; i++) {
       RtGenerateResult r2;
+      enc[i] = rt_timing_now_ms();
+      if (gen.encoder_decoder && backend_stepper_encode(&st, src_ids, n_src, err, sizeof err)) {
+        fprintf(stderr, "tfmc: %s\n", err);
+        goto done;
+      }
+      enc[i] = rt_timing_now_ms() - enc[i];
       exec_session_reset(st.session);
       rt_rng_seed(&rng, seed); /* the same draws again */
-      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again, gen_no_print, NULL,
-                      &r2, err, sizeof err)) {
+      if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                     backend_stepper_reorder, &st, prompt, n_prompt, again, &r2,
+                                     err, sizeof err)
+                  : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
+                                gen_no_print, NULL, &r2, err, sizeof err)) {
         fprintf(stderr, "tfmc: %s\n", err);
         goto done;
       }
@@ -851,6 +978,12 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     RtTiming tp, tt;
     rt_timing_summarise(pre, repeat, &tp);
     rt_timing_summarise(tok, repeat, &tt);
+    if (gen.encoder_decoder) {
+      RtTiming te;
+      rt_timing_summarise(enc, repeat, &te);
+      fprintf(stderr, "timing: backend %s, source %lld tokens, encode median %.3f ms (min %.3f)\n",
+              backend, (long long)n_src, te.median_ms, te.min_ms);
+    }
     fprintf(stderr,
             "timing: backend %s, prompt %lld tokens, prefill median %.3f ms (min %.3f); decode "
             "median %.3f ms per token (min %.3f) over %lld tokens; %d runs\n",
@@ -875,6 +1008,7 @@ done:
     rc = EXIT_USER;
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
   arena_destroy(a);
   return rc;
 }
@@ -890,6 +1024,7 @@ static int cmd_run(int argc, char **argv) {
              {"tokenizer", true, NULL},    {"generate", true, NULL},
              {"sample", false, NULL},      {"temperature", true, NULL},
              {"top-k", true, NULL},        {"top-p", true, NULL},
+             {"beams", true, NULL},        {"length-penalty", true, NULL},
              {"output", true, NULL, true}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -907,11 +1042,11 @@ static int cmd_run(int argc, char **argv) {
         "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | "
         "-O0..-O3]\n"
         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
-        "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate "
-        "N\n"
-        "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]]\n"
-        "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] "
-        "[--repeat N]\n\n"
+        "       tfmc run SPEC.tfm (--weights W | --init random) --generate N\n"
+        "                (--tokens \"IDS\" | --text \"TEXT\" (--vocab V.txt | --tokenizer T))\n"
+        "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
+        "                 | --beams K [--length-penalty A]]\n"
+        "                [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
         "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
         "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
         "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -941,12 +1076,16 @@ static int cmd_run(int argc, char **argv) {
         "none; --disable-pass=a,b takes passes out of the pipeline.\n"
         "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
         "named with its count); --strict makes them an error (also on build, emit-c).\n"
-        "--generate N (decoder-only specs): greedy generation with a KV cache, batch 1:\n"
-        "the prompt in one step, then one step per new token, until N tokens, the\n"
-        "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
-        "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
-        "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
-        "the prefill time and the time per decoded token. Greedy by default;\n"
+        "--generate N (decoder and encoder_decoder specs): greedy generation with a KV\n"
+        "cache, batch 1. A decoder's prompt runs in one step, then one step per new\n"
+        "token; an encoder_decoder's ids are the source, encoded once, and the target\n"
+        "starts at the spec's bos. Until N tokens, the spec's eos or max_len. With\n"
+        "--tokens each id is printed as it comes (with its symbol when --vocab is\n"
+        "given); with --text the generated text is. --outputs writes generated\n"
+        "(i64 [1,N]) and generated_lengths (i64 [1]); --repeat N times N more\n"
+        "generations and prints the prefill time and the time per decoded token.\n"
+        "--beams K: beam search with K beams, score = sum of log-probs / len^A\n"
+        "(--length-penalty A, default 1). Greedy by default;\n"
         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
         "(defaults: T 1, top-k off, top-p 1) with a PCG32 generator seeded by --seed\n"
         "(default 0): the same seed gives the same tokens on every backend.");

@@ -28,6 +28,7 @@ static const char *kind_const(RtInputKind k) {
   switch (k) {
   case RT_INPUT_IDS: return "RT_INPUT_IDS";
   case RT_INPUT_MASK: return "RT_INPUT_MASK";
+  case RT_INPUT_VALUES: return "RT_INPUT_VALUES";
   case RT_INPUT_KIND_COUNT: break;
   }
   return "RT_INPUT_KIND_COUNT";

@@ -763,6 +763,24 @@ InterpState *interp_state_create(Arena *a, const IrGraph *g) {
   return st;
 }
 
+void interp_state_reorder(InterpState *st, const int64_t *parent, int n, int64_t len, Arena *a) {
+  const IrGraph *g = st->g;
+  for (int id = 0; id < g->n_nodes; id++) {
+    if (!st->data[id]) continue;
+    const IrType *t = &g->nodes[id].type;
+    int64_t bm = t->dims[0].value, sm = t->dims[1].value, d = t->dims[2].value;
+    TFMC_ASSERT(n <= bm && len <= sm);
+    size_t row = (size_t)(len * d);
+    float *tmp = arena_alloc(a, (size_t)n * row * sizeof(float) + 4);
+    for (int i = 0; i < n; i++) {
+      TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
+      memcpy(tmp + (size_t)i * row, st->data[id] + parent[i] * sm * d, row * sizeof(float));
+    }
+    for (int i = 0; i < n; i++)
+      memcpy(st->data[id] + (int64_t)i * sm * d, tmp + (size_t)i * row, row * sizeof(float));
+  }
+}
+
 /* state -> f32[Bm,Sm,D]: the run's InterpState tensor, kept across runs */
 static int kernel_state(Interp *in, int id) {
   const IrNode *nd = &in->g->nodes[id];
