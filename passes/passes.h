@@ -253,6 +253,15 @@ bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
  * and FFN for that one row. Same values up to summation order. */
 bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
 
+/* fuse_add_norm.c: layernorm(add(a, b)) -> fused "add_layernorm" (one row
+ * kernel); "add_layernorm_sum" plus a `result {index=1}` for the sum when
+ * something else reads it (pre-norm). Same values up to rounding. */
+bool pass_fuse_add_norm_run(IrGraph *g, PassContext *ctx);
+/* fuse_elementwise.c: trees of single-reader elementwise ops, gathers
+ * (embed) and index sources (arange, mask.causal) -> fused "elementwise"
+ * nodes, one loop nest each (at most 8 operands). Same values. */
+bool pass_fuse_elementwise_run(IrGraph *g, PassContext *ctx);
+
 /* ---- loop passes (one file each) ---- */
 
 /* lane_split.c: a loop that only folds terms into one f32 variable with a
