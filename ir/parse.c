@@ -828,8 +828,12 @@ static bool parse_node(Parser *ps) {
   if (nd->op == IR_OP_FUSED) {
     const IrFusedInfo *fi = &ir_fused_info[ir_fused_kind_of(&nd->attrs)];
     if (count < fi->min_operands || count > fi->max_operands) {
-      error_at(ps, &ot, "fused '%s' takes %d to %d operands, got %d", fi->name, fi->min_operands,
-               fi->max_operands, count);
+      if (fi->min_operands == fi->max_operands)
+        error_at(ps, &ot, "fused '%s' takes %d operands, got %d", fi->name, fi->min_operands,
+                 count);
+      else
+        error_at(ps, &ot, "fused '%s' takes %d to %d operands, got %d", fi->name,
+                 fi->min_operands, fi->max_operands, count);
       return false;
     }
   }

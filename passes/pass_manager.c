@@ -384,7 +384,10 @@ static bool run_level(void *ir, const PassPipeline *pl, PassContext *ctx, const 
         (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
       fprintf(pout, "# %s after pass '%s'%s\n", L->ir_word, pass->name,
               changed ? "" : " (unchanged)");
-      L->print(ir, pout);
+      if (L->level == PASS_GRAPH && ctx->print_dot)
+        ir_graph_print_dot(ir, pout); /* the '#' header line is a comment to dot too */
+      else
+        L->print(ir, pout);
     }
     double verify_ms = 0;
     if (changed) {

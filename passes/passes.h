@@ -145,6 +145,8 @@ typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */
   const char *print_after; /* NULL, "all", or a pass name: print the IR after it */
   FILE *print_out;         /* where print_after goes; NULL: stderr */
+  bool print_dot;          /* print_after draws graphs as Graphviz (ir_graph_print_dot:
+                              fused nodes as clusters of their bodies), not text */
   FILE *stats_out;         /* NULL: quiet; else a line per pass (time, nodes, note) */
   char note[256];          /* set by the running pass through pass_note */
 } PassContext;

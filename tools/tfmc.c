@@ -480,6 +480,7 @@ static int cmd_ir(int argc, char **argv) {
   char err[1024];
   Compiled c;
   bool loop = strcmp(level, "loop") == 0;
+  pctx.print_dot = strcmp(fmt, "dot") == 0; /* --print-after draws the graph too */
   if (ends_with(args.pos[0], ".tfloop")) {
     LoopProgram *lp;
     DriverOptions lo = {.no_weights = true, .passes = &pl, .pass_ctx = &pctx};
