@@ -647,6 +647,8 @@ static void row_coords(Lw *L, const IrType *o, LExpr **c) {
  * `a` of the output type o, at output coordinates c: numpy broadcasting (a
  * constant 1 facing a larger dim is read at 0). */
 static LExpr *coord_index(Lw *L, const IrType *o, LExpr *const *c, const IrType *t, int a) {
+  if (a == o->rank - 1 && ir_type_eq(t, o) && o->rank > 0) /* row r of o itself: r*D + j */
+    return add(L, mul(L, V(L, L->k->outer_var), dimx(L, o->dims[a])), c[a]);
   LExpr *idx = I(L, 0), *stride = I(L, 1);
   for (int i = t->rank - 1; i >= 0; i--) {
     int od = a - (t->rank - 1 - i);
@@ -740,7 +742,14 @@ static void lower_fused_elementwise(Lw *L, int node, const IrGraph *b) {
     return;
   }
   LKernel *k = kernel(L, node, rowsx(L, t), true);
-  row_coords(L, t, c);
+  /* the row's coordinates, unless every leaf is read at the row itself */
+  bool coords = false;
+  for (int i = 0; i < b->n_nodes; i++) {
+    const IrNode *bn = &b->nodes[i];
+    coords |= bn->op == IR_OP_EMBED || bn->op == IR_OP_ARANGE || bn->op == IR_OP_MASK_CAUSAL ||
+              (bn->op == IR_OP_INPUT && !ir_type_eq(&bn->type, t));
+  }
+  if (coords) row_coords(L, t, c);
   int j = var(L, LT_I64);
   LExpr *D = dimx(L, t->dims[R - 1]);
   LStmt *f = for_(L, NULL, j, D);
@@ -766,7 +775,8 @@ static void lower_fused_add_layernorm(Lw *L, int node) {
   int sum_node = fused_result_node(L->g, node, 1);
   LKernel *k = kernel(L, node, rowsx(L, t), true);
   LExpr *c[IR_MAX_RANK];
-  row_coords(L, t, c);
+  if (!ir_type_eq(ta, t) || !ir_type_eq(tb, t)) /* an addend broadcast: row coordinates */
+    row_coords(L, t, c);
   LExpr *base = mul(L, V(L, k->outer_var), I(L, D));
   int s = var(L, LT_F32), mean = var(L, LT_F32), ss = var(L, LT_F32), den = var(L, LT_F32);
   int j0 = var(L, LT_I64), j1 = var(L, LT_I64), j2 = var(L, LT_I64), j3 = var(L, LT_I64);
