@@ -90,7 +90,7 @@ static void attr_sep(FILE *out, bool *any) {
 /* The attributes other than the name, in attrs.def order; numbers shorter
  * than in the text form (%.6g), since a label is for reading. */
 static void label_attrs(const IrNode *nd, FILE *out) {
-  unsigned at = ir_op_info[nd->op].attrs;
+  unsigned at = ir_node_attr_mask(nd);
   const IrAttrs *a = &nd->attrs;
   bool any = false;
   for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
@@ -124,7 +124,7 @@ static char *node_label(const IrGraph *g, int id) {
   else
     fprintf(f, "%%%d ?op%d", id, (int)nd->op);
   for (int i = 0; op_ok && i < IR_ATTR_ID_COUNT; i++)
-    if ((ir_op_info[nd->op].attrs & ir_attr_info[i].bit) &&
+    if ((ir_node_attr_mask(nd) & ir_attr_info[i].bit) &&
         ir_attr_info[i].kind == IR_ATTR_KIND_STRING) {
       fputc(' ', f);
       label_name(ir_attrs_get_string(&nd->attrs, (IrAttrId)i), f);
@@ -166,12 +166,47 @@ static const char *node_style(const IrNode *nd) {
   switch (ir_op_info[nd->op].kind) {
   case IR_KIND_SOURCE: return "shape=ellipse, style=filled, fillcolor=\"#e9ecef\"";
   case IR_KIND_COMPOSITE: return "style=\"filled,bold\", fillcolor=\"#f8d7da\"";
+  case IR_KIND_FUSED: return "style=\"filled,bold\", fillcolor=\"#e2d9f3\"";
   case IR_KIND_UNARY:
   case IR_KIND_BINARY:
   case IR_KIND_OTHER:
   case IR_KIND_COUNT: break;
   }
   return "style=filled, fillcolor=white";
+}
+
+/* The ops of fused node f's body b (its inputs "$k" are f's operands) as
+ * nodes nF_bK of f's cluster, with the edges between them and from each
+ * result to the fused node itself. */
+static void draw_body(const IrGraph *b, int f, FILE *out) {
+  for (int k = 0; k < b->n_nodes; k++) {
+    if (b->nodes[k].op == IR_OP_INPUT)
+      continue;
+    char *label = node_label(b, k);
+    const char *text = strchr(label, ' '); /* without the body's own %k */
+    fprintf(out, "    n%d_b%d [label=\"", f, k);
+    dot_escape(text ? text + 1 : label, out);
+    fprintf(out, "\", %s];\n", node_style(&b->nodes[k]));
+    free(label);
+    for (int j = 0; j < b->nodes[k].n_operands; j++) {
+      int o = b->nodes[k].operands[j];
+      if (b->nodes[o].op != IR_OP_INPUT)
+        fprintf(out, "    n%d_b%d -> n%d_b%d;\n", f, o, f, k);
+    }
+  }
+  for (int r = 0; r < b->n_outputs; r++)
+    fprintf(out, "    n%d_b%d -> n%d [style=dashed%s];\n", f, b->outputs[r].value, f,
+            r ? ", label=\"result 1\"" : "");
+}
+
+/* The edges from fused node f's operands into the body nodes reading them. */
+static void draw_body_edges(const IrGraph *b, int f, const IrNode *nd, FILE *out) {
+  for (int k = 0; k < b->n_nodes; k++)
+    for (int j = 0; j < b->nodes[k].n_operands; j++) {
+      int o = b->nodes[k].operands[j];
+      if (b->nodes[o].op == IR_OP_INPUT && o < nd->n_operands)
+        fprintf(out, "  n%d -> n%d_b%d;\n", nd->operands[o], f, k);
+    }
 }
 
 void ir_graph_print_dot(const IrGraph *g, FILE *out) {
@@ -191,15 +226,35 @@ void ir_graph_print_dot(const IrGraph *g, FILE *out) {
   free(gname);
   fputs("  node [shape=box, fontname=\"monospace\", fontsize=10];\n", out);
   fputs("  edge [arrowsize=0.6];\n", out);
+  /* a fused node's body, when it decomposes: drawn as a cluster */
+  Arena *ba = arena_create();
+  IrGraph **body = arena_alloc(ba, (size_t)(g->n_nodes + 1) * sizeof *body);
   for (int i = 0; i < g->n_nodes; i++) {
     char *label = node_label(g, i);
+    if (g->nodes[i].op == IR_OP_FUSED) {
+      char err[256];
+      body[i] = ir_fused_body(ba, g, i, err, sizeof err);
+    }
+    if (body[i]) {
+      fprintf(out, "  subgraph cluster_n%d {\n    label=\"", i);
+      dot_escape(label, out);
+      fputs("\";\n    style=\"rounded,filled\";\n    fillcolor=\"#f3eefa\";\n", out);
+      draw_body(body[i], i, out);
+      fputs("  ", out);
+    }
     fprintf(out, "  n%d [label=\"", i);
     dot_escape(label, out);
     fprintf(out, "\", %s];\n", node_style(&g->nodes[i]));
+    if (body[i])
+      fputs("  }\n", out);
     free(label);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *nd = &g->nodes[i];
+    if (body[i]) { /* operands go into the body nodes that read them */
+      draw_body_edges(body[i], i, nd, out);
+      continue;
+    }
     int n = nd->n_operands < 0                 ? 0
             : nd->n_operands > IR_MAX_OPERANDS ? IR_MAX_OPERANDS
                                                : nd->n_operands;
@@ -230,4 +285,5 @@ void ir_graph_print_dot(const IrGraph *g, FILE *out) {
       fprintf(out, "  n%d -> out%d;\n", v, i);
   }
   fputs("}\n", out);
+  arena_destroy(ba);
 }

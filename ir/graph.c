@@ -367,6 +367,30 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
       return fail(err, errlen, "attn.mix p and v must agree on B and Tk");
     *out = ir_type(IR_F32, 3, (IrDim[]){t[0]->dims[0], t[0]->dims[2], t[1]->dims[2]});
     return true;
+  case IR_OP_FUSED: {
+    /* the type of result 0 of the decomposition (fused.c) */
+    IrType rt[IR_FUSED_MAX_RESULTS];
+    int nr;
+    if (!ir_fused_result_types(g, at, operands, n, rt, &nr, err, errlen))
+      return false;
+    *out = rt[0];
+    return true;
+  }
+  case IR_OP_RESULT: {
+    const IrNode *f = &g->nodes[operands[0]];
+    if (f->op != IR_OP_FUSED)
+      return fail(err, errlen, "result reads a fused node, not '%s'", ir_op_info[f->op].name);
+    IrType rt[IR_FUSED_MAX_RESULTS];
+    int nr;
+    if (!ir_fused_result_types(g, &f->attrs, f->operands, f->n_operands, rt, &nr, err, errlen))
+      return false;
+    if (at->index < 1 || at->index >= nr)
+      return fail(err, errlen, "result index %lld out of range: fused '%s' has %d result%s%s",
+                  (long long)at->index, f->attrs.fusion, nr, nr == 1 ? "" : "s",
+                  nr > 1 ? " (result 0 is the node itself)" : "");
+    *out = rt[at->index];
+    return true;
+  }
   case IR_OP_COUNT:
     break;
   }
@@ -384,6 +408,8 @@ static int append(IrGraph *g, IrOp op, const int *operands, int n,
   for (int i = 0; i < n; i++) nd->operands[i] = operands[i];
   if (attrs) nd->attrs = *attrs;
   if (nd->attrs.name) nd->attrs.name = arena_strdup(g->arena, nd->attrs.name);
+  if (nd->attrs.fusion) nd->attrs.fusion = arena_strdup(g->arena, nd->attrs.fusion);
+  if (nd->attrs.expr) nd->attrs.expr = arena_strdup(g->arena, nd->attrs.expr);
   nd->type = type;
   nd->loc = loc;
   if (loc.file) nd->loc.file = arena_strdup(g->arena, loc.file);
@@ -400,6 +426,19 @@ int ir_build_typed(IrGraph *g, IrOp op, const int *operands, int n,
     fprintf(stderr, "ir_build %s: %s\n", ir_op_info[op].name, err);
     TFMC_ASSERT(!"shape rule rejected a node the frontend built");
   }
+  return append(g, op, operands, n, attrs, type, loc);
+}
+
+int ir_build_try(IrGraph *g, IrOp op, const int *operands, int n, const IrAttrs *attrs,
+                 IrType type, IrLoc loc, char *err, size_t errlen) {
+  IrAttrs none;
+  memset(&none, 0, sizeof none);
+  if (n < 0 || n > IR_MAX_OPERANDS) {
+    fail(err, errlen, "'%s' with %d operands", ir_op_info[op].name, n);
+    return -1;
+  }
+  if (!ir_infer_type(g, op, operands, n, attrs ? attrs : &none, &type, err, errlen))
+    return -1;
   return append(g, op, operands, n, attrs, type, loc);
 }
 

@@ -103,7 +103,7 @@ typedef enum IrDtype { IR_F32, IR_I32, IR_BOOL, IR_DTYPE_COUNT } IrDtype;
 
 #define IR_MAX_RANK 4
 #define IR_MAX_SYMS 8
-#define IR_MAX_OPERANDS 4
+#define IR_MAX_OPERANDS 8 /* a fused node takes up to 8 */
 
 /* One dimension: a constant (sym < 0) or a named symbol bound at run time. */
 typedef struct IrDim {
@@ -141,6 +141,7 @@ typedef enum IrOpKind {
   IR_KIND_BINARY,    /* elementwise, broadcasting */
   IR_KIND_COMPOSITE, /* decomposes into other ops (passes may do so) */
   IR_KIND_OTHER,
+  IR_KIND_FUSED,     /* `fused`: a pass's fusion, defined by its decomposition (fused.def) */
   IR_KIND_COUNT
 } IrOpKind;
 
@@ -300,12 +301,81 @@ int ir_build_typed(IrGraph *g, IrOp op, const int *operands, int n,
 int ir_build_input(IrGraph *g, const char *name, IrType type, IrLoc loc);
 int ir_build_param(IrGraph *g, const char *name, IrType type, IrLoc loc);
 
+/* ir_build_typed without the assertion: for builders of IR that may not
+ * fit (decompositions of fused nodes read from text). Returns the new value
+ * id, or -1 with a message in err when the shape rule rejects the node. */
+int ir_build_try(IrGraph *g, IrOp op, const int *operands, int n, const IrAttrs *attrs,
+                 IrType type, IrLoc loc, char *err, size_t errlen);
+
 /* Shape rule: computes the result type of `op` applied to `operands` in g.
  * Returns false and writes a message to err when the operands do not fit.
  * For the ops listed above as typed, *out must already hold the declared
  * type; the rule checks it. Used by the builder and the verifier. */
 bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
                    const IrAttrs *attrs, IrType *out, char *err, size_t errlen);
+
+/* ---- fused.c: fused ops (the kinds of fused.def) ----
+ *
+ * A pass that fuses several nodes into one kernel builds one `fused` node
+ * whose `fusion` attribute names a row of fused.def. The row says how many
+ * operands and results the kind has, which attributes it carries, and how
+ * it decomposes into the other ops of ops.def; that decomposition is its
+ * definition: the shape rule and the interpreter run it, the lowering emits
+ * one kernel that computes the same values. Result 0 is the fused node's own
+ * value; result i >= 1 of a multi-result kind is a `result {index=i}` node
+ * whose operand is the fused node.
+ *
+ *     %9 = fused "add_layernorm" %3, %7, %8, %2 {eps=1e-05, unbiased=false} : f32[B,S,64]
+ *     %5 = fused "elementwise" "scale(add($0, $1), 0.5)" %3, %4 : f32[B,S,64]
+ *     %6 = fused "add_layernorm_sum" %3, %4, %1, %2 {eps=1e-05, unbiased=false} : f32[B,S,64]
+ *     %7 = result %6 {index=1} : f32[B,S,64]          (the sum, for the residual path) */
+
+typedef enum IrFusedKind {
+#define IR_FUSED(E, name, mn, mx, nres, attrs, decompose, doc) IR_FUSED_##E,
+#include "fused.def"
+#undef IR_FUSED
+  IR_FUSED_COUNT
+} IrFusedKind;
+
+#define IR_FUSED_MAX_RESULTS 2
+
+/* Appends nodes of ordinary ops to `into` that compute a fused node with
+ * attributes at applied to the values args[0..n) of `into`; writes the
+ * value ids of its results to results[]. False, with a message in err, when
+ * the body does not fit the operands. */
+typedef bool (*IrFusedDecomposeFn)(IrGraph *into, const IrAttrs *at, const int *args, int n,
+                                   int *results, char *err, size_t errlen);
+
+typedef struct IrFusedInfo {
+  const char *name; /* the `fusion` attribute: "add_layernorm" */
+  int min_operands, max_operands;
+  int n_results;    /* 1..IR_FUSED_MAX_RESULTS */
+  unsigned attrs;   /* IR_ATTR_* bits the kind carries besides `fusion` */
+  IrFusedDecomposeFn decompose;
+  const char *doc;  /* one line: what it computes */
+} IrFusedInfo;
+
+extern const IrFusedInfo ir_fused_info[IR_FUSED_COUNT];
+/* The kind of that name, or -1. */
+int ir_fused_lookup(const char *name);
+/* The kind of a fused node (-1 when the attribute names none). */
+int ir_fused_kind_of(const IrAttrs *at);
+/* The attributes a node carries: its ops.def row's, except a fused node,
+ * which carries `fusion` and what its kind's row names (a fused node of an
+ * unknown kind: `fusion` only). Printer, parser, verifier and dot read this. */
+unsigned ir_node_attr_mask(const IrNode *nd);
+/* ir_fused_info[kind].decompose, with the kind's operand count checked. */
+bool ir_fused_decompose(IrGraph *into, const IrAttrs *at, const int *args, int n, int *results,
+                        char *err, size_t errlen);
+/* The types of the results of a fused node with attributes at over operands
+ * of g, by decomposing it into a scratch graph; *n_results set. False with a
+ * message when the kind is unknown or the body does not fit. */
+bool ir_fused_result_types(const IrGraph *g, const IrAttrs *at, const int *operands, int n,
+                           IrType *types, int *n_results, char *err, size_t errlen);
+/* The decomposition of fused node `id` of g as a graph of its own (in a):
+ * inputs "$0".."$k" typed as the node's operands, then the body; outputs
+ * "r0", "r1", ... its results. NULL (message in err) when it does not fit. */
+IrGraph *ir_fused_body(Arena *a, const IrGraph *g, int id, char *err, size_t errlen);
 
 /* ---- print.c: textual form (stable; parse.c reads it back) ----
  *

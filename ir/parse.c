@@ -647,12 +647,12 @@ static bool parse_attr_value(Parser *ps, IrAttrId id, IrAttrs *at) {
 
 /* attrs := '{' [IDENT '=' literal (',' IDENT '=' literal)*] '}'  (all the
  * op's attributes except its strings, each exactly once) */
-static bool parse_attrs(Parser *ps, IrOp op, const Tok *op_tok, IrAttrs *at) {
+static bool parse_attrs(Parser *ps, IrOp op, unsigned carried, const Tok *op_tok, IrAttrs *at) {
   const IrOpInfo *info = &ir_op_info[op];
   unsigned want = 0, seen = 0;
   for (int f = 0; f < IR_ATTR_ID_COUNT; f++)
     if (ir_attr_info[f].kind != IR_ATTR_KIND_STRING)
-      want |= info->attrs & ir_attr_info[f].bit;
+      want |= carried & ir_attr_info[f].bit;
   if (tok_is_punct(&ps->tok, '{')) {
     lex_next(ps);
     while (!tok_is_punct(&ps->tok, '}')) {
@@ -664,7 +664,7 @@ static bool parse_attrs(Parser *ps, IrOp op, const Tok *op_tok, IrAttrs *at) {
       int f = ir_attr_lookup(nt.start, nt.len);
       char buf[64];
       if (f >= 0 && ir_attr_info[f].kind == IR_ATTR_KIND_STRING) {
-        if (info->attrs & ir_attr_info[f].bit)
+        if (carried & ir_attr_info[f].bit)
           error_at(ps, &nt, "the %s of '%s' goes in quotes right after the op name",
                    ir_attr_info[f].name, info->name);
         else
@@ -772,8 +772,11 @@ static bool parse_node(Parser *ps) {
   const IrOpInfo *info = &ir_op_info[op];
   lex_next(ps);
 
+  /* a fused node carries what its kind's row says, known once the kind
+   * (its first string) is read */
+  unsigned carried = info->attrs;
   for (int f = 0; f < IR_ATTR_ID_COUNT; f++) {
-    if (!(info->attrs & ir_attr_info[f].bit) || ir_attr_info[f].kind != IR_ATTR_KIND_STRING)
+    if (!(carried & ir_attr_info[f].bit) || ir_attr_info[f].kind != IR_ATTR_KIND_STRING)
       continue;
     if (ps->tok.kind != TK_STRING) {
       char what[64];
@@ -781,7 +784,23 @@ static bool parse_node(Parser *ps) {
       expected(ps, what);
       return false;
     }
+    Tok st = ps->tok;
     ir_attrs_set_string(&nd->attrs, (IrAttrId)f, ps->tok.str);
+    if (f == IR_ATTR_ID_FUSION) {
+      if (ir_fused_kind_of(&nd->attrs) < 0) {
+        char known[256];
+        size_t k = 0;
+        known[0] = 0;
+        for (int i = 0; i < IR_FUSED_COUNT && k < sizeof known; i++)
+          k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "",
+                                ir_fused_info[i].name);
+        char buf[64];
+        error_at(ps, &st, "unknown fusion kind %s (fused.def has: %s)",
+                 show(st.str, strlen(st.str), buf, sizeof buf), known);
+        return false;
+      }
+      carried = ir_node_attr_mask(nd);
+    }
     lex_next(ps);
   }
 
@@ -806,9 +825,21 @@ static bool parse_node(Parser *ps) {
     error_at(ps, &ot, "'%s' takes %s, got %d", info->name, buf, count);
     return false;
   }
+  if (nd->op == IR_OP_FUSED) {
+    const IrFusedInfo *fi = &ir_fused_info[ir_fused_kind_of(&nd->attrs)];
+    if (count < fi->min_operands || count > fi->max_operands) {
+      if (fi->min_operands == fi->max_operands)
+        error_at(ps, &ot, "fused '%s' takes %d operands, got %d", fi->name, fi->min_operands,
+                 count);
+      else
+        error_at(ps, &ot, "fused '%s' takes %d to %d operands, got %d", fi->name,
+                 fi->min_operands, fi->max_operands, count);
+      return false;
+    }
+  }
   nd->n_operands = count;
 
-  if (!parse_attrs(ps, nd->op, &ot, &nd->attrs))
+  if (!parse_attrs(ps, nd->op, carried, &ot, &nd->attrs))
     return false;
   if (!expect_punct(ps, ':', "':' before the result type"))
     return false;

@@ -128,7 +128,7 @@ static void print_node(const IrGraph *g, int id, FILE *out) {
     fputs(ir_op_info[nd->op].name, out);
   else
     fprintf(out, "?op%d", (int)nd->op);
-  unsigned attrs = op_ok ? ir_op_info[nd->op].attrs : 0;
+  unsigned attrs = ir_node_attr_mask(nd); /* a fused node: its kind's */
   /* string attributes (the name) go quoted right after the op name */
   for (int i = 0; i < IR_ATTR_ID_COUNT; i++)
     if ((attrs & ir_attr_info[i].bit) && ir_attr_info[i].kind == IR_ATTR_KIND_STRING) {

@@ -11,7 +11,10 @@
  * names unique, outputs referring to existing values; symbols named, unique,
  * max >= 1; state names unique, each state appended to by at most one
  * kv.append, and a kv.append result (a view of its state) consumed only as
- * the k or v of attention / attn.probs / attn.mix, never an output.
+ * the k or v of attention / attn.probs / attn.mix, never an output; a fused
+ * node's kind a row of fused.def with its operand count, attributes and a
+ * body that decomposes (the shape rule decomposes it), a `result` reading
+ * result 1..n-1 of a fused node, at most one `result` per result.
  * Types: every node's type equals what its shape rule (ir_infer_type) gives;
  * for ops whose type is declared (input, param, arange, mask.causal, reshape,
  * sinusoid) the rule checks the declared type in place.
@@ -125,7 +128,7 @@ static bool type_check(const IrGraph *g, int id, const IrType *t, Diags *d) {
  * table order. */
 static bool attrs_check(const IrGraph *g, int id, Diags *d) {
   const IrNode *nd = &g->nodes[id];
-  unsigned carried = ir_op_info[nd->op].attrs;
+  unsigned carried = ir_node_attr_mask(nd);
   bool ok = true;
   for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
     const IrAttrInfo *info = &ir_attr_info[i];
@@ -299,6 +302,23 @@ static void check_kv_views(const IrGraph *g, Diags *d) {
   }
 }
 
+/* A fused node writes each of its results >= 1 into the one `result`
+ * node that selects it: two selecting the same result are refused. */
+static void check_results(const IrGraph *g, Diags *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op != IR_OP_RESULT || n->n_operands != 1)
+      continue;
+    for (int j = i + 1; j < g->n_nodes; j++) {
+      const IrNode *m = &g->nodes[j];
+      if (m->op == IR_OP_RESULT && m->n_operands == 1 && m->operands[0] == n->operands[0] &&
+          m->attrs.index == n->attrs.index)
+        node_error(d, g, j, "result %lld of %%%d is already read by %%%d",
+                   (long long)m->attrs.index, m->operands[0], i);
+    }
+  }
+}
+
 static IrLoc output_loc(const IrGraph *g, int value) {
   if (value >= 0 && value < g->n_nodes)
     return g->nodes[value].loc;
@@ -377,6 +397,7 @@ bool ir_graph_verify(const IrGraph *g, Diags *d) {
   check_unique_node_names(g, IR_OP_PARAM, d);
   check_unique_node_names(g, IR_OP_STATE, d);
   check_kv_views(g, d);
+  check_results(g, d);
   check_outputs(g, d);
   return d->n_errors == before;
 }

@@ -129,13 +129,18 @@ static int64_t type_numel_max(const IrGraph *g, const IrType *t) {
 static LKernel *kernel(Lw *L, int node, LExpr *extent, bool parallel) {
   const IrNode *n = &L->g->nodes[node];
   char name[64];
-  snprintf(name, sizeof name, "k%d_%s", node, ir_op_info[n->op].name);
+  /* a fused node's kernel is named after its kind: k12_add_layernorm */
+  const char *what = n->op == IR_OP_FUSED ? n->attrs.fusion : ir_op_info[n->op].name;
+  snprintf(name, sizeof name, "k%d_%s", node, what);
   for (char *c = name; *c; c++)
     if (*c == '.') *c = '_';
+  const char *op_text =
+      n->op == IR_OP_FUSED ? arena_printf(L->p->arena, "fused %s", n->attrs.fusion)
+                           : ir_op_info[n->op].name;
   const char *comment =
-      n->loc.file ? arena_printf(L->p->arena, "%s %%%d @%s:%d:%d", ir_op_info[n->op].name, node,
+      n->loc.file ? arena_printf(L->p->arena, "%s %%%d @%s:%d:%d", op_text, node,
                                  n->loc.file, n->loc.line, n->loc.col)
-                  : arena_printf(L->p->arena, "%s %%%d", ir_op_info[n->op].name, node);
+                  : arena_printf(L->p->arena, "%s %%%d", op_text, node);
   LKernel *k = loop_kernel_add(L->p, name, comment, node);
   k->extent = extent;
   k->parallel = parallel;
@@ -626,6 +631,232 @@ static void lower_attn_mix(Lw *L, int node) {
                               lx_bin(p, LB_MUL, V(L, pv), load(L, n->operands[1], add(L, vbase, V(L, j)))))));
 }
 
+/* ---- fused nodes (ir/fused.def): one kernel each ---- */
+
+static bool dim_is_one(IrDim d) { return d.sym < 0 && d.value == 1; }
+
+/* The node of g that reads result `index` of fused node f, or -1. */
+static int fused_result_node(const IrGraph *g, int f, int64_t index) {
+  for (int i = f + 1; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_RESULT && g->nodes[i].operands[0] == f &&
+        g->nodes[i].attrs.index == index)
+      return i;
+  return -1;
+}
+
+/* Row coordinates of the kernel's output type o: the outer variable r
+ * split into c[0..rank-2] (let variables); c[rank-1] is left to the
+ * caller's inner loop. */
+static void row_coords(Lw *L, const IrType *o, LExpr **c) {
+  LExpr *rem = V(L, L->k->outer_var);
+  for (int i = o->rank - 2; i >= 0; i--) {
+    int v = var(L, LT_I64);
+    LExpr *ci = i == 0 ? rem : lx_bin(L->p, LB_REM, rem, dimx(L, o->dims[i]));
+    emit(L, NULL, ls_let(L->p, v, LT_I64, ci));
+    c[i] = V(L, v);
+    if (i > 0) rem = lx_bin(L->p, LB_DIV, rem, dimx(L, o->dims[i]));
+  }
+}
+
+/* The flat index into a value of type t whose last dim lines up with dim
+ * `a` of the output type o, at output coordinates c: numpy broadcasting (a
+ * constant 1 facing a larger dim is read at 0). */
+static LExpr *coord_index(Lw *L, const IrType *o, LExpr *const *c, const IrType *t, int a) {
+  if (a == o->rank - 1 && ir_type_eq(t, o) && o->rank > 0) /* row r of o itself: r*D + j */
+    return add(L, mul(L, V(L, L->k->outer_var), dimx(L, o->dims[a])), c[a]);
+  LExpr *idx = I(L, 0), *stride = I(L, 1);
+  for (int i = t->rank - 1; i >= 0; i--) {
+    int od = a - (t->rank - 1 - i);
+    TFMC_ASSERT(od >= 0 && od < o->rank);
+    if (!(dim_is_one(t->dims[i]) && !dim_is_one(o->dims[od])))
+      idx = add(L, idx, mul(L, c[od], stride));
+    stride = mul(L, stride, dimx(L, t->dims[i]));
+  }
+  return idx;
+}
+
+/* The value of body node k of fused node f (body b: inputs "$i" are f's
+ * operands, in order) at output coordinates c, k's type lined up with dim
+ * `a` of the output type o. F32 for f32 values, I64 for i32 / bool. */
+static LExpr *body_expr(Lw *L, const IrGraph *b, const IrNode *f, const IrType *o, LExpr **c,
+                        int k, int a) {
+  const IrNode *n = &b->nodes[k];
+  LoopProgram *p = L->p;
+  switch (n->op) {
+  case IR_OP_INPUT:
+    return lx_load(p, L->buf[f->operands[k]], coord_index(L, o, c, &n->type, a));
+  case IR_OP_SCALE:
+  case IR_OP_RELU:
+  case IR_OP_GELU:
+  case IR_OP_GELU_TANH:
+  case IR_OP_TANH:
+    return unary_expr(L, n, body_expr(L, b, f, o, c, n->operands[0], a));
+  case IR_OP_ADD:
+  case IR_OP_SUB:
+  case IR_OP_MUL:
+  case IR_OP_DIV:
+  case IR_OP_AND: {
+    LBinOp op = n->op == IR_OP_ADD ? LB_ADD : n->op == IR_OP_SUB ? LB_SUB
+                : n->op == IR_OP_MUL ? LB_MUL : n->op == IR_OP_DIV ? LB_DIV : LB_AND;
+    return lx_bin(p, op, body_expr(L, b, f, o, c, n->operands[0], a),
+                  body_expr(L, b, f, o, c, n->operands[1], a));
+  }
+  case IR_OP_EMBED: { /* table[ids[..], j]: the ids line up one dim to the left */
+    int table = n->operands[0];
+    TFMC_ASSERT(b->nodes[table].op == IR_OP_INPUT); /* fused.c: the table is an operand */
+    int64_t D = b->nodes[table].type.dims[1].value;
+    LExpr *id = body_expr(L, b, f, o, c, n->operands[1], a - 1);
+    LExpr *j = dim_is_one(n->type.dims[n->type.rank - 1]) && !dim_is_one(o->dims[a]) ? I(L, 0) : c[a];
+    return lx_load(p, L->buf[f->operands[table]], add(L, mul(L, id, I(L, D)), j));
+  }
+  case IR_OP_ARANGE: /* out[i] = i */
+    return dim_is_one(n->type.dims[0]) && !dim_is_one(o->dims[a]) ? I(L, 0) : c[a];
+  case IR_OP_MASK_CAUSAL: { /* [0, q, k] = k <= q + (Tk - Tq) */
+    IrDim tq = n->type.dims[1], tk = n->type.dims[2];
+    LExpr *q = dim_is_one(tq) && !dim_is_one(o->dims[a - 1]) ? I(L, 0) : c[a - 1];
+    LExpr *kk = dim_is_one(tk) && !dim_is_one(o->dims[a]) ? I(L, 0) : c[a];
+    if (!ir_dim_eq(tq, tk)) q = add(L, q, lx_bin(p, LB_SUB, dimx(L, tk), dimx(L, tq)));
+    return lx_bin(p, LB_LE, kk, q);
+  }
+  case IR_OP_PARAM:
+  case IR_OP_CONST:
+  case IR_OP_SINUSOID:
+  case IR_OP_LAYERNORM:
+  case IR_OP_LINEAR:
+  case IR_OP_SOFTMAX:
+  case IR_OP_LOG_SOFTMAX:
+  case IR_OP_RESHAPE:
+  case IR_OP_TAKE:
+  case IR_OP_ATTENTION:
+  case IR_OP_ATTN_PROBS:
+  case IR_OP_ATTN_MIX:
+  case IR_OP_TAIL:
+  case IR_OP_STATE:
+  case IR_OP_KV_APPEND:
+  case IR_OP_FUSED:
+  case IR_OP_RESULT:
+  case IR_OP_COUNT:
+    break;
+  }
+  TFMC_ASSERT(!"an op fused.c does not let into an elementwise body");
+  return NULL;
+}
+
+/* fused elementwise: out[r, j] = body(operands at r, j), one loop nest over
+ * the output's rows and its contiguous last dim; nothing in between is
+ * stored */
+static void lower_fused_elementwise(Lw *L, int node, const IrGraph *b) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  int R = t->rank;
+  LExpr *c[IR_MAX_RANK];
+  int root = b->outputs[0].value;
+  if (R == 0) {
+    kernel(L, node, I(L, 1), false);
+    emit(L, NULL, ls_store(L->p, L->buf[node], I(L, 0), body_expr(L, b, n, t, c, root, -1)));
+    return;
+  }
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  /* the row's coordinates, unless every leaf is read at the row itself */
+  bool coords = false;
+  for (int i = 0; i < b->n_nodes; i++) {
+    const IrNode *bn = &b->nodes[i];
+    coords |= bn->op == IR_OP_EMBED || bn->op == IR_OP_ARANGE || bn->op == IR_OP_MASK_CAUSAL ||
+              (bn->op == IR_OP_INPUT && !ir_type_eq(&bn->type, t));
+  }
+  if (coords) row_coords(L, t, c);
+  int j = var(L, LT_I64);
+  LExpr *D = dimx(L, t->dims[R - 1]);
+  LStmt *f = for_(L, NULL, j, D);
+  c[R - 1] = V(L, j);
+  emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, V(L, k->outer_var), D), V(L, j)),
+                      body_expr(L, b, n, t, c, root, R - 1)));
+}
+
+/* fused add_layernorm(a, b, g, beta), per row (x = a + b, broadcasting):
+ *   mean = sum(x)/D; c = x - mean; y = g c / sqrt(sum(c^2)/D + eps) + beta
+ *   (unbiased: g c / (sqrt(sum(c^2)/(D-1)) + eps) + beta), as layernorm's
+ * kernel computes it; x is recomputed from a and b in each sweep, or, when
+ * result 1 (the sum, add_layernorm_sum) is read, stored there first and read
+ * back: one row kernel, the row in cache from the first sweep on. */
+static void lower_fused_add_layernorm(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type;
+  int R = t->rank;
+  int64_t D = t->dims[R - 1].value;
+  int a = n->operands[0], bb = n->operands[1], g = n->operands[2], beta = n->operands[3];
+  const IrType *ta = &L->g->nodes[a].type, *tb = &L->g->nodes[bb].type;
+  LoopProgram *p = L->p;
+  int sum_node = fused_result_node(L->g, node, 1);
+  LKernel *k = kernel(L, node, rowsx(L, t), true);
+  LExpr *c[IR_MAX_RANK];
+  if (!ir_type_eq(ta, t) || !ir_type_eq(tb, t)) /* an addend broadcast: row coordinates */
+    row_coords(L, t, c);
+  LExpr *base = mul(L, V(L, k->outer_var), I(L, D));
+  int s = var(L, LT_F32), mean = var(L, LT_F32), ss = var(L, LT_F32), den = var(L, LT_F32);
+  int j0 = var(L, LT_I64), j1 = var(L, LT_I64), j2 = var(L, LT_I64), j3 = var(L, LT_I64);
+#define X_AT(jv)                                                                              \
+  (c[R - 1] = V(L, jv),                                                                       \
+   sum_node >= 0 ? load(L, sum_node, add(L, base, V(L, jv)))                                  \
+                 : lx_bin(p, LB_ADD, load(L, a, coord_index(L, t, c, ta, R - 1)),              \
+                          load(L, bb, coord_index(L, t, c, tb, R - 1))))
+  if (sum_node >= 0) { /* the sum, written once */
+    LStmt *f0 = for_(L, NULL, j0, I(L, D));
+    c[R - 1] = V(L, j0);
+    emit(L, f0, ls_store(p, L->buf[sum_node], add(L, base, V(L, j0)),
+                         lx_bin(p, LB_ADD, load(L, a, coord_index(L, t, c, ta, R - 1)),
+                                load(L, bb, coord_index(L, t, c, tb, R - 1)))));
+  }
+  emit(L, NULL, ls_let(p, s, LT_F32, f32(L, 0)));
+  LStmt *f1 = for_(L, NULL, j1, I(L, D));
+  emit(L, f1, ls_set(p, s, lx_bin_reassoc(p, LB_ADD, V(L, s), X_AT(j1))));
+  emit(L, NULL, ls_let(p, mean, LT_F32, lx_bin(p, LB_DIV, V(L, s), f32(L, (double)D))));
+  emit(L, NULL, ls_let(p, ss, LT_F32, f32(L, 0)));
+  LStmt *f2 = for_(L, NULL, j2, I(L, D));
+  LExpr *c2 = lx_bin(p, LB_SUB, X_AT(j2), V(L, mean));
+  emit(L, f2, ls_set(p, ss, lx_bin_reassoc(p, LB_ADD, V(L, ss), lx_bin(p, LB_MUL, c2, c2))));
+  LExpr *denom;
+  if (n->attrs.unbiased) {
+    LExpr *var_u = D > 1 ? lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)(D - 1))) : f32(L, 0);
+    denom = lx_bin(p, LB_ADD, lx_un(p, LU_SQRT, var_u), f32(L, n->attrs.eps));
+  } else {
+    denom = lx_un(p, LU_SQRT, lx_bin(p, LB_ADD, lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)D)),
+                                     f32(L, n->attrs.eps)));
+  }
+  emit(L, NULL, ls_let(p, den, LT_F32, lx_bin(p, LB_DIV, f32(L, 1), denom)));
+  LStmt *f3 = for_(L, NULL, j3, I(L, D));
+  LExpr *c3 = lx_bin(p, LB_SUB, X_AT(j3), V(L, mean));
+  LExpr *y = lx_bin(p, LB_ADD, lx_bin(p, LB_MUL, load(L, g, V(L, j3)), lx_bin(p, LB_MUL, c3, V(L, den))),
+                    load(L, beta, V(L, j3)));
+  emit(L, f3, ls_store(p, L->buf[node], add(L, base, V(L, j3)), y));
+#undef X_AT
+}
+
+/* A fused node: the kernel of its kind. */
+static void lower_fused(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  int kind = ir_fused_kind_of(&n->attrs);
+  TFMC_ASSERT(kind >= 0); /* the graph verified */
+  switch ((IrFusedKind)kind) {
+  case IR_FUSED_ADD_LAYERNORM:
+  case IR_FUSED_ADD_LAYERNORM_SUM:
+    lower_fused_add_layernorm(L, node);
+    return;
+  case IR_FUSED_ELEMENTWISE: {
+    char err[256];
+    Arena *ba = arena_create();
+    IrGraph *b = ir_fused_body(ba, L->g, node, err, sizeof err);
+    if (!b) tfmc_assert_fail(__FILE__, __LINE__, err); /* the graph verified */
+    lower_fused_elementwise(L, node, b);
+    arena_destroy(ba); /* the loop IR built refers to buffers, not to the body */
+    return;
+  }
+  case IR_FUSED_COUNT:
+    break;
+  }
+  TFMC_ASSERT(!"fused kind without a kernel");
+}
+
 /* a scalar literal */
 static void lower_const(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
@@ -720,10 +951,22 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
                                  arena_printf(a, "%%%d (reshape of %%%d)", i, base[i]));
       continue;
     }
-    if (out_of[i] >= 0) {
-      L.buf[i] = loop_buffer_add(p, LB_OUTPUT, out_of[i], 0, elem_of(n->type.dtype), g->outputs[out_of[i]].name);
-    } else {
-      int64_t size = align64(type_bytes_max(g, &n->type)), off = 0;
+    /* a fused node's kernel also writes the values of its result nodes:
+     * they get their buffers with it, before its operands are freed */
+    int plan[1 + IR_FUSED_MAX_RESULTS], n_plan = 0;
+    if (L.buf[i] < 0) plan[n_plan++] = i;
+    for (int r = 1; n->op == IR_OP_FUSED && r < IR_FUSED_MAX_RESULTS; r++) {
+      int rn = fused_result_node(g, i, r);
+      if (rn >= 0 && base[rn] == rn && L.buf[rn] < 0) plan[n_plan++] = rn;
+    }
+    for (int q = 0; q < n_plan; q++) {
+      int v = plan[q];
+      const IrType *tv = &g->nodes[v].type;
+      if (out_of[v] >= 0) {
+        L.buf[v] = loop_buffer_add(p, LB_OUTPUT, out_of[v], 0, elem_of(tv->dtype), g->outputs[out_of[v]].name);
+        continue;
+      }
+      int64_t size = align64(type_bytes_max(g, tv)), off = 0;
       /* live blocks are sorted by offset: take the first gap that fits */
       int at = 0;
       for (; at < n_live; at++) {
@@ -731,16 +974,16 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
         off = live[at].off + live[at].size;
       }
       memmove(&live[at + 1], &live[at], (size_t)(n_live - at) * sizeof *live);
-      live[at] = (Block){off, size, i};
+      live[at] = (Block){off, size, v};
       n_live++;
       if (off + size > peak) peak = off + size;
-      L.buf[i] = loop_buffer_add(p, LB_ARENA, 0, off, elem_of(n->type.dtype), arena_printf(a, "%%%d", i));
-      p->arena_blocks[p->n_arena_blocks++] = arena_block(&n->type, off);
+      L.buf[v] = loop_buffer_add(p, LB_ARENA, 0, off, elem_of(tv->dtype), arena_printf(a, "%%%d", v));
+      p->arena_blocks[p->n_arena_blocks++] = arena_block(tv, off);
     }
     /* free operands whose last use is this node (after this node got its buffer) */
     for (int b = 0; b < n_live;) {
       int nd = live[b].node;
-      if (last[nd] <= i && nd != i) {
+      if (last[nd] <= i && nd != i && nd < i) {
         memmove(&live[b], &live[b + 1], (size_t)(n_live - b - 1) * sizeof *live);
         n_live--;
       } else {
@@ -785,6 +1028,8 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     case IR_OP_TAIL: lower_tail(&L, i); break;
     case IR_OP_STATE: break;
     case IR_OP_KV_APPEND: lower_kv_append(&L, i); break;
+    case IR_OP_FUSED: lower_fused(&L, i); break;
+    case IR_OP_RESULT: break; /* written by its fused node's kernel */
     case IR_OP_COUNT: TFMC_ASSERT(!"op count");
     }
   }

@@ -62,6 +62,22 @@ void pass_input_vocabs(const IrGraph *g, int64_t *input_vocab) {
     int64_t v = 0;
     for (int j = i + 1; j < g->n_nodes; j++) {
       const IrNode *n = &g->nodes[j];
+      if (n->op == IR_OP_FUSED) {
+        /* a gather inside a fused body: embed($t, $k) with operand k the ids */
+        Arena *ba = arena_create();
+        char err[256];
+        IrGraph *b = ir_fused_body(ba, g, j, err, sizeof err);
+        for (int e = 0; b && e < b->n_nodes; e++) {
+          const IrNode *bn = &b->nodes[e];
+          int ids = bn->op == IR_OP_EMBED ? bn->operands[1] : -1;
+          if (ids < 0 || b->nodes[ids].op != IR_OP_INPUT || n->operands[ids] != i) continue;
+          IrDim rows_dim = b->nodes[bn->operands[0]].type.dims[0];
+          if (rows_dim.sym >= 0) continue;
+          if (v == 0 || rows_dim.value < v) v = rows_dim.value;
+        }
+        arena_destroy(ba);
+        continue;
+      }
       /* embed(table f32[V,D], ids) */
       if (n->op != IR_OP_EMBED || n->operands[1] != i) continue;
       IrDim rows_dim = g->nodes[n->operands[0]].type.dims[0];

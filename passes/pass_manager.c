@@ -39,6 +39,12 @@ static const PassInfo pass_table[] = {
     {"prune-rows",
      "take(f(x)) -> f(take(x)) through row-wise ops: a classifier's last layer runs one row",
      pass_prune_rows_run},
+    {"fuse-add-norm",
+     "add + layernorm -> one row kernel (fused add_layernorm[_sum]; writes the sum when read)",
+     pass_fuse_add_norm_run},
+    {"fuse-elementwise",
+     "trees of elementwise ops, gathers and masks -> one loop nest (fused elementwise)",
+     pass_fuse_elementwise_run},
     {"lane-split",
      "reassociable reductions into one variable -> 8 lanes folded pairwise (loop IR)", NULL,
      PASS_LOOP, pass_lane_split_run},
@@ -55,8 +61,8 @@ enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
 static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
     [1] = "dce,lane-split,share-kernels",            /* -O1 */
-    [2] = "prune-rows,dce,lane-split,share-kernels", /* -O2 */
-    [3] = "prune-rows,dce,lane-split,share-kernels", /* -O3 */
+    [2] = "prune-rows,fuse-add-norm,fuse-elementwise,dce,lane-split,share-kernels", /* -O2 */
+    [3] = "prune-rows,fuse-add-norm,fuse-elementwise,dce,lane-split,share-kernels", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {
@@ -378,7 +384,10 @@ static bool run_level(void *ir, const PassPipeline *pl, PassContext *ctx, const 
         (strcmp(ctx->print_after, "all") == 0 || strcmp(ctx->print_after, pass->name) == 0)) {
       fprintf(pout, "# %s after pass '%s'%s\n", L->ir_word, pass->name,
               changed ? "" : " (unchanged)");
-      L->print(ir, pout);
+      if (L->level == PASS_GRAPH && ctx->print_dot)
+        ir_graph_print_dot(ir, pout); /* the '#' header line is a comment to dot too */
+      else
+        L->print(ir, pout);
     }
     double verify_ms = 0;
     if (changed) {

@@ -145,6 +145,8 @@ typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */
   const char *print_after; /* NULL, "all", or a pass name: print the IR after it */
   FILE *print_out;         /* where print_after goes; NULL: stderr */
+  bool print_dot;          /* print_after draws graphs as Graphviz (ir_graph_print_dot:
+                              fused nodes as clusters of their bodies), not text */
   FILE *stats_out;         /* NULL: quiet; else a line per pass (time, nodes, note) */
   char note[256];          /* set by the running pass through pass_note */
 } PassContext;
@@ -252,6 +254,15 @@ bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
  * reading hidden[:, 0] computes its last layer's queries, attention output
  * and FFN for that one row. Same values up to summation order. */
 bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
+
+/* fuse_add_norm.c: layernorm(add(a, b)) -> fused "add_layernorm" (one row
+ * kernel); "add_layernorm_sum" plus a `result {index=1}` for the sum when
+ * something else reads it (pre-norm). Same values up to rounding. */
+bool pass_fuse_add_norm_run(IrGraph *g, PassContext *ctx);
+/* fuse_elementwise.c: trees of single-reader elementwise ops, gathers
+ * (embed) and index sources (arange, mask.causal) -> fused "elementwise"
+ * nodes, one loop nest each (at most 8 operands). Same values. */
+bool pass_fuse_elementwise_run(IrGraph *g, PassContext *ctx);
 
 /* ---- loop passes (one file each) ---- */
 

@@ -122,6 +122,8 @@ static RowRule row_rule(IrOp op) {
   case IR_OP_TAIL:
   case IR_OP_STATE:
   case IR_OP_KV_APPEND:
+  case IR_OP_FUSED:  /* fusions run after prune-rows (-O2 order) */
+  case IR_OP_RESULT:
   case IR_OP_COUNT:
     break;
   }

@@ -226,6 +226,8 @@ static const char *arch_name(Arch a) {
   return "?";
 }
 
+#define COMPILE_DEFAULT_LEVEL 2 /* run, build, emit-c, and what check reports */
+
 static int cmd_check(int argc, char **argv) {
   Args args = {0};
   int r = parse_args("check", argc, argv, &args);
@@ -289,12 +291,25 @@ static int cmd_check(int argc, char **argv) {
          human(st.flops / (double)tokens, b3, sizeof b3), (long long)tokens,
          human(st.flops_linear / (double)tokens, b4, sizeof b4),
          human(st.flops_attention / (double)tokens, b1, sizeof b1));
-  const LoopProgram *lp = c.prog;
-  printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
-         (long long)lp->arena_bytes, lp->n_kernels);
-  if (c.info) {
+  /* the memory numbers are those of what run, build and emit-c compile by
+   * default (-O2: the fusion passes change the plan); the counts above are
+   * the spec's own graph */
+  PassPipeline pl;
+  PassContext pctx = {.diags = &d};
+  bool level_ok = pass_pipeline_level(COMPILE_DEFAULT_LEVEL, &pl);
+  TFMC_ASSERT(level_ok);
+  Compiled co;
+  DriverOptions oopt = {.no_weights = true, .stage = DRIVER_LOOP, .passes = &pl, .pass_ctx = &pctx};
+  if (driver_compile_file(a, &d, args.pos[0], &oopt, &co, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  const LoopProgram *lp = co.prog;
+  printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels at -O%d)\n",
+         (long long)lp->arena_bytes, lp->n_kernels, COMPILE_DEFAULT_LEVEL);
+  if (co.info) {
     CStaticMemory sm;
-    c_static_memory(c.info, &sm);
+    c_static_memory(co.info, &sm);
     printf("  static memory   %lld bytes (TFMC_MEM_BYTES of emit-c --static: arena, state,"
            " masks, header)\n",
            (long long)sm.total);
@@ -304,7 +319,7 @@ static int cmd_check(int argc, char **argv) {
      * (and for an encoder_decoder the encode program and the cross keys /
      * values it hands to every step) */
     CompiledGeneration gen;
-    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP};
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .passes = &pl, .pass_ctx = &pctx};
     if (driver_compile_generation(a, &d, args.pos[0], &sopt, &gen, err, sizeof err)) {
       compile_failed(err);
       goto done;
@@ -352,8 +367,6 @@ done:
  * --print-after, --print-file, --pass-stats. `tfmc ir` shows the graph as
  * built unless asked (-O0); the commands that compile default to -O2, as a
  * user of an optimising compiler expects ---- */
-
-#define COMPILE_DEFAULT_LEVEL 2
 
 #define PASS_OPTS                                                                                  \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},                 \
@@ -500,6 +513,7 @@ static int cmd_ir(int argc, char **argv) {
   char err[1024];
   Compiled c;
   bool loop = strcmp(level, "loop") == 0;
+  pctx.print_dot = strcmp(fmt, "dot") == 0; /* --print-after draws the graph too */
   if (ends_with(args.pos[0], ".tfloop")) {
     LoopProgram *lp;
     DriverOptions lo = {.no_weights = true, .passes = &pl, .pass_ctx = &pctx};

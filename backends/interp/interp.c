@@ -927,6 +927,60 @@ static int kernel_attention(Interp *in, int id) {
 
 /* ---- the driver ---- */
 
+/* A fused node runs its decomposition (ir/fused.c) as a graph of its own,
+ * in a scratch arena, on its operands' tensors; its result 0 becomes the
+ * node's value and result i >= 1 the value of the `result {index=i}` node
+ * that reads it (filled here, before that node's turn). So a fusion needs no
+ * kernel of its own: the decomposition is the reference. */
+static int kernel_fused(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  Arena *ta = arena_create();
+  char msg[512];
+  IrGraph *body = ir_fused_body(ta, in->g, id, msg, sizeof msg);
+  if (!body) {
+    arena_destroy(ta);
+    return node_fail(in, id, "malformed fused node: %s", msg);
+  }
+  Tensor args[IR_MAX_OPERANDS];
+  for (int k = 0; k < nd->n_operands; k++) {
+    args[k] = *operand(in, id, k);
+    args[k].name = body->nodes[k].attrs.name; /* "$k" */
+  }
+  InterpRunOptions opt = {in->sym_value, NULL};
+  Tensor *outs;
+  int n_outs;
+  if (interp_run_with(body, NULL, args, nd->n_operands, &opt, ta, &outs, &n_outs, msg,
+                      sizeof msg)) {
+    arena_destroy(ta);
+    return node_fail(in, id, "in its decomposition: %s", msg);
+  }
+  int rc = 0;
+  for (int r = 0; r < n_outs && !rc; r++) {
+    int v = id;
+    if (r > 0) { /* the node that reads result r, if any */
+      v = -1;
+      for (int i = id + 1; i < in->g->n_nodes && v < 0; i++)
+        if (in->g->nodes[i].op == IR_OP_RESULT && in->g->nodes[i].operands[0] == id &&
+            in->g->nodes[i].attrs.index == r)
+          v = i;
+      if (v < 0) continue;
+    }
+    Tensor *t;
+    if ((rc = out_alloc(in, v, &t))) break;
+    memcpy(t->data, outs[r].data, (size_t)tensor_numel(t) * dtype_size(t->dtype));
+  }
+  arena_destroy(ta);
+  return rc;
+}
+
+/* result {index=i} of a fused node: its fused node filled the value */
+static int kernel_result(Interp *in, int id) {
+  if (!in->vals[id].data && tensor_numel(&in->vals[id]) != 0)
+    return node_fail(in, id, "its fused node did not compute result %lld",
+                     (long long)in->g->nodes[id].attrs.index);
+  return 0;
+}
+
 static int run_node(Interp *in, int id) {
   switch (in->g->nodes[id].op) {
   case IR_OP_INPUT: return 0; /* bound before the run */
@@ -958,6 +1012,8 @@ static int run_node(Interp *in, int id) {
   case IR_OP_TAIL: return kernel_tail(in, id);
   case IR_OP_STATE: return kernel_state(in, id);
   case IR_OP_KV_APPEND: return kernel_kv_append(in, id);
+  case IR_OP_FUSED: return kernel_fused(in, id);
+  case IR_OP_RESULT: return kernel_result(in, id);
   case IR_OP_COUNT: break;
   }
   return node_fail(in, id, "no kernel for this op");

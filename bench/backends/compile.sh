@@ -13,7 +13,7 @@ rounds=${2:-5}
 tfmc=$build/tfmc
 work=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-bench-compile.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT
-off="prune-rows,dce,lane-split"   # -O2 without share-kernels
+off="-share-kernels"   # -O2 without share-kernels (--passes=-NAME: the level less NAME)
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 compile_ms() { # SPEC PASSES...

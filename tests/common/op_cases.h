@@ -267,6 +267,49 @@ static void case_KV_APPEND(Case *c) {
   out(c, "z", ir_build(c->g, IR_OP_ATTN_MIX, (int[]){p, vc}, 2, &at, LOC));
 }
 
+/* fused elementwise bodies over every kind of leaf (an operand, a gather by
+ * ids and by positions, a broadcast operand, a causal mask), a bool result,
+ * and add_layernorm with a broadcast addend */
+static int fused(Case *c, const char *kind, const char *expr, const int *ops, int n,
+                 const IrAttrs *extra) {
+  IrAttrs at = extra ? *extra : attrs();
+  at.fusion = kind;
+  at.expr = expr;
+  return ir_build(c->g, IR_OP_FUSED, ops, n, &at, LOC);
+}
+static void case_FUSED(Case *c) {
+  int x = x_bsd(c, 6);
+  int table = param(c, "table", ir_type2(IR_F32, 9, 6), 0);
+  int ids = input(c, "ids", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(c->sym_b), IR_SYM(c->sym_s)}), 9);
+  int v = param(c, "v", ir_type(IR_F32, 2, (IrDim[]){IR_CONST(1), IR_CONST(6)}), 3.0f);
+  out(c, "emb", fused(c, "elementwise", "gelu(add(add(embed($0, $1), embed($0, arange[S])), $2))",
+                      (int[]){table, ids, x}, 3, NULL));
+  out(c, "math", fused(c, "elementwise",
+                       "mul(relu(scale(div(sub($0, $1), $1), 0.25)), tanh(gelu_tanh($0)))",
+                       (int[]){x, v}, 2, NULL));
+  out(c, "mask", fused(c, "elementwise", "and(mask.causal[1,S,S], $0)", (int[]){key_mask(c)}, 1, NULL));
+  int g = param(c, "g", ir_type1(IR_F32, 6), 1), b = param(c, "b", ir_type1(IR_F32, 6), 0);
+  int r = param(c, "r", ir_type1(IR_F32, 6), 0);
+  IrAttrs ln = attrs();
+  ln.eps = 1e-5;
+  out(c, "ln", fused(c, "add_layernorm", NULL, (int[]){x, r, g, b}, 4, &ln));
+  ln.unbiased = true;
+  out(c, "lnu", fused(c, "add_layernorm", NULL, (int[]){r, x, g, b}, 4, &ln));
+}
+/* add_layernorm_sum: the normalised sum and the sum (result 1) */
+static void case_RESULT(Case *c) {
+  int x = x_bsd(c, 6);
+  int y = input(c, "y", tbsd(c, IR_F32, 6), 0);
+  int g = param(c, "g", ir_type1(IR_F32, 6), 1), b = param(c, "b", ir_type1(IR_F32, 6), 0);
+  IrAttrs ln = attrs();
+  ln.eps = 1e-5;
+  int f = fused(c, "add_layernorm_sum", NULL, (int[]){x, y, g, b}, 4, &ln);
+  IrAttrs ri = attrs();
+  ri.index = 1;
+  out(c, "sum", ir_build(c->g, IR_OP_RESULT, (int[]){f}, 1, &ri, LOC));
+  out(c, "y", ir_build(c->g, IR_OP_RELU, (int[]){f}, 1, NULL, LOC));
+}
+
 static void (*const op_cases[IR_OP_COUNT])(Case *) = {
 #define IR_OP(e, name, mn, mx, at, kind) [IR_OP_##e] = case_##e,
 #include "ir/ops.def"

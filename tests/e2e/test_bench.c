@@ -2,8 +2,8 @@
  * one round: a row per pass of the level's pipeline (whatever passes it
  * holds: the names come from pass_pipeline_level, not from this file), in
  * the table and in the JSON, with sane fields (counts >= 0, times > 0);
- * prune-rows, where the level has it, saves bytes on a classifier (a static
- * count, not a timing); and bad input is refused with a message. No test
+ * prune-rows, where the level has it, saves bytes on a classifier, and the
+ * fusion passes remove kernels and bytes (static counts, not timings); and bad input is refused with a message. No test
  * here asserts anything about speed. */
 #include "passes/passes.h"
 #include "runtime/rt_json.h"
@@ -210,6 +210,12 @@ static void check_level(int level) {
     cr_expect_gt(row->ratio, 0, "%s", row->pass);
     /* the classifier reads the first row only: prune-rows saves writes */
     if (strcmp(row->pass, "prune-rows") == 0) cr_expect_gt(row->bytes_not_written, 0);
+    /* the fusions remove kernels and the values between them (the post-norm
+     * sums, the embedding gathers before their sum) */
+    if (strcmp(row->pass, "fuse-add-norm") == 0 || strcmp(row->pass, "fuse-elementwise") == 0) {
+      cr_expect_gt(row->kernels_removed, 0, "%s", row->pass);
+      cr_expect_gt(row->bytes_not_written, 0, "%s", row->pass);
+    }
     /* the table has the same row */
     char line[128];
     snprintf(line, sizeof line, "\n%s ", row->pass);

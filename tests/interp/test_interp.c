@@ -601,6 +601,63 @@ static void op_test_KV_APPEND(void) {
   cr_assert_neq(interp_run_with(G, &WS, IN, N_IN, &o, A, &OUT, &N_OUT, ERR, sizeof ERR), 0);
 }
 
+/* a fused node runs its decomposition: an elementwise body with a gather, a
+ * broadcast operand and a scale; add_layernorm with a broadcast addend */
+static void op_test_FUSED(void) {
+  int ids = input("ids", TY(IR_I32, C(2), C(3)));
+  int tab = param("tab", ir_type2(IR_F32, 5, 2), (float[]){0, 1, 10, 11, 20, 21, 30, 31, 40, 41});
+  int bias = param("bias", ir_type1(IR_F32, 2), (float[]){0.5f, -0.5f});
+  IrAttrs ew = {.fusion = "elementwise", .expr = "scale(add(embed($0, $1), $2), -2)"};
+  ir_graph_add_output(G, "y", ir_build(G, IR_OP_FUSED, (int[]){tab, ids, bias}, 3, &ew, LOC));
+  int x = param("x", ir_type2(IR_F32, 2, 4), (float[]){1, 2, 3, 4, 2, 2, 2, 2});
+  int r = param("r", ir_type1(IR_F32, 4), (float[]){0, 0, 0, 0});
+  int g = param("g", ir_type1(IR_F32, 4), (float[]){1, 2, 0.5f, 1});
+  int b = param("b", ir_type1(IR_F32, 4), (float[]){0, 1, 0, -1});
+  IrAttrs aln = {.fusion = "add_layernorm", .eps = 1e-6};
+  ir_graph_add_output(G, "n", ir_build(G, IR_OP_FUSED, (int[]){x, r, g, b}, 4, &aln, LOC));
+  feed("ids", IR_I32, 2, DIMS(2, 3), (int32_t[]){0, 4, 2, 1, 1, 3});
+  run_ok();
+  const int id6[6] = {0, 4, 2, 1, 1, 3};
+  double want[12];
+  for (int i = 0; i < 6; i++) {
+    want[2 * i] = -2 * (10.0 * id6[i] + 0.5);
+    want[2 * i + 1] = -2 * (10.0 * id6[i] + 1 - 0.5);
+  }
+  EXPECT_DIMS(out_named("y"), 2, 3, 2);
+  expect_f32(out_named("y"), want, 12, 1e-5);
+  /* as op_test_LAYERNORM's biased case: adding a zero row changes nothing */
+  const double nb[4] = {-1.3416402498438813, -0.44721341661462705, 0.44721341661462705,
+                        1.3416402498438813};
+  const double g4[4] = {1, 2, 0.5, 1}, b4[4] = {0, 1, 0, -1};
+  double wn[8];
+  for (int i = 0; i < 4; i++) {
+    wn[i] = g4[i] * nb[i] + b4[i];
+    wn[4 + i] = b4[i];
+  }
+  expect_f32(out_named("n"), wn, 8, 1e-6);
+  /* an id beyond the table: refused inside the decomposition */
+  N_IN = 0;
+  feed("ids", IR_I32, 2, DIMS(2, 3), (int32_t[]){0, 5, 2, 1, 1, 3});
+  expect_err("in its decomposition");
+}
+
+/* result 1 of add_layernorm_sum is the sum; result 0 the normalised sum */
+static void op_test_RESULT(void) {
+  int x = param("x", ir_type2(IR_F32, 2, 4), (float[]){1, 2, 3, 4, 2, 2, 2, 2});
+  int r = param("r", ir_type1(IR_F32, 4), (float[]){1, 1, 1, 1});
+  int g = param("g", ir_type1(IR_F32, 4), (float[]){1, 1, 1, 1});
+  int b = param("b", ir_type1(IR_F32, 4), (float[]){0, 0, 0, 0});
+  IrAttrs aln = {.fusion = "add_layernorm_sum", .eps = 1e-6};
+  int f = ir_build(G, IR_OP_FUSED, (int[]){x, r, g, b}, 4, &aln, LOC);
+  ir_graph_add_output(G, "sum", op1(IR_OP_RESULT, f, &(IrAttrs){.index = 1}));
+  ir_graph_add_output(G, "n", f);
+  run_ok();
+  expect_f32(out_named("sum"), (double[]){2, 3, 4, 5, 3, 3, 3, 3}, 8, 0);
+  const double nb[4] = {-1.3416402498438813, -0.44721341661462705, 0.44721341661462705,
+                        1.3416402498438813};
+  expect_f32(out_named("n"), (double[]){nb[0], nb[1], nb[2], nb[3], 0, 0, 0, 0}, 8, 1e-6);
+}
+
 /* batch 1's last two keys are padding */
 static bool vis_pad(int b, int i, int j) {
   (void)i;

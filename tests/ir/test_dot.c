@@ -197,10 +197,34 @@ Test(dot, golden_graph) {
   cr_assert(g, "%s", d.captured);
   char *s = dot_str(g);
   check_dot_syntax(s);
-  int edges = g->n_outputs;
-  for (int i = 0; i < g->n_nodes; i++)
-    edges += g->nodes[i].n_operands;
+  int edges = g->n_outputs, clusters = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != IR_OP_FUSED) {
+      edges += g->nodes[i].n_operands;
+      continue;
+    }
+    /* a fused node is a cluster of its body: an edge from the fused node's
+     * operand to each body op reading it (count_edges counts those: the
+     * edges inside the cluster start at nI_bK), and from each result to
+     * the fused node's own box */
+    IrGraph *b = ir_fused_body(a, g, i, err, sizeof err);
+    cr_assert(b, "%s", err);
+    for (int k = 0; k < b->n_nodes; k++)
+      for (int j = 0; b->nodes[k].op != IR_OP_INPUT && j < b->nodes[k].n_operands; j++)
+        edges += b->nodes[b->nodes[k].operands[j]].op == IR_OP_INPUT;
+    for (int r = 0; r < b->n_outputs; r++) {
+      char res[64];
+      snprintf(res, sizeof res, "n%d_b%d -> n%d [style=dashed", i, b->outputs[r].value, i);
+      cr_assert(strstr(s, res), "no edge from result %d of %%%d:\n%s", r, i, s);
+    }
+    char want[64];
+    snprintf(want, sizeof want, "subgraph cluster_n%d {", i);
+    cr_assert(strstr(s, want), "no cluster for %%%d:\n%s", i, s);
+    clusters++;
+  }
+  cr_assert_eq(clusters, 3);
   cr_assert_eq(count_edges(s), edges);
+  cr_assert(strstr(s, "n40_b4 [label=\"embed\\nf32[S,16]\""), "%s", s);
   cr_assert(strstr(s, "heads=4 scale=0.5"), "%s", s);
   cr_assert(strstr(s, "axis=1 index=0"), "%s", s);
   check_with_graphviz(s);

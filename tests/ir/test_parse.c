@@ -315,3 +315,38 @@ Test(parse, nul_bytes_in_text) {
             d.captured);
   arena_destroy(a);
 }
+
+/* fused nodes: the kind must be a row of fused.def, with its operand count
+ * and attributes; the body must decompose; `result` reads result 1..n-1
+ * of a fused node, once */
+#define FHEAD HEAD "  %1 = param \"g\" : f32[8]\n"
+Test(parse, fused_nodes_are_checked) {
+  EXPECT_ERROR(FHEAD "  %2 = fused \"add_norm\" %0 : f32[B,8]\n}\n",
+               "t.tfir:5:14: error: unknown fusion kind 'add_norm' (fused.def has: "
+               "add_layernorm, add_layernorm_sum, elementwise)");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"add_layernorm\" %0, %0, %1 {eps=1e-05, unbiased=false} : "
+                     "f32[B,8]\n}\n",
+               "t.tfir:5:8: error: fused 'add_layernorm' takes 4 operands, got 3");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" \"relu($0)\" %0 {eps=1} : f32[B,8]\n}\n",
+               "attribute 'eps' is not allowed for 'fused'");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" %0 : f32[B,8]\n}\n",
+               "t.tfir:5:28: error: expected the quoted expr after 'fused', found '%0'");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" \"add($0, $1)\" %0 : f32[B,8]\n}\n",
+               "t.tfir:5:3: error: %2 (fused): body \"add($0, $1)\", at offset 10: operand $1 "
+               "does not exist (1 operands)");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" \"softmax($0)\" %0 : f32[B,8]\n}\n",
+               "'softmax' cannot be part of an elementwise body");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" \"relu($0)\" %0, %1 : f32[B,8]\n}\n",
+               "body \"relu($0)\" does not use operand $1");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"elementwise\" \"relu($0)\" %0 : f32[B,9]\n}\n",
+               "%2 (fused): type f32[B,9] does not match the inferred f32[B,8]");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"add_layernorm\" %0, %0, %1, %1 {eps=1e-05, unbiased=false}"
+                     " : f32[B,8]\n  %3 = result %2 {index=1} : f32[B,8]\n}\n",
+               "%3 (result): result index 1 out of range: fused 'add_layernorm' has 1 result");
+  EXPECT_ERROR(FHEAD "  %2 = fused \"add_layernorm_sum\" %0, %0, %1, %1 {eps=1e-05, "
+                     "unbiased=false} : f32[B,8]\n  %3 = result %2 {index=1} : f32[B,8]\n"
+                     "  %4 = result %2 {index=1} : f32[B,8]\n}\n",
+               "%4 (result): result 1 of %2 is already read by %3");
+  EXPECT_ERROR(FHEAD "  %2 = result %0 {index=1} : f32[B,8]\n}\n",
+               "%2 (result): result reads a fused node, not 'input'");
+}

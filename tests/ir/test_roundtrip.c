@@ -130,9 +130,28 @@ static IrGraph *build_all_ops(Arena *a) {
                           ir_type(IR_F32, 3, (IrDim[]){IR_SYM(B), IR_CONST(2), IR_CONST(16)}), L);
   at.index = -1;
   int last = ir_build(g, IR_OP_TAKE, (int[]){tl}, 1, &at, L);
+  /* fusions: an elementwise body (a gather by ids and by positions, a
+   * scale), add + layernorm with the sum as result 1 read by another */
+  at = attrs0();
+  at.fusion = "elementwise";
+  at.expr = "scale(add(embed($0, $1), embed($0, arange[S])), 0.25)";
+  int fe = ir_build(g, IR_OP_FUSED, (int[]){emb, tok}, 2, &at, L);
+  at = attrs0();
+  at.fusion = "add_layernorm_sum";
+  at.eps = 1e-5;
+  int fa = ir_build(g, IR_OP_FUSED, (int[]){x, pe, lg, lb}, 4, &at, L);
+  at = attrs0();
+  at.index = 1;
+  int rs = ir_build(g, IR_OP_RESULT, (int[]){fa}, 1, &at, L);
+  at = attrs0();
+  at.fusion = "add_layernorm";
+  at.eps = 1e-6;
+  at.unbiased = true;
+  int fl = ir_build(g, IR_OP_FUSED, (int[]){fe, rs, lg, lb}, 4, &at, L);
   ir_graph_add_output(g, "class_logits", cls);
   ir_graph_add_output(g, "hidden", lsm);
   ir_graph_add_output(g, "step", last);
+  ir_graph_add_output(g, "fused", fl);
   return g;
 }
 

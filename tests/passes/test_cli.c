@@ -85,8 +85,10 @@ Test(cli, ir_passes_print_the_golden_outputs) {
   const char *cases[][2] = {{"dce", "dce"},
                             {"dce.nothing_dead", "dce"},
                             {"decompose-attention", "decompose-attention"},
-                            {"pipeline.dce_then_decompose", "dce,decompose-attention"}};
-  for (int i = 0; i < 4; i++) {
+                            {"pipeline.dce_then_decompose", "dce,decompose-attention"},
+                            {"fuse-add-norm", "fuse-add-norm"},
+                            {"fuse-elementwise", "fuse-elementwise"}};
+  for (int i = 0; i < 6; i++) {
     char args[1024], exp[1024];
     snprintf(args, sizeof args, "ir %s/%s.tfir --passes=%s", GOLDEN, cases[i][0], cases[i][1]);
     snprintf(exp, sizeof exp, "%s/%s.expected.tfir", GOLDEN, cases[i][0]);
@@ -154,6 +156,25 @@ Test(cli, print_after_and_stats_go_to_stderr) {
                         "(2 passes)"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     cr_expect(strstr(err_text, want[i]), "'%s' missing from: %s", want[i], err_text);
+}
+
+/* --format dot draws the graph after a pass too, each fused node a cluster
+ * of the ops it replaced; --pass-stats says what each fusion pass fused */
+Test(cli, print_after_draws_fused_nodes_as_clusters) {
+  cr_assert_eq(tfmc("ir " GOLDEN "/fuse-add-norm.tfir --passes=fuse-add-norm,fuse-elementwise "
+                    "--format dot --print-after=fuse-add-norm --pass-stats"),
+               0, "%s", err_text);
+  const char *want[] = {"# IR after pass 'fuse-add-norm'\ndigraph \"add_norm\" {",
+                        "  subgraph cluster_n7 {\n    label=\"%7 fused \\\"add_layernorm\\\"",
+                        "  subgraph cluster_n11 {\n    label=\"%11 fused \\\"add_layernorm_sum\\\"",
+                        "n11_b4 -> n11_b5;", /* the sum into the norm, inside the cluster */
+                        "n11_b4 -> n11 [style=dashed, label=\"result 1\"];",
+                        "fused 4 add + layernorm pairs into row kernels (2 also write the sum)",
+                        "fused 6 nodes into 3 elementwise loop nests"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_expect(strstr(err_text, want[i]), "'%s' missing from: %s", want[i], err_text);
+  cr_expect(strncmp(out_text, "digraph \"add_norm\" {", 20) == 0, "%s", out_text);
+  cr_expect(strstr(out_text, "subgraph cluster_n"), "%s", out_text);
 }
 
 Test(cli, print_file_holds_ir_that_reads_back) {
