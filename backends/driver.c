@@ -147,6 +147,9 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   PassContext *pctx = o->pass_ctx;
   bool run_passes = pctx && ((o->passes && o->passes->n) || pctx->stats_out);
   if (run_passes && !pass_pipeline_run(c->g, o->passes, pctx)) return 1;
+  /* derived params (param.concat, made by passes): computed once, here,
+   * for the interpreter and the packer alike */
+  if (c->w && !(c->w = ir_weights_derive(a, c->g, c->w, err, errlen))) return 1;
   if (o->stage == DRIVER_GRAPH) {
     c->info = model_info(a, c);
     return 0;

@@ -288,6 +288,20 @@ typedef struct WeightSet {
 /* The weight of that name, or NULL (also for NULL arguments). */
 const Weight *ir_weights_find(const WeightSet *w, const char *name);
 
+/* ---- derived.c: derived parameters (param.concat) ----
+ * ir_param_concat_compute writes the value of param.concat node id of g
+ * (its numel floats) into dst from its operands' weights in w; false with
+ * a message when one is missing or shaped unlike its param.
+ * ir_weights_derive returns w plus one weight per param.concat node of g
+ * (named as the node, its data allocated in a), computed once: the set the
+ * interpreter and the packer read. w itself is not changed (it may be
+ * shared); with no derived params w is returned as is. NULL with a
+ * message on failure. */
+bool ir_param_concat_compute(const IrGraph *g, int id, const WeightSet *w, float *dst,
+                             char *err, size_t errlen);
+WeightSet *ir_weights_derive(Arena *a, const IrGraph *g, const WeightSet *w, char *err,
+                             size_t errlen);
+
 /* ---- builder (graph.c): records nodes, infers result types ----
  * ir_build infers the result type from the operands and attributes with the
  * op's shape rule; it asserts (internal bug) when the operands do not fit,

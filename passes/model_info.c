@@ -145,7 +145,8 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
     if (lb->kind != LB_WEIGHT) continue;
     const IrNode *pn = NULL;
     for (int i = 0; i < g->n_nodes && !pn; i++)
-      if (g->nodes[i].op == IR_OP_PARAM && strcmp(g->nodes[i].attrs.name, lb->name) == 0)
+      if ((g->nodes[i].op == IR_OP_PARAM || g->nodes[i].op == IR_OP_PARAM_CONCAT) &&
+          strcmp(g->nodes[i].attrs.name, lb->name) == 0)
         pn = &g->nodes[i];
     TFMC_ASSERT(pn);
     w[j].name = arena_strdup(a, lb->name);

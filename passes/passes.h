@@ -71,6 +71,11 @@ typedef struct LowerLoopsOptions {
    * register-tiled products run instead of BLAS. 0: always BLAS. Default
    * 16384 (64 KiB: tk <= 256 at dh = dv = 64, 1024 at 16). */
   int64_t attn_tiled_floats;
+  /* rt_attention_flash block_k (attention.flash): keys per block of the
+   * online softmax; a task's scores are block_q x block_k floats whatever
+   * the sequence length. Default 128. (The knob `--tile
+   * attention.block_k=N` sets.) */
+  int64_t attn_block_k;
 } LowerLoopsOptions;
 
 LowerLoopsOptions pass_lower_loops_options_default(void);
@@ -249,6 +254,15 @@ bool pass_dce_run(IrGraph *g, PassContext *ctx);
  * k, mask?), v). Exactly the same values; materialises the score matrix, so
  * it is a lowering for experiments, not an optimisation. */
 bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
+/* fuse_qkv.c: the Q/K/V projections of an attention that read one input
+ * (cross-attention: K and V of the memory) -> one linear over param.concat
+ * weights and biases, whose slices attention reads in place. Same values
+ * up to summation order. */
+bool pass_fuse_qkv_run(IrGraph *g, PassContext *ctx);
+/* flash_attention.c: attention -> attention.flash, the block form with an
+ * online softmax (rt_attention_flash): the Tq x Tk scores are never
+ * materialised. Same values up to summation order. */
+bool pass_flash_attention_run(IrGraph *g, PassContext *ctx);
 /* prune_rows.c: take(f(x), axis, i) -> f(take(x, axis, i)) through ops that
  * are row-wise along axis, up to values needed in full anyway: a classifier
  * reading hidden[:, 0] computes its last layer's queries, attention output

@@ -78,6 +78,9 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
     switch ((LCallee)c) {
     case LC_LINEAR: gemm = true; break;
     case LC_ATTENTION:
+    case LC_ATTENTION_FLASH:
+      if (used[LC_ATTENTION] && used[LC_ATTENTION_FLASH] && c == LC_ATTENTION_FLASH)
+        break; /* listed once */
       list[n++] = "rt_attention.c";
       list[n++] = "rt_attention.h";
       gemm = exp = true; /* its BLAS-path products are rt_sgemm's */

@@ -262,7 +262,8 @@ static int check_graph(Interp *in) {
         return node_fail(in, id, "malformed node: operand %d is %%%d", k,
                          nd->operands[k]);
     if (check_type(in, id, &nd->type)) return 1;
-    if ((nd->op == IR_OP_INPUT || nd->op == IR_OP_PARAM) && !nd->attrs.name)
+    if ((nd->op == IR_OP_INPUT || nd->op == IR_OP_PARAM || nd->op == IR_OP_PARAM_CONCAT) &&
+        !nd->attrs.name)
       return node_fail(in, id, "malformed node: no name");
     IrType t = nd->type;
     char msg[256], a[128], b[128];
@@ -925,6 +926,42 @@ static int kernel_attention(Interp *in, int id) {
   return rc;
 }
 
+/* param.concat {name, axis}: a derived param. Bound by name when the
+ * weights hold it (ir_weights_derive computed it once, as the compile
+ * driver does), else computed here from its operands' weights (a graph run
+ * on its raw weights: the op's definition). */
+static int kernel_param_concat(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  if (ir_weights_find(in->w, nd->attrs.name)) return bind_param(in, id);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  char msg[256];
+  if (!ir_param_concat_compute(in->g, id, in->w, o->data, msg, sizeof msg))
+    return node_fail(in, id, "%s", msg);
+  return 0;
+}
+
+/* slice(x) {axis, start} -> x[..., start:start+m, ...] along axis */
+static int kernel_slice(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  int axis = nd->attrs.axis;
+  const Tensor *x = operand(in, id, 0);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  int64_t n = x->dims[axis], m = o->dims[axis], start = nd->attrs.start, outer = 1, inner = 1;
+  if (start < 0 || start + m > n)
+    return node_fail(in, id, "slice %lld..%lld of an axis of %lld", (long long)start,
+                     (long long)(start + m), (long long)n);
+  for (int i = 0; i < axis; i++) outer *= x->dims[i];
+  for (int i = axis + 1; i < x->rank; i++) inner *= x->dims[i];
+  size_t es = dtype_size(x->dtype);
+  for (int64_t r = 0; r < outer; r++)
+    memcpy((char *)o->data + (size_t)(r * m * inner) * es,
+           (const char *)x->data + (size_t)((r * n + start) * inner) * es,
+           (size_t)(m * inner) * es);
+  return 0;
+}
+
 /* ---- the driver ---- */
 
 /* A fused node runs its decomposition (ir/fused.c) as a graph of its own,
@@ -1014,6 +1051,10 @@ static int run_node(Interp *in, int id) {
   case IR_OP_KV_APPEND: return kernel_kv_append(in, id);
   case IR_OP_FUSED: return kernel_fused(in, id);
   case IR_OP_RESULT: return kernel_result(in, id);
+  /* attention.flash means what attention means: only its compiled form differs */
+  case IR_OP_ATTENTION_FLASH: return kernel_attention(in, id);
+  case IR_OP_PARAM_CONCAT: return kernel_param_concat(in, id);
+  case IR_OP_SLICE: return kernel_slice(in, id);
   case IR_OP_COUNT: break;
   }
   return node_fail(in, id, "no kernel for this op");
@@ -1097,7 +1138,7 @@ int interp_run_with(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
     outs[i] = in.vals[v];
     outs[i].name = g->outputs[i].name;
     IrOp op = g->nodes[v].op;
-    if (op == IR_OP_INPUT || op == IR_OP_PARAM) {
+    if (op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_PARAM_CONCAT) {
       /* outputs live in the arena: copy the caller's or the weights' memory */
       size_t bytes = (size_t)tensor_numel(&outs[i]) * dtype_size(outs[i].dtype);
       void *copy = arena_alloc(a, bytes);

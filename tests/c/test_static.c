@@ -347,16 +347,18 @@ Test(static_c, cli) {
 }
 
 /* backends/c/static.c on the sort model's loop program: the runtime
- * functions it calls pick the runtime files; an attention call that would
- * write probabilities (the static attention keeps none) is refused. */
+ * functions it calls pick the runtime files (the same for the flash and
+ * the plain attention); an attention call that would write probabilities
+ * (the static attention keeps none) is refused. */
 Test(static_c, runtime_pieces_and_refusal) {
   char *dir = ct_mkdtemp("static-pieces");
   CT_RUN("%s ir %s/model.tfm --level loop -O2 > %s/sort.tfloop && "
-         "sed '0,/, null, 64, 1024)/s//, \\&b49[0], 64, 1024)/' %s/sort.tfloop > %s/probs.tfloop && "
-         "! cmp -s %s/sort.tfloop %s/probs.tfloop",
-         TFMC, SORT_DIR, dir, dir, dir, dir, dir);
-  const char *names[] = {"sort.tfloop", "probs.tfloop"};
-  for (int i = 0; i < 2; i++) {
+         "%s ir %s/model.tfm --level loop -O2 --disable-pass=flash-attention > %s/plain.tfloop && "
+         "sed '0,/, null, 64, 1024)/s//, \\&b49[0], 64, 1024)/' %s/plain.tfloop > %s/probs.tfloop && "
+         "! cmp -s %s/plain.tfloop %s/probs.tfloop",
+         TFMC, SORT_DIR, dir, TFMC, SORT_DIR, dir, dir, dir, dir, dir);
+  const char *names[] = {"sort.tfloop", "plain.tfloop", "probs.tfloop"};
+  for (int i = 0; i < 3; i++) {
     Arena *a = arena_create();
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -368,12 +370,14 @@ Test(static_c, runtime_pieces_and_refusal) {
     cr_assert(p && d.n_errors == 0, "%s does not parse", path);
     bool used[LC_CALLEE_COUNT];
     int rc = c_static_check(p, used, err, sizeof err);
-    if (i == 1) {
+    if (i == 2) {
       cr_assert_neq(rc, 0);
       cr_assert(strstr(err, "--static does not write attention maps"), "%s", err);
     } else {
       cr_assert_eq(rc, 0, "%s", err);
-      cr_assert(used[LC_LINEAR] && used[LC_ATTENTION] && !used[LC_GELU]);
+      cr_assert(used[LC_LINEAR] && !used[LC_GELU]);
+      cr_assert(i == 0 ? used[LC_ATTENTION_FLASH] && !used[LC_ATTENTION]
+                       : used[LC_ATTENTION] && !used[LC_ATTENTION_FLASH]);
       const char *files[32];
       int n = c_static_runtime(used, files, 32);
       const char *want[] = {"rt_attention.c", "rt_attention.h", "rt_exp.h",  "rt_gemm.c",
