@@ -39,6 +39,12 @@ static const PassInfo pass_table[] = {
     {"prune-rows",
      "take(f(x)) -> f(take(x)) through row-wise ops: a classifier's last layer runs one row",
      pass_prune_rows_run},
+    {"fuse-epilogue",
+     "linear + relu/gelu/gelu_tanh (+ residual add) -> one linear whose GEMM epilogue applies them",
+     pass_fuse_epilogue_run},
+    {"tile",
+     "rt_linear's cache blocks, parallel grain and thread split from the target's caches (loop IR)",
+     NULL, PASS_LOOP, pass_tile_run},
     {"lane-split",
      "reassociable reductions into one variable -> 8 lanes folded pairwise (loop IR)", NULL,
      PASS_LOOP, pass_lane_split_run},
@@ -55,8 +61,8 @@ enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
 static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
     [1] = "dce,lane-split,share-kernels",            /* -O1 */
-    [2] = "prune-rows,dce,lane-split,share-kernels", /* -O2 */
-    [3] = "prune-rows,dce,lane-split,share-kernels", /* -O3 */
+    [2] = "prune-rows,fuse-epilogue,dce,tile,lane-split,share-kernels", /* -O2 */
+    [3] = "prune-rows,fuse-epilogue,dce,tile,lane-split,share-kernels", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {
