@@ -324,19 +324,31 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     if (!(at->eps >= 0)) return fail(err, errlen, "layernorm eps must be >= 0");
     *out = *t[0];
     return true;
-  case IR_OP_LINEAR:
+  case IR_OP_LINEAR: {
+    /* linear(x, w, bias?, residual?): residual=true says the last operand
+     * is the residual, so 3 operands are x, w, bias or x, w, residual */
+    bool has_res = at && at->residual;
+    int n_bias = n - 2 - (has_res ? 1 : 0);
+    if (n_bias < 0 || n_bias > 1)
+      return fail(err, errlen, "linear with residual=%s takes %s operands, got %d",
+                  has_res ? "true" : "false", has_res ? "3 or 4" : "2 or 3", n);
     if (t[0]->dtype != IR_F32 || t[0]->rank < 1)
       return fail(err, errlen, "linear input must be f32 of rank >= 1");
     if (t[1]->dtype != IR_F32 || t[1]->rank != 2 ||
         !same_dims(t[1], 1, t[0], t[0]->rank - 1))
       return fail(err, errlen, "linear weight must be f32[N,K] with K the input's last dim");
-    if (n == 3 && (t[2]->dtype != IR_F32 || t[2]->rank != 1 ||
+    if (n_bias && (t[2]->dtype != IR_F32 || t[2]->rank != 1 ||
                    !same_dims(t[2], 0, t[1], 0)))
       return fail(err, errlen, "linear bias must be f32[N]");
+    if (at && ((int)at->act < 0 || at->act >= IR_ACT_COUNT))
+      return fail(err, errlen, "linear act must be none, relu, gelu or gelu_tanh");
     r = *t[0];
     r.dims[r.rank - 1] = t[1]->dims[0];
+    if (has_res && !ir_type_eq(t[n - 1], &r))
+      return fail(err, errlen, "linear residual must have the result's type");
     *out = r;
     return true;
+  }
   case IR_OP_RESHAPE: {
     int64_t pa[IR_MAX_SYMS] = {0}, pb[IR_MAX_SYMS] = {0};
     if (out->dtype != t[0]->dtype)

@@ -169,7 +169,16 @@ static bool attrs_check(const IrGraph *g, int id, Diags *d) {
       }
       break;
     }
+    case IR_ATTR_CHECK_OPTIONAL: break;
     case IR_ATTR_CHECK_COUNT: TFMC_ASSERT(!"attribute without a check");
+    }
+    if (info->kind == IR_ATTR_KIND_ACT) {
+      int64_t v = ir_attrs_get_int(&nd->attrs, aid);
+      if (v < 0 || v >= IR_ACT_COUNT) {
+        node_error(d, g, id, "%s must be none, relu, gelu or gelu_tanh, got %lld", info->name,
+                   (long long)v);
+        ok = false;
+      }
     }
   }
   return ok;

@@ -19,6 +19,7 @@
  * and is written into the program: kernel grains and call arguments. */
 #include "ir/loop.h"
 #include "passes/passes.h"
+#include "runtime/rt_act.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -53,6 +54,11 @@ LowerLoopsOptions pass_lower_loops_options_default(void) {
        * and pays a call's fixed costs, which outweigh what finer pieces gain
        * in balance (128x256x64: 37 -> 29 us on 2 threads) */
       .linear_split_macs = (int64_t)1 << 23,
+      /* GotoBLAS-style blocks sized for a 48K L1, 1M L2 (Zen 4/5); the
+       * tile pass sizes them for the target instead */
+      .gemm_mc = 128,
+      .gemm_nc = 2016,
+      .gemm_kc = 384,
       /* the scores of a block take block_q x tk floats (512 KiB at tk =
        * 2048), and b * h * ceil(tq / block_q) tasks keep the pool busy even
        * for one sequence */
@@ -337,26 +343,42 @@ static void lower_layernorm(Lw *L, int node) {
   emit(L, f3, ls_store(p, L->buf[node], add(L, base, V(L, j3)), y));
 }
 
-/* y[M,N] = x[M,K] w[N,K]^T + b : the runtime's GEMM entry */
+/* y[M,N] = act(x[M,K] w[N,K]^T + b) + r : the runtime's GEMM entry with
+ * its epilogue (act none and no residual: the plain product; scale 1) */
 static void lower_linear(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   const IrType *tw = &L->g->nodes[n->operands[1]].type;
   LoopProgram *p = L->p;
   kernel(L, node, I(L, 1), false);
+  bool has_res = n->attrs.residual;
+  bool has_bias = n->n_operands - 2 - (has_res ? 1 : 0) == 1;
+  /* IrAct's values are rt_act.h's RtAct (ir/ir.h) */
+  _Static_assert((int)IR_ACT_NONE == (int)RT_ACT_NONE && (int)IR_ACT_RELU == (int)RT_ACT_RELU &&
+                     (int)IR_ACT_GELU == (int)RT_ACT_GELU &&
+                     (int)IR_ACT_GELU_TANH == (int)RT_ACT_GELU_TANH,
+                 "IrAct and RtAct differ");
   LExpr *N = I(L, tw->dims[0].value), *K = I(L, tw->dims[1].value);
-  LExpr *args[12] = {lx_pool(p),
+  LExpr *args[19] = {lx_pool(p),
                      rowsx(L, &n->type),
                      N,
                      K,
                      lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
                      K,
                      lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
-                     n->n_operands == 3 ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
+                     has_bias ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
                      lx_addr(p, L->buf[node], I(L, 0)),
                      N,
+                     I(L, n->attrs.act),
+                     f32(L, 1),
+                     has_res ? lx_addr(p, L->buf[n->operands[n->n_operands - 1]], I(L, 0))
+                             : lx_null(p),
+                     has_res ? N : I(L, 0),
+                     I(L, L->opt.gemm_mc),
+                     I(L, L->opt.gemm_nc),
+                     I(L, L->opt.gemm_kc),
                      I(L, L->opt.linear_task_macs),
                      I(L, L->opt.linear_split_macs)};
-  emit(L, NULL, ls_call(p, LC_LINEAR, args, 12));
+  emit(L, NULL, ls_call(p, LC_LINEAR, args, 19));
 }
 
 /* softmax: y = exp(x - max) / sum(exp(x - max)); log_softmax: y = x - max - log(sum) */

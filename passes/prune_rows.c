@@ -18,7 +18,8 @@
  * result rank R), and which operands carry the row:
  *   scale relu gelu gelu_tanh tanh           operand 0, axis a
  *   layernorm softmax log_softmax linear     operand 0, axis a, if a < R-1
- *                                            (they mix the last dim only)
+ *                                            (they mix the last dim only);
+ *                                            a linear's residual too
  *   add sub mul div and                      each operand that has axis a
  *                                            after right-aligned broadcasting
  *                                            with a dim that is not 1
@@ -163,8 +164,11 @@ static bool row_wise(const IrGraph *g, const IrNode *n, int a) {
 static int carried_axis(const IrGraph *g, const IrNode *n, int k, int a) {
   const IrType *t = &g->nodes[n->operands[k]].type;
   switch (row_rule(n->op)) {
-  case ROW_UNARY:
   case ROW_NOT_LAST:
+    if (n->op == IR_OP_LINEAR && n->attrs.residual && k == n->n_operands - 1)
+      return a; /* the residual is added row by row */
+    return k == 0 ? a : -1;
+  case ROW_UNARY:
   case ROW_QUERY:
     return k == 0 ? a : -1;
   case ROW_EMBED:

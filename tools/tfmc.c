@@ -370,8 +370,9 @@ done:
 
 #define PASS_OPTS                                                                                  \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},                 \
-      {"pass-stats", false, NULL}, {                                                               \
-    "disable-pass", true, NULL                                                                     \
+      {"pass-stats", false, NULL}, {"disable-pass", true, NULL}, {"tile", true, NULL, true},       \
+      {"target-cache", true, NULL}, {                                                              \
+    "target-threads", true, NULL                                                                   \
   }
 
 static bool same_file(const char *a, const char *b);
@@ -446,6 +447,34 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
   ctx->print_after = after;
   ctx->print_out = *print_file;
   ctx->stats_out = opt(args, "pass-stats") ? stderr : NULL;
+  /* the target the tile pass sizes for: the host, or for emit-c (code for
+   * another machine) a generic one, then what the options say */
+  static PassTarget target;
+  if (strcmp(cmd, "emit-c") == 0)
+    pass_target_generic(&target);
+  else
+    pass_target_host(&target);
+  const char *cache = opt(args, "target-cache"), *threads = opt(args, "target-threads");
+  const char *tiles = opt(args, "tile");
+  if (cache && !pass_target_parse_cache(&target, cache, err, sizeof err))
+    return usage_error(cmd, "%s", err);
+  if (threads && !pass_target_parse_threads(&target, threads, err, sizeof err))
+    return usage_error(cmd, "%s", err);
+  for (const char *t = tiles; t && *t;) { /* KEY=VALUE[,KEY=VALUE...] */
+    const char *e = strchr(t, ',');
+    char kv[128];
+    snprintf(kv, sizeof kv, "%.*s", (int)(e ? e - t : (ptrdiff_t)strlen(t)), t);
+    if (!pass_target_parse_tile(&target, kv, err, sizeof err))
+      return usage_error(cmd, "%s", err);
+    t = e ? e + 1 : NULL;
+  }
+  bool tile_runs = false;
+  for (int i = 0; i < pl->n; i++)
+    tile_runs |= strcmp(pl->passes[i]->name, "tile") == 0;
+  if ((cache || threads || tiles) && !tile_runs)
+    return usage_error(cmd, "--tile, --target-cache and --target-threads need the tile pass in "
+                            "the pipeline (-O2, -O3, or --passes=...,tile)");
+  ctx->target = &target;
   return 0;
 }
 
@@ -461,7 +490,8 @@ static int cmd_ir(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir|LOOPS.tfloop [--format text|dot]\n"
          "                [--attention LAYER] [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
-         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
+         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
+         "                [--tile KEY=VALUE] [--target-cache L1=S,L2=S,L3=S] [--target-threads N]\n\n"
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
@@ -480,7 +510,16 @@ static int cmd_ir(int argc, char **argv) {
     const PassInfo *pi = pass_registry(&n);
     for (int i = 0; i < n; i++)
       printf("  %-20s %-5s %s\n", pi[i].name, pass_level_name(pi[i].level), pi[i].description);
-    puts("Levels: -O1 dce,lane-split,share-kernels; -O2 and -O3 prune-rows first.");
+    puts("Levels: -O1 dce,lane-split,share-kernels;\n"
+         "        -O2 and -O3 prune-rows,fuse-epilogue,dce,tile,lane-split,share-kernels.\n"
+         "--tile KEY=VALUE (repeatable, or a comma list) sets one of the tile pass's\n"
+         "choices instead of letting it derive it from the target's caches; keys:");
+    char keys[256];
+    pass_tile_keys_list(keys, sizeof keys);
+    printf("  %s\n", keys);
+    puts("--target-cache L1=32K,L2=1M,L3=32M and --target-threads N say which\n"
+         "machine the tile pass sizes for (default: this one, from /sys; for emit-c\n"
+         "a generic L1=32K,L2=512K,L3=8M, 4 threads). They need the tile pass.");
     return 0;
   }
   if (r)
@@ -1511,7 +1550,8 @@ static int cmd_build(int argc, char **argv) {
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
          "lists them) an output of the executable too, as 'tfmc run --output' does.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
-         "some out (see 'tfmc ir --help'); default -O2.");
+         "some out, --tile / --target-cache / --target-threads steer the tile pass\n"
+         "(see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r)
@@ -1651,7 +1691,8 @@ static int cmd_emit_c(int argc, char **argv) {
          "                   -o DIR [--force] [--embed-weights] [--static [--size-cc \"CC FLAGS\"]]\n"
          "                   [--attention LAYER] [--strict] [--output NAME[,NAME]]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
-         "                   [--print-file FILE]] [--pass-stats]\n\n"
+         "                   [--print-file FILE]] [--pass-stats] [--tile KEY=VALUE]\n"
+         "                   [--target-cache L1=S,L2=S,L3=S] [--target-threads N]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
          "function per kernel), the runtime sources, the packed weights (or, with\n"
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
@@ -1671,8 +1712,12 @@ static int cmd_emit_c(int argc, char **argv) {
          "compiler and flags, as its Makefile does, and prints the code size of\n"
          "each object (text, data, bss bytes) and the total; e.g. --size-cc\n"
          "\"arm-none-eabi-gcc -Os -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16\".\n"
+         "The GEMM blocks are sized for the target machine's caches: a generic\n"
+         "one (L1=32K,L2=512K,L3=8M, 4 threads) unless --target-cache and\n"
+         "--target-threads describe it.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
-         "some out (see 'tfmc ir --help'); default -O2.");
+         "some out, --tile / --target-cache / --target-threads steer the tile pass\n"
+         "(see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r)

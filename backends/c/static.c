@@ -72,7 +72,7 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
   list[n++] = "rt_model.h";
   list[n++] = "rt_pool.h";
   list[n++] = "rt_static.c";
-  bool gemm = false, exp = false;
+  bool gemm = false, exp = false, act = false;
   for (int c = 0; c < LC_CALLEE_COUNT; c++) {
     if (!used[c]) continue;
     switch ((LCallee)c) {
@@ -85,11 +85,7 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
       list[n++] = "rt_attention.h";
       gemm = exp = true; /* its BLAS-path products are rt_sgemm's */
       break;
-    case LC_GELU:
-      list[n++] = "rt_act.c";
-      list[n++] = "rt_act.h";
-      exp = true;
-      break;
+    case LC_GELU: act = true; break;
     case LC_CALLEE_COUNT: break;
     }
   }
@@ -97,6 +93,12 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
     list[n++] = "rt_gemm.c";
     list[n++] = "rt_gemm.h";
     list[n++] = "rt_gemm_kernels.h";
+    act = true; /* rt_linear's epilogue applies rt_act_row */
+  }
+  if (act) {
+    list[n++] = "rt_act.c";
+    list[n++] = "rt_act.h";
+    exp = true;
   }
   if (exp) list[n++] = "rt_exp.h";
   if (n > cap) return -1;

@@ -658,14 +658,19 @@ static int kernel_softmax(Interp *in, int id, bool log_form) {
   return 0;
 }
 
-/* linear(x f32[...,K], w f32[N,K], b f32[N]?) -> f32[...,N]
- *   y[m,n] = sum_k x[m,k] w[n,k] + b[n]
+/* linear(x f32[...,K], w f32[N,K], b f32[N]?, r f32[...,N]?) {act, residual}
+ *   t[m,n] = (f32)(sum_k x[m,k] w[n,k] + b[n])
+ *   y[m,n] = (f32)((f32)act(t[m,n]) + r[m,n])
+ * rounded to f32 at the same steps as linear, then relu / gelu / gelu_tanh,
+ * then add compute them, so a fused linear is exactly the composition.
  * Loop order m-n-k: with w in PyTorch's [out,in] layout both rows of the
  * dot product are contiguous. */
 static int kernel_linear(Interp *in, int id) {
   const IrNode *nd = &in->g->nodes[id];
+  int n_bias = nd->n_operands - 2 - (nd->attrs.residual ? 1 : 0);
   const Tensor *x = operand(in, id, 0), *w = operand(in, id, 1);
-  const float *b = nd->n_operands == 3 ? operand(in, id, 2)->data : NULL;
+  const float *b = n_bias == 1 ? operand(in, id, 2)->data : NULL;
+  const float *res = nd->attrs.residual ? operand(in, id, nd->n_operands - 1)->data : NULL;
   Tensor *o;
   if (out_alloc(in, id, &o)) return 1;
   int64_t M = rows_of(x), K = x->dims[x->rank - 1], N = w->dims[0];
@@ -677,7 +682,16 @@ static int kernel_linear(Interp *in, int id) {
       double acc = 0;
       for (int64_t k = 0; k < K; k++) acc += (double)xr[k] * (double)wr[k];
       if (b) acc += b[n];
-      y[m * N + n] = (float)acc;
+      float t = (float)acc;
+      switch (nd->attrs.act) {
+      case IR_ACT_NONE: break;
+      case IR_ACT_RELU: t = (float)unary_apply(UN_RELU, t, 0); break;
+      case IR_ACT_GELU: t = (float)unary_apply(UN_GELU, t, 0); break;
+      case IR_ACT_GELU_TANH: t = (float)unary_apply(UN_GELU_TANH, t, 0); break;
+      case IR_ACT_COUNT: break;
+      }
+      if (res) t = (float)((double)t + (double)res[m * N + n]);
+      y[m * N + n] = t;
     }
   return 0;
 }

@@ -84,6 +84,13 @@ static IrGraph *build_all_ops(Arena *a) {
   int qb = ir_build_param(g, "q.bias", ir_type1(IR_F32, 16), L);
   int q = ir_build(g, IR_OP_LINEAR, (int[]){n1, qw, qb}, 3, NULL, L);
   int k = ir_build(g, IR_OP_LINEAR, (int[]){n2, qw}, 2, NULL, L);
+  /* linears with an epilogue: relu(n2 qw^T) + k; gelu_tanh(n1 qw^T + qb) + q */
+  at = attrs0();
+  at.act = IR_ACT_RELU;
+  at.residual = true;
+  int ke = ir_build(g, IR_OP_LINEAR, (int[]){n2, qw, k}, 3, &at, L);
+  at.act = IR_ACT_GELU_TANH;
+  int qe = ir_build(g, IR_OP_LINEAR, (int[]){n1, qw, qb, q}, 4, &at, L);
   int causal = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
                               ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(S), IR_SYM(S)}), L);
   int padm = ir_build_typed(g, IR_OP_RESHAPE, (int[]){pad}, 1, NULL,
@@ -93,7 +100,7 @@ static IrGraph *build_all_ops(Arena *a) {
   at.heads = 4;
   at.scale = 0.5;
   int att = ir_build(g, IR_OP_ATTENTION, (int[]){q, k, k, mask}, 4, &at, L);
-  int att3 = ir_build(g, IR_OP_ATTENTION, (int[]){q, k, k}, 3, &at, L);
+  int att3 = ir_build(g, IR_OP_ATTENTION, (int[]){qe, ke, ke}, 3, &at, L);
   int probs = ir_build(g, IR_OP_ATTN_PROBS, (int[]){q, k, padm}, 3, &at, L);
   int mix = ir_build(g, IR_OP_ATTN_MIX, (int[]){probs, k}, 2, &at, L);
   /* q and k as one projection over a derived weight, read back through

@@ -143,10 +143,17 @@ Test(verify, operands) {
   EXPECT_VERIFY_ERROR(a, g, "%4 (relu): takes 1 operand, got 2");
   g->nodes[4].n_operands = 1;
   g->nodes[3].n_operands = 1;
-  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 or 3 operands, got 1");
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 to 4 operands, got 1");
   g->nodes[3].n_operands = 7;
-  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 or 3 operands, got 7");
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 to 4 operands, got 7");
   g->nodes[3].n_operands = 3;
+  /* residual=true makes the last operand (here the bias) the residual */
+  g->nodes[3].attrs.residual = true;
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): linear residual must have the result's type");
+  g->nodes[3].attrs.residual = false;
+  g->nodes[3].attrs.act = (IrAct)7;
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): act must be none, relu, gelu or gelu_tanh, got 7");
+  g->nodes[3].attrs.act = IR_ACT_NONE;
   g->nodes[5].n_operands = 1;
   EXPECT_VERIFY_ERROR(a, g, "%5 (mask.causal): takes 0 operands, got 1");
   arena_destroy(a);

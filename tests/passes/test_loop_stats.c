@@ -39,7 +39,7 @@ Test(loop_stats, counts_stores_calls_and_kernels) {
       /* a call per row: m = 2, n = 4 floats each, into the output */
       "kernel k3 \"\" serial extent sym0 (outer v0):\n"
       "  vars v0:i64\n"
-      "  call rt_linear(null, 2, 4, 8, &b2[0], 8, &b1[0], null, &b4[(v0 * 8)], 4, 131072, 8388608)\n"
+      "  call rt_linear(null, 2, 4, 8, &b2[0], 8, &b1[0], null, &b4[(v0 * 8)], 4, 2, 1f, &b2[0], 4, 128, 2016, 384, 131072, 8388608)\n"
       /* state and weights-free stores are not activations written */
       "kernel k4 \"\" serial extent 3 (outer v0):\n"
       "  vars v0:i64\n"
