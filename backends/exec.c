@@ -12,6 +12,7 @@
 #include "backends/llvm/llvm_backend.h"
 #include "ir/loop.h"
 #include "passes/passes.h"
+#include "runtime/rt_arena.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
@@ -37,19 +38,17 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   int rc = 1;
   LlvmJit *jit = NULL;
   RtPool *pool = NULL;
-  unsigned char *arena = NULL, *state = NULL;
+  unsigned char *state = NULL;
+  RtArena arena = {0};
   const LoopProgram *prog = c->prog;
   TFMC_ASSERT(prog && c->packed);
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
    * it) before any thread of ours exists */
   (void)rt_gemm_backend();
   double t0 = rt_timing_now_ms();
-  arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
-  if (!arena) {
-    snprintf(err, errlen, "out of memory for the %lld-byte activation arena",
-             (long long)prog->arena_bytes);
+  /* the arena is planned at the maximum dims: commit what these dims touch */
+  if (rt_arena_open(&arena, c->info, err, errlen) || rt_arena_commit(&arena, b->syms, err, errlen))
     goto done;
-  }
   if (prog->state_bytes > 0) { /* one fresh sequence: zero state */
     if (!(state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64)))) {
       snprintf(err, errlen, "out of memory for the %lld-byte state", (long long)prog->state_bytes);
@@ -75,7 +74,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   }
   double t1 = rt_timing_now_ms();
   pool = rt_pool_create(eo->threads);
-  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena, pool, NULL /* no profile */,
+  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena.base, pool, NULL /* no profile */,
                     state};
   run(&args);
   if (eo->repeat > 0) {
@@ -97,7 +96,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
 done:
   if (pool) rt_pool_destroy(pool);
   if (jit) llvm_jit_destroy(jit);
-  free(arena);
+  rt_arena_close(&arena);
   free(state);
   return rc;
 }
@@ -300,7 +299,8 @@ struct ExecSession {
   LlvmJit *lj;
   RtModelRunFn run;
   RtPool *pool;
-  unsigned char *arena, *state;
+  RtArena arena;
+  unsigned char *state;
   unsigned char *scratch; /* exec_session_reorder's rows, allocated on first use */
   size_t scratch_bytes;
 };
@@ -309,7 +309,7 @@ void exec_session_destroy(ExecSession *s) {
   if (!s) return;
   if (s->pool) rt_pool_destroy(s->pool);
   if (s->lj) llvm_jit_destroy(s->lj);
-  free(s->arena);
+  rt_arena_close(&s->arena);
   free(s->state);
   free(s->scratch);
   if (s->state_arena) arena_destroy(s->state_arena);
@@ -336,12 +336,15 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
   TFMC_ASSERT(prog && c->packed);
   s->jit = true;
   (void)rt_gemm_backend(); /* before any thread of ours exists (see jit_run) */
-  s->arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
-  s->state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64 + 64));
-  if (!s->arena || !s->state) {
+  if (rt_arena_open(&s->arena, c->info, err, errlen)) {
     exec_session_destroy(s);
-    return rt_errorf(err, errlen, "out of memory for the %lld-byte arena and %lld-byte state",
-                     (long long)prog->arena_bytes, (long long)prog->state_bytes);
+    return 1;
+  }
+  s->state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64 + 64));
+  if (!s->state) {
+    exec_session_destroy(s);
+    return rt_errorf(err, errlen, "out of memory for the %lld-byte state",
+                     (long long)prog->state_bytes);
   }
   memset(s->state, 0, (size_t)prog->state_bytes);
   char e2[1024];
@@ -403,7 +406,9 @@ int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t l
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen) {
   const Compiled *c = s->c;
   if (s->jit) {
-    RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, s->arena, s->pool, NULL, s->state};
+    if (rt_arena_commit(&s->arena, b->syms, err, errlen)) return 1;
+    RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, s->arena.base, s->pool, NULL,
+                      s->state};
     s->run(&args);
     return 0;
   }

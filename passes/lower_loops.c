@@ -80,6 +80,21 @@ static int64_t type_bytes_max(const IrGraph *g, const IrType *t) {
   return n * (t->dtype == IR_BOOL ? 1 : 4);
 }
 
+/* The extent of an arena buffer of type t at offset off, as a function of
+ * the run's symbol values. */
+static LArenaBlock arena_block(const IrType *t, int64_t off) {
+  LArenaBlock b = {off, t->dtype == IR_BOOL ? 1 : 4, {0}};
+  for (int i = 0; i < IR_MAX_RANK; i++) b.syms[i] = -1;
+  int k = 0;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i].sym < 0)
+      b.bytes *= t->dims[i].value;
+    else
+      b.syms[k++] = (int8_t)t->dims[i].sym;
+  }
+  return b;
+}
+
 /* product of dims [from, to) */
 static LExpr *prodx(Lw *L, const IrType *t, int from, int to) {
   LExpr *e = lx_i(L->p, 1);
@@ -691,6 +706,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
   p->state_bytes = sofs;
   /* arena blocks, first fit by liveness */
   Block *live = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *live);
+  p->arena_blocks = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *p->arena_blocks);
   int n_live = 0;
   int64_t peak = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -719,6 +735,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
       n_live++;
       if (off + size > peak) peak = off + size;
       L.buf[i] = loop_buffer_add(p, LB_ARENA, 0, off, elem_of(n->type.dtype), arena_printf(a, "%%%d", i));
+      p->arena_blocks[p->n_arena_blocks++] = arena_block(&n->type, off);
     }
     /* free operands whose last use is this node (after this node got its buffer) */
     for (int b = 0; b < n_live;) {

@@ -147,5 +147,16 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   m->pad_id = pad_id;
   m->n_kernels = p ? p->n_kernels : 0;
   m->kernels = pass_kernel_table(a, g, p);
+  _Static_assert(IR_MAX_RANK == RT_MAX_RANK, "arena blocks list up to a rank's symbols");
+  if (p && p->n_arena_blocks > 0) {
+    RtArenaBlock *ab = arena_alloc(a, (size_t)p->n_arena_blocks * sizeof *ab);
+    for (int i = 0; i < p->n_arena_blocks; i++) {
+      ab[i].offset = p->arena_blocks[i].offset;
+      ab[i].bytes = p->arena_blocks[i].bytes;
+      memcpy(ab[i].syms, p->arena_blocks[i].syms, sizeof ab[i].syms);
+    }
+    m->n_arena_blocks = p->n_arena_blocks;
+    m->arena_blocks = ab;
+  }
   return m;
 }

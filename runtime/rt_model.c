@@ -17,6 +17,7 @@
 #include "runtime/rt_safetensors.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,20 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
     if (info->sym_max[s] < 1)
       return rt_errorf(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),
                   (long long)info->sym_max[s]);
+  if (info->n_arena_blocks < 0 || (info->n_arena_blocks && !info->arena_blocks))
+    return rt_errorf(err, errlen, "model info: bad arena block count");
+  for (int i = 0; i < info->n_arena_blocks; i++) {
+    /* at the maximum dims every block lies inside the arena */
+    const RtArenaBlock *b = &info->arena_blocks[i];
+    int64_t end = b->bytes;
+    bool ok = b->offset >= 0 && b->bytes >= 0 && b->offset % 64 == 0;
+    for (int d = 0; ok && d < RT_MAX_RANK && b->syms[d] >= 0; d++) {
+      ok = b->syms[d] < info->n_syms && (end == 0 || info->sym_max[b->syms[d]] <= INT64_MAX / end);
+      if (ok) end *= info->sym_max[b->syms[d]];
+    }
+    if (!ok || end > info->arena_bytes - b->offset)
+      return rt_errorf(err, errlen, "model info: arena block %d is malformed", i);
+  }
   for (int i = 0; i < info->n_inputs; i++) {
     const RtTensorInfo *t = &info->inputs[i];
     if (info_check_tensor(info, t, "input", err, errlen))

@@ -1574,6 +1574,46 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
   fputc('\n', stderr);
 }
 
+/* `emit-c --static --size-cc CC`: each object's sections and the total,
+ * compiled as the project's Makefile compiles it. Returns 0 or 1 (said). */
+static int print_static_size(const char *dir, const LoopProgram *p, bool embed, const char *cc) {
+  bool used[LC_CALLEE_COUNT];
+  const char *rt[32], *files[40];
+  char err[1024], path[64][64];
+  int n = 0;
+  files[n++] = "model.c";
+  files[n++] = "api.c";
+  int nrt = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, rt, 32);
+  for (int i = 0; i < nrt; i++)
+    if (ends_with(rt[i], ".c")) {
+      snprintf(path[n], sizeof path[n], "runtime/%s", rt[i]);
+      files[n] = path[n];
+      n++;
+    }
+  if (embed) files[n++] = "weights.c";
+  CSize sz[40];
+  if (c_static_measure(dir, cc, files, n, sz, err, sizeof err)) {
+    fprintf(stderr, "tfmc emit-c: the project in %s is complete, but measuring its size failed: %s\n",
+            dir, err);
+    return 1;
+  }
+  fprintf(stderr, "  code size with %s (bytes):\n  %-26s %9s %7s %7s\n", cc, "object", "text",
+          "data", "bss");
+  CSize code = {0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    bool w = strcmp(files[i], "weights.c") == 0;
+    fprintf(stderr, "  %-26s %9lld %7lld %7lld%s\n", files[i], (long long)sz[i].text,
+            (long long)sz[i].data, (long long)sz[i].bss, w ? "  (the weights, flash)" : "");
+    if (w) continue;
+    code.text += sz[i].text;
+    code.data += sz[i].data;
+    code.bss += sz[i].bss;
+  }
+  fprintf(stderr, "  %-26s %9lld %7lld %7lld\n", "code (all but the weights)", (long long)code.text,
+          (long long)code.data, (long long)code.bss);
+  return 0;
+}
+
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL},
              {"init", true, NULL},
@@ -1584,6 +1624,7 @@ static int cmd_emit_c(int argc, char **argv) {
              {"force", false, NULL},
              {"strict", false, NULL},
              {"static", false, NULL},
+             {"size-cc", true, NULL},
              {"output", true, NULL, true},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
@@ -1593,7 +1634,7 @@ static int cmd_emit_c(int argc, char **argv) {
     r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--force] [--embed-weights] [--static]\n"
+         "                   -o DIR [--force] [--embed-weights] [--static [--size-cc \"CC FLAGS\"]]\n"
          "                   [--attention LAYER] [--strict] [--output NAME[,NAME]]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats]\n\n"
@@ -1612,6 +1653,10 @@ static int cmd_emit_c(int argc, char **argv) {
          "const array (--embed-weights) or the caller's pointer to the packed image,\n"
          "single-threaded portable kernels, only the runtime pieces the model calls;\n"
          "`make` builds libmodel.a, `make size` prints its sections.\n"
+         "--size-cc \"CC FLAGS\" (with --static) compiles the project with that\n"
+         "compiler and flags, as its Makefile does, and prints the code size of\n"
+         "each object (text, data, bss bytes) and the total; e.g. --size-cc\n"
+         "\"arm-none-eabi-gcc -Os -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16\".\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
          "some out (see 'tfmc ir --help'); default -O2.");
     return 0;
@@ -1626,6 +1671,8 @@ static int cmd_emit_c(int argc, char **argv) {
     return r;
   if (!dir || !*dir)
     return usage_error("emit-c", "give the output directory with -o DIR");
+  if (opt(&args, "size-cc") && !opt(&args, "static"))
+    return usage_error("emit-c", "--size-cc measures a --static project");
   char err0[8500];
   if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
     fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
@@ -1654,6 +1701,9 @@ static int cmd_emit_c(int argc, char **argv) {
   }
   if (co.static_mode)
     print_static_summary(dir, c.prog, c.info, co.embed_weights);
+  if (co.static_mode && opt(&args, "size-cc") &&
+      print_static_size(dir, c.prog, co.embed_weights, opt(&args, "size-cc")))
+    goto done;
   rc = 0;
 done:
   arena_destroy(a);

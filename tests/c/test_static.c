@@ -197,6 +197,21 @@ Test(static_c, cortex_m4_under_qemu, .timeout = 600) {
   long text = strtol(tot, NULL, 10);
   cr_assert(text > 1000 && text < 64 * 1024,
             "the library's text (code + constants, weights aside) is %ld bytes:\n%s", text, size);
+  /* emit-c --size-cc reports the same number as binutils */
+  char *log = NULL;
+  int rc = ct_sh(&log,
+                 "%s emit-c %s/sort1.tfm --weights %s/weights.safetensors --static "
+                 "--embed-weights -o %s/sized --size-cc 'arm-none-eabi-gcc -Os " ARM_FLAGS
+                 " -ffunction-sections -fdata-sections'",
+                 TFMC, dir, SORT_DIR, dir);
+  cr_assert_eq(rc, 0, "%s", log);
+  const char *code = strstr(log, "code (all but the weights)");
+  cr_assert(code, "%s", log);
+  long reported = strtol(code + strlen("code (all but the weights)"), NULL, 10);
+  cr_assert_eq(reported, text, "emit-c --size-cc says %ld, arm-none-eabi-size %ld:\n%s\n%s",
+               reported, text, log, size);
+  cr_assert(strstr(log, "weights.c"), "%s", log);
+  free(log);
   free(size);
   snprintf(path, sizeof path, "%s/proj/m4.txt", dir);
   char *m4 = check_output(path, "the Cortex-M4F image under qemu");
@@ -244,6 +259,28 @@ Test(static_c, cli) {
              TFMC, SORT_DIR, SORT_DIR, dir);
   cr_assert_eq(rc, 0, "%s", log);
   cr_assert(strstr(log, "TFMC_MEM_BYTES "), "%s", log);
+  free(log);
+  /* --size-cc: only with --static; a compiler that cannot run is an error */
+  rc = ct_sh(&log, "%s emit-c %s/model.tfm --weights %s/weights.safetensors --size-cc cc -o %s/r",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 2, "%s", log);
+  cr_assert(strstr(log, "--size-cc measures a --static project"), "%s", log);
+  free(log);
+  rc = ct_sh(&log,
+             "%s emit-c %s/model.tfm --weights %s/weights.safetensors --static --size-cc "
+             "'no-such-cc -Os' -o %s/r",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 1, "%s", log);
+  cr_assert(strstr(log, "no-such-cc"), "%s", log);
+  free(log);
+  /* the host compiler measures too (ELF on Linux) */
+  rc = ct_sh(&log,
+             "%s emit-c %s/model.tfm --weights %s/weights.safetensors --static --size-cc "
+             "'cc -Os' -o %s/r --force",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 0, "%s", log);
+  cr_assert(strstr(log, "runtime/rt_static.c"), "%s", log);
+  cr_assert(strstr(log, "code (all but the weights)"), "%s", log);
   free(log);
   /* without --embed-weights: the caller's image (sort.weights), no main, no threads */
   char path[512];
