@@ -77,4 +77,14 @@ refuse "must be a finite number > 0" "$dir/generate.tfm" --init random --tokens 
   --generate 3 --sample --temperature 0
 refuse "must be in (0, 1]" "$dir/generate.tfm" --init random --tokens "1 2" --generate 3 \
   --sample --top-p 1.5
+# tfmc check prints the caches generation plans: 2 layers x (k, v) x 64
+# positions x d_model 32 x 4 bytes; the encoder_decoder's cross keys / values
+# likewise at its 40 source positions
+"$tfmc" check "$dir/generate.tfm" > "$tmp/check" || fail "tfmc check failed"
+grep -q "self-attention KV cache 32768 bytes (batch 1, 64 positions)" "$tmp/check" ||
+  fail "check: $(cat "$tmp/check")"
+"$tfmc" check "$root/tests/e2e/generate/seq2seq_tiny.tfm" > "$tmp/check" || fail "tfmc check failed"
+grep -q "self-attention KV cache 20480 bytes (batch 1, 40 positions)" "$tmp/check" &&
+  grep -q "cross-attention K/V 20480 bytes (batch 1, 40 source positions, 4 tensors)" "$tmp/check" ||
+  fail "check: $(cat "$tmp/check")"
 echo "generate $backend: ok ($n ids equal PyTorch's; sampling reproducible)"

@@ -1,0 +1,28 @@
+#!/bin/bash
+# tests/generate/run_reverse.sh TFMC BACKEND — the trained translation example
+# (examples/reverse, tools/train_translate_example.py): the README's command
+# prints "o l l e h" for "h e l l o", and for every held-out word in
+# examples/reverse/expected.txt (a word, a tab, PyTorch's greedy translation)
+# tfmc prints PyTorch's translation, which is the word reversed.
+set -eu
+[ $# -eq 2 ] || { echo "usage: $0 TFMC BACKEND" >&2; exit 2; }
+tfmc=$1
+backend=$2
+ex=$(cd "$(dirname "$0")/../../examples/reverse" && pwd)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() {
+  timeout 300 "$tfmc" run "$ex/model.tfm" --weights "$ex/weights.safetensors" \
+    --vocab "$ex/vocab.txt" --backend "$backend" --text "$1" --generate 20
+}
+got=$(run "h e l l o")
+[ "$got" = "o l l e h" ] || fail "h e l l o -> '$got'"
+k=0
+while IFS=$'\t' read -r word want; do
+  k=$((k + 1))
+  rev=$(echo "$word" | tr ' ' '\n' | tac | tr '\n' ' ' | sed 's/ $//')
+  [ "$want" = "$rev" ] || fail "expected.txt line $k: PyTorch's '$want' is not '$word' reversed"
+  got=$(run "$word")
+  [ "$got" = "$want" ] || fail "'$word' -> '$got', PyTorch '$want'"
+done < "$ex/expected.txt"
+[ "$k" -ge 8 ] || fail "only $k held-out words"
+echo "reverse $backend: ok ($((k + 1)) words)"
