@@ -147,6 +147,9 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   PassContext *pctx = o->pass_ctx;
   bool run_passes = pctx && ((o->passes && o->passes->n) || pctx->stats_out);
   if (run_passes && !pass_pipeline_run(c->g, o->passes, pctx)) return 1;
+  /* derived params (param.concat, made by passes): computed once, here,
+   * for the interpreter and the packer alike */
+  if (c->w && !(c->w = ir_weights_derive(a, c->g, c->w, err, errlen))) return 1;
   if (o->stage == DRIVER_GRAPH) {
     c->info = model_info(a, c);
     return 0;
@@ -185,6 +188,40 @@ int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOption
   /* 1. front end */
   if (!(c->g = front_end(a, d, path, o, &c->spec, err, errlen))) return 1;
   return compile(a, d, o, c, err, errlen);
+}
+
+int driver_compile_generation(Arena *a, Diags *d, const char *path, const DriverOptions *o,
+                              CompiledGeneration *gen, char *err, size_t errlen) {
+  memset(gen, 0, sizeof *gen);
+  if (errlen) *err = 0;
+  if (ends_with(path, ".tfir")) {
+    snprintf(err, errlen, "generation compiles a spec (.tfm), not a .tfir graph");
+    return 1;
+  }
+  /* 1. front end: the spec once, lowered to each graph generation runs */
+  SrcFile *src = src_file_read(a, path, err, errlen);
+  if (!src) return 1;
+  diags_add_source(d, src);
+  Spec *spec = spec_parse(a, src, d);
+  if (!spec) return 1;
+  LowerOptions step = {.step = true, .step_max_batch = o->step_rows}, encode = {.encode = true};
+  gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
+  gen->step.spec = gen->encode.spec = spec;
+  if (!(gen->step.g = spec_lower(a, spec, &step, d)) || !ir_graph_verify(gen->step.g, d)) return 1;
+  if (!gen->encoder_decoder) return compile(a, d, o, &gen->step, err, errlen);
+  if (!(gen->encode.g = spec_lower(a, spec, &encode, d)) || !ir_graph_verify(gen->encode.g, d))
+    return 1;
+  /* 2. weights: checked against the whole model (neither graph alone uses
+   * every tensor of the checkpoint) */
+  WeightSet *w = o->weight_set;
+  if (!w && !o->no_weights) {
+    IrGraph *full = spec_lower(a, spec, NULL, d);
+    if (!full || !ir_graph_verify(full, d) || !(w = weights_get(a, d, full, spec, o, err, errlen)))
+      return 1;
+  }
+  gen->encode.w = gen->step.w = w;
+  /* 3.-6. for each */
+  return compile(a, d, o, &gen->encode, err, errlen) || compile(a, d, o, &gen->step, err, errlen);
 }
 
 int driver_compile_loop_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,

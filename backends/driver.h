@@ -52,6 +52,8 @@ typedef struct DriverOptions {
   DriverStage stage;
   bool strict;                /* NaN/Inf in the checkpoint's weights is an error, not a warning */
   bool step;                  /* spec only: the step graph of generation (LowerOptions.step) */
+  int64_t step_rows;          /* driver_compile_generation: the step's batch rows and KV-cache
+                                 rows (LowerOptions.step_max_batch; 0: 1; beam search: beams) */
   const char *const *outputs; /* spec only: named intermediates made outputs too
                                  (LowerOptions.outputs), before any pass */
   int n_outputs;
@@ -74,6 +76,26 @@ typedef struct Compiled {
  * writing a message to err (I/O; err is "" when d has it all). */
 int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
                         Compiled *c, char *err, size_t errlen);
+
+/* What generation runs, compiled into one artefact from one spec and one
+ * checkpoint (read once; both programs pack from the same WeightSet):
+ *   decoder          step: the step graph (LowerOptions.step), KV caches as
+ *                    its state; encode unused (encode.g NULL)
+ *   encoder_decoder  encode: src -> every decoder layer's cross-attention
+ *                    keys / values (LowerOptions.encode), run once per
+ *                    source; step: the decoder's step graph, taking those
+ *                    as RT_INPUT_VALUES inputs, its self-attention KV
+ *                    caches as state
+ * o->step and o->attention / o->outputs must be unset (refused by the
+ * lowering). Specs only: a .tfir graph is refused. Returns 0, or 1 as
+ * driver_compile_file does. */
+typedef struct CompiledGeneration {
+  bool encoder_decoder;
+  Compiled encode; /* encoder_decoder only */
+  Compiled step;
+} CompiledGeneration;
+int driver_compile_generation(Arena *a, Diags *d, const char *path, const DriverOptions *o,
+                              CompiledGeneration *gen, char *err, size_t errlen);
 
 /* A loop IR listing (.tfloop, as `tfmc ir --level loop` prints it) read
  * back, verified, and run through the pipeline's loop passes (stage 5): a

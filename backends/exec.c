@@ -12,6 +12,7 @@
 #include "backends/llvm/llvm_backend.h"
 #include "ir/loop.h"
 #include "passes/passes.h"
+#include "runtime/rt_arena.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
@@ -37,19 +38,17 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   int rc = 1;
   LlvmJit *jit = NULL;
   RtPool *pool = NULL;
-  unsigned char *arena = NULL, *state = NULL;
+  unsigned char *state = NULL;
+  RtArena arena = {0};
   const LoopProgram *prog = c->prog;
   TFMC_ASSERT(prog && c->packed);
   /* choose the GEMM backend (it may set OpenBLAS's environment and dlopen
    * it) before any thread of ours exists */
   (void)rt_gemm_backend();
   double t0 = rt_timing_now_ms();
-  arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
-  if (!arena) {
-    snprintf(err, errlen, "out of memory for the %lld-byte activation arena",
-             (long long)prog->arena_bytes);
+  /* the arena is planned at the maximum dims: commit what these dims touch */
+  if (rt_arena_open(&arena, c->info, err, errlen) || rt_arena_commit(&arena, b->syms, err, errlen))
     goto done;
-  }
   if (prog->state_bytes > 0) { /* one fresh sequence: zero state */
     if (!(state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64)))) {
       snprintf(err, errlen, "out of memory for the %lld-byte state", (long long)prog->state_bytes);
@@ -75,7 +74,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
   }
   double t1 = rt_timing_now_ms();
   pool = rt_pool_create(eo->threads);
-  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena, pool, NULL /* no profile */,
+  RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, arena.base, pool, NULL /* no profile */,
                     state};
   run(&args);
   if (eo->repeat > 0) {
@@ -97,7 +96,7 @@ static int jit_run(Arena *a, const Compiled *c, RtBound *b, const ExecOptions *e
 done:
   if (pool) rt_pool_destroy(pool);
   if (jit) llvm_jit_destroy(jit);
-  free(arena);
+  rt_arena_close(&arena);
   free(state);
   return rc;
 }
@@ -300,15 +299,19 @@ struct ExecSession {
   LlvmJit *lj;
   RtModelRunFn run;
   RtPool *pool;
-  unsigned char *arena, *state;
+  RtArena arena;
+  unsigned char *state;
+  unsigned char *scratch; /* exec_session_reorder's rows, allocated on first use */
+  size_t scratch_bytes;
 };
 
 void exec_session_destroy(ExecSession *s) {
   if (!s) return;
   if (s->pool) rt_pool_destroy(s->pool);
   if (s->lj) llvm_jit_destroy(s->lj);
-  free(s->arena);
+  rt_arena_close(&s->arena);
   free(s->state);
+  free(s->scratch);
   if (s->state_arena) arena_destroy(s->state_arena);
   free(s);
 }
@@ -333,12 +336,15 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
   TFMC_ASSERT(prog && c->packed);
   s->jit = true;
   (void)rt_gemm_backend(); /* before any thread of ours exists (see jit_run) */
-  s->arena = aligned_alloc(64, (size_t)((prog->arena_bytes + 63) / 64 * 64 + 64));
-  s->state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64 + 64));
-  if (!s->arena || !s->state) {
+  if (rt_arena_open(&s->arena, c->info, err, errlen)) {
     exec_session_destroy(s);
-    return rt_errorf(err, errlen, "out of memory for the %lld-byte arena and %lld-byte state",
-                     (long long)prog->arena_bytes, (long long)prog->state_bytes);
+    return 1;
+  }
+  s->state = aligned_alloc(64, (size_t)((prog->state_bytes + 63) / 64 * 64 + 64));
+  if (!s->state) {
+    exec_session_destroy(s);
+    return rt_errorf(err, errlen, "out of memory for the %lld-byte state",
+                     (long long)prog->state_bytes);
   }
   memset(s->state, 0, (size_t)prog->state_bytes);
   char e2[1024];
@@ -361,10 +367,48 @@ void exec_session_reset(ExecSession *s) {
   }
 }
 
+int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t len, char *err,
+                         size_t errlen) {
+  const IrGraph *g = s->c->g;
+  if (!s->jit) {
+    interp_state_reorder(s->istate, parent, n, len, s->state_arena);
+    return 0;
+  }
+  const LoopProgram *prog = s->c->prog;
+  for (int id = 0; id < g->n_nodes; id++) {
+    const IrNode *nd = &g->nodes[id];
+    if (nd->op != IR_OP_STATE) continue;
+    int64_t bm = nd->type.dims[0].value, sm = nd->type.dims[1].value, d = nd->type.dims[2].value;
+    const LBuffer *lb = NULL;
+    for (int k = 0; k < prog->n_bufs && !lb; k++)
+      if (prog->bufs[k].kind == LB_STATE && strcmp(prog->bufs[k].name, nd->attrs.name) == 0)
+        lb = &prog->bufs[k];
+    TFMC_ASSERT(lb && n <= bm && len <= sm);
+    size_t row = (size_t)(len * d) * sizeof(float), need = (size_t)n * row;
+    if (need > s->scratch_bytes) {
+      free(s->scratch);
+      if (!(s->scratch = malloc(need))) {
+        s->scratch_bytes = 0;
+        return rt_errorf(err, errlen, "out of memory reordering the KV cache");
+      }
+      s->scratch_bytes = need;
+    }
+    float *base = (float *)(s->state + lb->offset);
+    for (int i = 0; i < n; i++) {
+      TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
+      memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
+    }
+    for (int i = 0; i < n; i++) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
+  }
+  return 0;
+}
+
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen) {
   const Compiled *c = s->c;
   if (s->jit) {
-    RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, s->arena, s->pool, NULL, s->state};
+    if (rt_arena_commit(&s->arena, b->syms, err, errlen)) return 1;
+    RtRunArgs args = {b->syms, b->inputs, b->outputs, c->packed, s->arena.base, s->pool, NULL,
+                      s->state};
     s->run(&args);
     return 0;
   }
@@ -390,6 +434,22 @@ static int sym_index(const RtModelInfo *info, const char *name) {
   return -1;
 }
 
+static int input_index(const RtModelInfo *info, const char *name) {
+  for (int i = 0; i < info->n_inputs; i++)
+    if (strcmp(info->inputs[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Elements of tensor t with every symbol at its maximum. */
+static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) {
+    const RtDim *dim = &t->dims[d];
+    n *= dim->sym < 0 ? dim->value : info->sym_max[dim->sym];
+  }
+  return n;
+}
+
 int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
                          const ExecOptions *opt, char *err, size_t errlen) {
   memset(st, 0, sizeof *st);
@@ -398,23 +458,29 @@ int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled
   st->sym_b = sym_index(info, "B");
   st->sym_t = sym_index(info, "T");
   st->sym_l = sym_index(info, "L");
-  if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || info->n_inputs != 1 ||
-      strcmp(info->inputs[0].name, "tokens") != 0 || info->n_outputs < 1 ||
+  st->sym_s = sym_index(info, "S");
+  st->in_tokens = input_index(info, "tokens");
+  st->in_src_mask = input_index(info, "src_mask");
+  st->enc_in_src = st->enc_in_mask = -1;
+  bool inputs_ok = st->in_tokens >= 0;
+  for (int i = 0; i < info->n_inputs; i++) {
+    st->value_from[i] = -1;
+    inputs_ok &= i == st->in_tokens || i == st->in_src_mask ||
+                 info->inputs[i].kind == RT_INPUT_VALUES;
+  }
+  if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || !inputs_ok || info->n_outputs < 1 ||
       info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0)
     return rt_errorf(err, errlen, "model '%s' is not a generation step graph", info->name);
   st->max_len = info->sym_max[st->sym_l];
+  st->max_rows = info->sym_max[st->sym_b];
   st->vocab = info->outputs[0].dims[1].value;
-  st->b.inputs[0] = malloc((size_t)st->max_len * sizeof(int32_t));
-  for (int o = 0; o < info->n_outputs; o++) {
-    int64_t n = 1; /* at B = 1 and the maximum of any other symbol */
-    for (int d = 0; d < info->outputs[o].rank; d++) {
-      const RtDim *dim = &info->outputs[o].dims[d];
-      n *= dim->sym < 0 ? dim->value : dim->sym == st->sym_b ? 1 : info->sym_max[dim->sym];
-    }
-    st->b.outputs[o] = malloc((size_t)n * sizeof(float) + 4);
-    if (!st->b.outputs[o]) break;
-  }
-  if (!st->b.inputs[0] || !st->b.outputs[info->n_outputs - 1]) {
+  st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
+  bool ok = st->b.inputs[st->in_tokens] != NULL;
+  if (st->in_src_mask >= 0)
+    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
+  for (int o = 0; o < info->n_outputs && ok; o++)
+    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o]) * sizeof(float) + 4)) != NULL;
+  if (!ok) {
     backend_stepper_free(st);
     return rt_errorf(err, errlen, "out of memory");
   }
@@ -425,20 +491,103 @@ int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled
   return 0;
 }
 
-int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen) {
-  BackendStepper *st = user;
-  if (n < 1 || past < 0 || past + n > st->max_len)
-    return rt_errorf(err, errlen, "a step of %lld tokens at %lld does not fit max_len %lld",
-                     (long long)n, (long long)past, (long long)st->max_len);
-  const RtModelInfo *info = st->c->info;
-  for (int64_t i = 0; i < n; i++) {
-    if (tokens[i] < 0 || tokens[i] >= info->inputs[0].vocab)
-      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
-                       (long long)info->inputs[0].vocab - 1);
-    ((int32_t *)st->b.inputs[0])[i] = tokens[i];
+int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const Compiled *enc,
+                                 const ExecOptions *opt, char *err, size_t errlen) {
+  const RtModelInfo *ei = enc->info, *info = st->c->info;
+  int eb_sym = sym_index(ei, "B"), es = sym_index(ei, "S");
+  st->enc = enc;
+  st->enc_in_src = input_index(ei, "src");
+  st->enc_in_mask = input_index(ei, "src_mask");
+  if (eb_sym < 0 || es < 0 || st->enc_in_src < 0 || st->sym_s < 0 ||
+      ei->n_inputs != 1 + (st->enc_in_mask >= 0))
+    return rt_errorf(err, errlen, "model '%s' has no encode program for generation", ei->name);
+  st->max_src = ei->sym_max[es];
+  st->src_vocab = ei->inputs[st->enc_in_src].vocab;
+  for (int i = 0; i < info->n_inputs; i++) {
+    if (info->inputs[i].kind != RT_INPUT_VALUES) continue;
+    for (int o = 0; o < ei->n_outputs; o++)
+      if (strcmp(ei->outputs[o].name, info->inputs[i].name) == 0) st->value_from[i] = o;
+    if (st->value_from[i] < 0)
+      return rt_errorf(err, errlen, "the encode program of '%s' does not compute '%s'", ei->name,
+                       info->inputs[i].name);
   }
-  st->b.syms[st->sym_b] = 1;
+  if (ei->sym_max[eb_sym] != 1)
+    return rt_errorf(err, errlen, "internal: the encode program runs one source (max batch 1)");
+  bool ok = (st->eb.inputs[st->enc_in_src] = malloc((size_t)st->max_src * sizeof(int32_t))) != NULL;
+  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc((size_t)st->max_src)) != NULL;
+  for (int o = 0; o < ei->n_outputs && ok; o++)
+    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
+  /* more rows than one (beam search): the source's keys / values copied to
+   * every row */
+  for (int i = 0; i < info->n_inputs && ok && st->max_rows > 1; i++)
+    if (st->value_from[i] >= 0)
+      ok &= (st->b.inputs[i] = st->rows[i] = malloc((size_t)numel_at_max(info, &info->inputs[i]) * sizeof(float))) != NULL;
+  if (!ok) return rt_errorf(err, errlen, "out of memory");
+  return exec_session_create(backend, enc, opt, &st->enc_session, err, errlen);
+}
+
+int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, char *err,
+                           size_t errlen) {
+  const RtModelInfo *ei = st->enc->info, *info = st->c->info;
+  if (n < 1 || n > st->max_src)
+    return rt_errorf(err, errlen, "the source has %lld tokens; model '%s' takes 1..%lld",
+                     (long long)n, info->name, (long long)st->max_src);
+  int64_t real = 0;
+  int32_t *ids = st->eb.inputs[st->enc_in_src];
+  uint8_t *mask = st->enc_in_mask >= 0 ? st->eb.inputs[st->enc_in_mask]
+                  : st->in_src_mask >= 0 ? st->b.inputs[st->in_src_mask] : NULL;
+  for (int64_t i = 0; i < n; i++) {
+    if (src[i] < 0 || src[i] >= st->src_vocab)
+      return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
+                       src[i], (long long)st->src_vocab - 1);
+    ids[i] = src[i];
+    bool is_real = ei->pad_id < 0 || src[i] != ei->pad_id;
+    real += is_real;
+    if (mask) mask[i] = is_real;
+  }
+  if (mask && !real)
+    return rt_errorf(err, errlen, "the source is all padding (pad id %lld): nothing to translate",
+                     (long long)ei->pad_id);
+  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: every row the source's */
+    uint8_t *sm = st->b.inputs[st->in_src_mask];
+    for (int64_t r = 0; r < st->max_rows; r++)
+      if (sm + r * n != mask) memcpy(sm + r * n, mask, (size_t)n);
+  }
+  st->eb.syms[sym_index(ei, "B")] = 1;
+  st->eb.syms[sym_index(ei, "S")] = n;
+  if (exec_session_run(st->enc_session, &st->eb, err, errlen)) return 1;
+  st->b.syms[st->sym_s] = n;
+  for (int i = 0; i < info->n_inputs; i++) {
+    if (st->value_from[i] < 0) continue;
+    const float *v = st->eb.outputs[st->value_from[i]];
+    if (!st->rows[i]) {
+      st->b.inputs[i] = (void *)v;
+      continue;
+    }
+    size_t one = (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * n);
+    for (int64_t r = 0; r < st->max_rows; r++) memcpy(st->rows[i] + (size_t)r * one, v, one * sizeof(float));
+  }
+  st->encoded = true;
+  return 0;
+}
+
+int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
+                              int64_t past, const float **logits, char *err, size_t errlen) {
+  if (rows < 1 || rows > st->max_rows || n < 1 || past < 0 || past + n > st->max_len)
+    return rt_errorf(err, errlen, "a step of %lld x %lld tokens at %lld does not fit %lld rows of "
+                     "max_len %lld", (long long)rows, (long long)n, (long long)past,
+                     (long long)st->max_rows, (long long)st->max_len);
+  if (st->sym_s >= 0 && !st->encoded)
+    return rt_errorf(err, errlen, "internal: a decoder step before the source was encoded");
+  const RtModelInfo *info = st->c->info;
+  const RtTensorInfo *ti = &info->inputs[st->in_tokens];
+  for (int64_t i = 0; i < rows * n; i++) {
+    if (tokens[i] < 0 || tokens[i] >= ti->vocab)
+      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
+                       (long long)ti->vocab - 1);
+    ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
+  }
+  st->b.syms[st->sym_b] = rows;
   st->b.syms[st->sym_t] = n;
   st->b.syms[st->sym_l] = past + n;
   if (exec_session_run(st->session, &st->b, err, errlen)) return 1;
@@ -446,9 +595,34 @@ int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t p
   return 0;
 }
 
+int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                         const float **logits, char *err, size_t errlen) {
+  return backend_stepper_step_rows(user, tokens, 1, n, past, logits, err, errlen);
+}
+
+int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                               int64_t past, const float **logits, char *err, size_t errlen) {
+  return backend_stepper_step_rows(user, tokens, rows, n, past, logits, err, errlen);
+}
+
+int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                            char *err, size_t errlen) {
+  BackendStepper *st = user;
+  return exec_session_reorder(st->session, parent, (int)rows, len, err, errlen);
+}
+
 void backend_stepper_free(BackendStepper *st) {
   exec_session_destroy(st->session);
-  free(st->b.inputs[0]);
-  for (int o = 0; o < RT_MAX_IO; o++) free(st->b.outputs[o]);
+  exec_session_destroy(st->enc_session);
+  if (st->c) {
+    free(st->b.inputs[st->in_tokens]);
+    if (st->in_src_mask >= 0) free(st->b.inputs[st->in_src_mask]);
+  }
+  for (int o = 0; o < RT_MAX_IO; o++) {
+    free(st->b.outputs[o]);
+    free(st->rows[o]);
+    free(st->eb.inputs[o]);
+    free(st->eb.outputs[o]);
+  }
   memset(st, 0, sizeof *st);
 }

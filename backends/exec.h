@@ -49,6 +49,11 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
                         ExecSession **out, char *err, size_t errlen);
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen);
 void exec_session_reset(ExecSession *s); /* zero the state: a new sequence */
+/* Beam search: in every state tensor f32[Bm,Sm,D] (a KV cache), row i < n
+ * becomes what row parent[i] held, over the first len positions. Returns 0,
+ * or 1 with a message (out of memory). */
+int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t len, char *err,
+                         size_t errlen);
 void exec_session_destroy(ExecSession *s);
 
 /* A step graph (LowerOptions.step: input "tokens" i32[B,T], symbols B, T,
@@ -57,24 +62,63 @@ void exec_session_destroy(ExecSession *s);
  * buffers are allocated once (max_len ids, V floats): nothing per step.
  *
  *     BackendStepper st;
- *     if (backend_stepper_init(&st, "jit", &c, &eo, err, sizeof err)) ...
+ *     if (backend_stepper_init(&st, "jit", &gen.step, &eo, err, sizeof err)) ...
+ *     // encoder_decoder: the encode program, then once per source
+ *     if (backend_stepper_init_encoder(&st, "jit", &gen.encode, &eo, err, sizeof err)) ...
+ *     if (backend_stepper_encode(&st, src, n_src, err, sizeof err)) ...
  *     rt_generate(&(RtGenerateOptions){n, st.max_len, st.vocab, eos},
  *                        backend_stepper_step, &st, prompt, n_prompt, out, ...);
  *     backend_stepper_free(&st); */
 typedef struct BackendStepper {
   ExecSession *session;
   const Compiled *c;
-  RtBound b;          /* syms set per step; inputs[0] = tokens, outputs[0] = logits */
-  int sym_b, sym_t, sym_l;
+  RtBound b;          /* syms set per step; inputs[in_tokens] = tokens, outputs[0] = logits */
+  int sym_b, sym_t, sym_l, sym_s; /* sym_s: encoder_decoder's source length, else -1 */
+  int in_tokens, in_src_mask;     /* step inputs (in_src_mask -1: none) */
   int64_t max_len;    /* L's maximum: the positions the cache holds */
+  int64_t max_rows;   /* B's maximum: 1, or the beams of a beam search */
   int64_t vocab;      /* V */
+  float *rows[RT_MAX_IO]; /* max_rows > 1: values input i copied to every row */
+  /* encoder_decoder: the encode program, its session and buffers (inputs
+   * src and src_mask, outputs the cross keys / values the step's
+   * RT_INPUT_VALUES inputs point at); enc NULL for decoder-only */
+  const Compiled *enc;
+  ExecSession *enc_session;
+  RtBound eb;
+  int enc_in_src, enc_in_mask;    /* enc_in_mask -1: the encoder takes no mask */
+  int value_from[RT_MAX_IO];      /* step input i <- encode output value_from[i], or -1 */
+  int64_t max_src, src_vocab;     /* S's maximum; ids of src are < src_vocab */
+  bool encoded;                   /* backend_stepper_encode has run */
 } BackendStepper;
 /* Refuses (1 + message) a compiled model that is not a step graph. */
 int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
                          const ExecOptions *opt, char *err, size_t errlen);
-/* An RtStepFn (runtime/rt_generate.h): user is the BackendStepper. */
+/* encoder_decoder: adds the encode program (CompiledGeneration.encode),
+ * whose outputs must be the step's values inputs by name. Buffers at the
+ * maxima, allocated once. Returns 0 or 1 + message (the stepper is then
+ * to be freed). */
+int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const Compiled *enc,
+                                 const ExecOptions *opt, char *err, size_t errlen);
+/* Runs the encoder over src[0..n) (batch 1; src_mask = ids != the spec's
+ * pad, refused when every id is pad) and hands its keys / values to the
+ * step graph: the steps after it translate this source. The caller resets
+ * the step's KV cache (exec_session_reset(st->session)) for a new
+ * sequence. Refuses ids outside the source vocabulary and n outside
+ * 1..max_src. */
+int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, char *err,
+                           size_t errlen);
+/* Runs rows x n new tokens (row-major; rows <= max_rows) at positions
+ * past..past+n-1 of every row; *logits: [rows, V]. */
+int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
+                              int64_t past, const float **logits, char *err, size_t errlen);
+/* An RtStepFn (runtime/rt_generate.h), one row: user is the BackendStepper. */
 int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
                          const float **logits, char *err, size_t errlen);
+/* RtBatchStepFn and RtReorderFn (rt_generate_beam): user is the BackendStepper. */
+int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                               int64_t past, const float **logits, char *err, size_t errlen);
+int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                            char *err, size_t errlen);
 void backend_stepper_free(BackendStepper *st);
 
 /* Binds in-memory tensors (matched to info's inputs by name: ids int32,

@@ -33,6 +33,9 @@ typedef struct Lower {
   int *attn_values;      /* attn_all: their value ids, in forward order */
   const char **attn_names; /* attn_all: "attention.LAYER" of each */
   int sym_l;             /* step graph: the symbol L (past + new tokens), else -1 */
+  /* encoder_decoder step graph: per decoder layer the inputs holding the
+   * cross-attention keys / values the encode graph computed, else NULL */
+  int *cross_k, *cross_v;
   /* named intermediates (LowerOptions.outputs), in forward order */
   struct Named {
     const char *name;
@@ -98,14 +101,16 @@ static int layer_norm(Lower *L, int x, const char *prefix) {
 /* Multi-head attention: softmax(q k^T / sqrt(d_head) + mask) v, projected.
  * xq f32[B,Tq,d], xkv f32[B,Tk,d], mask bool[B|1,Tq|1,Tk] or -1. */
 static int attention(Lower *L, int xq, int xkv, int mask, const char *prefix,
-                     const char *layer_name) {
+                     const char *layer_name, int k_given, int v_given) {
   const ModelSpec *m = L->m;
   Arena *a = L->g->arena;
   IrLoc loc = pick(m, m->loc_heads);
   int q = linear(L, xq, arena_printf(a, "%s.q", prefix), L->d, L->d, true, loc);
-  int k = linear(L, xkv, arena_printf(a, "%s.k", prefix), L->d, L->d, true, loc);
-  int v = linear(L, xkv, arena_printf(a, "%s.v", prefix), L->d, L->d, true, loc);
-  if (L->sym_l >= 0) { /* step graph: attend over the cache, this step appended */
+  /* k_given / v_given >= 0: keys and values computed once per source by the
+   * encode graph (cross-attention in a step graph) */
+  int k = k_given >= 0 ? k_given : linear(L, xkv, arena_printf(a, "%s.k", prefix), L->d, L->d, true, loc);
+  int v = v_given >= 0 ? v_given : linear(L, xkv, arena_printf(a, "%s.v", prefix), L->d, L->d, true, loc);
+  if (L->sym_l >= 0 && k_given < 0) { /* step graph: attend over the cache, this step appended */
     IrType tc = ir_type(IR_F32, 3, (IrDim[]){IR_CONST(L->g->syms[L->sym_b].max), IR_CONST(m->max_tgt), IR_CONST(L->d)});
     IrType tv = ir_type(IR_F32, 3, (IrDim[]){IR_SYM(L->sym_b), IR_SYM(L->sym_l), IR_CONST(L->d)});
     IrAttrs sa = no_attrs();
@@ -230,7 +235,7 @@ static int encoder(Lower *L, int x, int mask) {
     const char *n1 = arena_printf(a, "%s.norm1", p), *n2 = arena_printf(a, "%s.norm2", p);
     int h = sub_in(L, x, n1);
     h = attention(L, h, h, mask, arena_printf(a, "%s.attn", p),
-                  arena_printf(a, "encoder.%lld", (long long)i));
+                  arena_printf(a, "encoder.%lld", (long long)i), -1, -1);
     x = sub_out(L, x, h, n1);
     h = ffn(L, sub_in(L, x, n2), arena_printf(a, "%s.ffn", p));
     x = sub_out(L, x, h, n2);
@@ -241,7 +246,7 @@ static int encoder(Lower *L, int x, int mask) {
   return x;
 }
 
-/* memory < 0: decoder-only (no cross-attention) */
+/* memory < 0 and no L->cross_k: decoder-only (no cross-attention) */
 static int decoder(Lower *L, int y, int self_mask, int memory, int cross_mask) {
   const ModelSpec *m = L->m;
   Arena *a = L->g->arena;
@@ -250,13 +255,14 @@ static int decoder(Lower *L, int y, int self_mask, int memory, int cross_mask) {
     const char *n1 = arena_printf(a, "%s.norm1", p), *n2 = arena_printf(a, "%s.norm2", p);
     int h = sub_in(L, y, n1);
     h = attention(L, h, h, self_mask, arena_printf(a, "%s.attn", p),
-                  arena_printf(a, "decoder.%lld", (long long)i));
+                  arena_printf(a, "decoder.%lld", (long long)i), -1, -1);
     y = sub_out(L, y, h, n1);
     const char *nf = n2;
-    if (memory >= 0) {
+    if (memory >= 0 || L->cross_k) {
       h = sub_in(L, y, n2);
       h = attention(L, h, memory, cross_mask, arena_printf(a, "%s.cross", p),
-                    arena_printf(a, "decoder.%lld.cross", (long long)i));
+                    arena_printf(a, "decoder.%lld.cross", (long long)i),
+                    L->cross_k ? L->cross_k[i] : -1, L->cross_v ? L->cross_v[i] : -1);
       y = sub_out(L, y, h, n2);
       nf = arena_printf(a, "%s.norm3", p);
     }
@@ -429,13 +435,17 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                opt->attention_layer, m->name);
     return NULL;
   }
-  bool step = opt && opt->step;
-  if (step && m->arch != ARCH_DECODER) {
+  bool step = opt && opt->step, encode = opt && opt->encode;
+  if ((step || encode) && m->arch == ARCH_ENCODER) {
     diag_error(d, pick(m, m->loc_arch),
-               "generation with a KV cache works for decoder-only models (arch decoder) so far; "
-               "model '%s' is %s",
-               m->name, m->arch == ARCH_ENCODER ? "an encoder, which does not generate"
-                                                : "an encoder_decoder: not yet supported");
+               "generation: model '%s' is an encoder, which does not generate (arch decoder or "
+               "encoder_decoder do)", m->name);
+    return NULL;
+  }
+  if (encode && (step || m->arch != ARCH_ENCODER_DECODER)) {
+    diag_error(d, pick(m, m->loc_arch),
+               "generation: model '%s' has no encoder to run once per source (arch "
+               "encoder_decoder has)", m->name);
     return NULL;
   }
   if (step && m->head != HEAD_LOGITS && m->head != HEAD_LOG_SOFTMAX) {
@@ -444,11 +454,11 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                "log_softmax)", m->name);
     return NULL;
   }
-  if (step && opt->attention_layer) {
+  if ((step || encode) && opt->attention_layer) {
     diag_error(d, (IrLoc){0}, "--attention is not available with generation yet");
     return NULL;
   }
-  if (step && opt->n_outputs) {
+  if ((step || encode) && opt->n_outputs) {
     diag_error(d, (IrLoc){0}, "--output is not available with generation yet");
     return NULL;
   }
@@ -468,7 +478,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   }
   IrGraph *g = L.g;
   int64_t max_batch = m->max_batch;
-  if (step) max_batch = opt->step_max_batch > 0 ? opt->step_max_batch : 1;
+  if (step || encode) max_batch = opt->step_max_batch > 0 ? opt->step_max_batch : 1;
   L.sym_b = ir_graph_add_symbol(g, "B", max_batch);
   IrLoc aloc = pick(m, m->loc_arch), mloc = pick(m, m->loc_mask);
 
@@ -497,6 +507,52 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     int ep;
     int y = embeddings(&L, tokens, -1, m->vocab_tgt, T, "", &ep);
     y = decoder(&L, y, mask, -1, -1);
+    head(&L, y, ep, m->vocab_tgt);
+  } else if (encode) {
+    /* once per source: the encoder, then every decoder layer's
+     * cross-attention keys and values of its output (the memory) */
+    int S = ir_graph_add_symbol(g, "S", m->max_src);
+    int src = ir_build_input(g, "src", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)}), aloc);
+    int src_keys = -1;
+    if (m->mask_enc_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)});
+      src_keys = key_mask(&L, ir_build_input(g, "src_mask", tm, mloc), S, mloc);
+    }
+    int ep_src;
+    int x = embeddings(&L, src, -1, m->vocab_src, S, "src_", &ep_src);
+    int memory = encoder(&L, x, src_keys);
+    IrLoc hloc = pick(m, m->loc_heads);
+    for (int64_t i = 0; i < m->layers_dec; i++) {
+      const char *p = arena_printf(a, "dec.%lld.cross", (long long)i);
+      int k = linear(&L, memory, arena_printf(a, "%s.k", p), L.d, L.d, true, hloc);
+      int v = linear(&L, memory, arena_printf(a, "%s.v", p), L.d, L.d, true, hloc);
+      ir_graph_add_output(g, arena_printf(a, "cross.decoder.%lld.k", (long long)i), k);
+      ir_graph_add_output(g, arena_printf(a, "cross.decoder.%lld.v", (long long)i), v);
+    }
+  } else if (m->arch == ARCH_ENCODER_DECODER && step) {
+    /* the decoder's step: new target tokens at P..L-1, self-attention over
+     * its KV cache, cross-attention over the encode graph's keys / values */
+    int S = ir_graph_add_symbol(g, "S", m->max_src);
+    int T = ir_graph_add_symbol(g, "T", m->max_tgt);
+    L.sym_l = ir_graph_add_symbol(g, "L", m->max_tgt);
+    int tokens = ir_build_input(g, "tokens", ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)}), aloc);
+    int src_keys = -1;
+    if (m->mask_cross_padding) {
+      IrType tm = ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S)});
+      src_keys = key_mask(&L, ir_build_input(g, "src_mask", tm, mloc), S, mloc);
+    }
+    IrType tkv = ir_type(IR_F32, 3, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(S), IR_CONST(L.d)});
+    L.cross_k = arena_alloc(a, (size_t)(m->layers_dec + 1) * sizeof *L.cross_k);
+    L.cross_v = arena_alloc(a, (size_t)(m->layers_dec + 1) * sizeof *L.cross_v);
+    for (int64_t i = 0; i < m->layers_dec; i++) {
+      L.cross_k[i] = ir_build_input(g, arena_printf(a, "cross.decoder.%lld.k", (long long)i), tkv, aloc);
+      L.cross_v[i] = ir_build_input(g, arena_printf(a, "cross.decoder.%lld.v", (long long)i), tkv, aloc);
+    }
+    int mask = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
+                              ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(T), IR_SYM(L.sym_l)}), mloc);
+    int ep;
+    int y = embeddings(&L, tokens, -1, m->vocab_tgt, T, "tgt_", &ep);
+    y = decoder(&L, y, mask, -1, src_keys);
     head(&L, y, ep, m->vocab_tgt);
   } else if (m->arch == ARCH_DECODER) {
     int T = ir_graph_add_symbol(g, "T", m->max_tgt);

@@ -197,7 +197,8 @@ typedef struct LowerOptions {
    * the forward pass computes them */
   const char *attention_layer;
   /* false: the forward pass over whole sequences. true (decoder-only specs):
-   * the step graph of generation with a KV cache. Symbols B, T (new tokens)
+   * the step graph of generation with a KV cache (encoder_decoder: see
+   * encode). Symbols B, T (new tokens)
    * and L (= P + T, P the tokens already in the cache; the runtime binds
    * it); input "tokens" i32[B,T] at positions P..L-1; per decoder layer two
    * states "cache.decoder.N.k" / ".v" f32[max_batch, max_len, d_model] that
@@ -206,6 +207,16 @@ typedef struct LowerOptions {
    * "logits" (or "log_probs") [B,V]. Key padding masks are not taken
    * (one unpadded sequence per batch row). */
   bool step;
+  /* true (encoder_decoder specs): the encode graph of generation, run once
+   * per source. Symbols B, S; inputs "src" (and "src_mask" with an encoder
+   * padding mask); outputs "cross.decoder.N.k" / ".v" f32[B,S,d_model], the
+   * cross-attention keys and values of every decoder layer over the
+   * encoder's output. With step on an encoder_decoder, the step graph is
+   * the decoder's: symbols B, S, T, L; inputs "tokens" (target ids),
+   * "src_mask" bool[B,S] (with a cross padding mask) and the
+   * "cross.decoder.N.k" / ".v" values the encode graph wrote, read by each
+   * layer's cross-attention instead of projecting the memory. */
+  bool encode;
   int64_t step_max_batch; /* step: B's maximum and the caches' batch rows (0: 1) */
   /* Named intermediates that become outputs too, after the head's and the
    * attention outputs, in this order (duplicates and names the head already

@@ -1004,7 +1004,8 @@ static void report_unexpected(Loader *L) {
 static int64_t graph_heads(const IrGraph *g, const Spec *spec) {
   if (spec && spec->model && spec->model->heads > 0) return spec->model->heads;
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == IR_OP_ATTENTION || g->nodes[i].op == IR_OP_ATTN_PROBS)
+    if (g->nodes[i].op == IR_OP_ATTENTION || g->nodes[i].op == IR_OP_ATTENTION_FLASH ||
+        g->nodes[i].op == IR_OP_ATTN_PROBS)
       return g->nodes[i].attrs.heads;
   return 0;
 }

@@ -73,6 +73,8 @@ int64_t ir_attrs_get_int(const IrAttrs *at, IrAttrId id) {
   TFMC_ASSERT((int)id >= 0 && id < IR_ATTR_ID_COUNT);
   if (ir_attr_info[id].kind == IR_ATTR_KIND_INT)
     return *(const int *)field(at, id, IR_ATTR_KIND_INT);
+  if (ir_attr_info[id].kind == IR_ATTR_KIND_ACT)
+    return *(const IrAct *)field(at, id, IR_ATTR_KIND_ACT);
   return *(const int64_t *)field(at, id, IR_ATTR_KIND_I64);
 }
 
@@ -92,6 +94,35 @@ void ir_attrs_set_int(IrAttrs *at, IrAttrId id, int64_t v) {
   TFMC_ASSERT((int)id >= 0 && id < IR_ATTR_ID_COUNT);
   if (ir_attr_info[id].kind == IR_ATTR_KIND_INT)
     *(int *)field_mut(at, id, IR_ATTR_KIND_INT) = (int)v;
+  else if (ir_attr_info[id].kind == IR_ATTR_KIND_ACT)
+    *(IrAct *)field_mut(at, id, IR_ATTR_KIND_ACT) = (IrAct)v;
   else
     *(int64_t *)field_mut(at, id, IR_ATTR_KIND_I64) = v;
+}
+
+bool ir_attrs_is_zero(const IrAttrs *at, IrAttrId id) {
+  switch (ir_attr_info[id].kind) {
+  case IR_ATTR_KIND_STRING: return ir_attrs_get_string(at, id) == NULL;
+  case IR_ATTR_KIND_F64: return ir_attrs_get_f64(at, id) == 0;
+  case IR_ATTR_KIND_BOOL: return !ir_attrs_get_bool(at, id);
+  case IR_ATTR_KIND_INT:
+  case IR_ATTR_KIND_I64:
+  case IR_ATTR_KIND_ACT: return ir_attrs_get_int(at, id) == 0;
+  case IR_ATTR_KIND_COUNT: break;
+  }
+  TFMC_ASSERT(!"attribute without a kind");
+  return false;
+}
+
+static const char *const act_names[IR_ACT_COUNT] = {"none", "relu", "gelu", "gelu_tanh"};
+
+const char *ir_act_name(int act) {
+  return act >= 0 && act < IR_ACT_COUNT ? act_names[act] : "?";
+}
+
+int ir_act_lookup(const char *name, size_t len) {
+  for (int i = 0; i < IR_ACT_COUNT; i++)
+    if (strlen(act_names[i]) == len && memcmp(act_names[i], name, len) == 0)
+      return i;
+  return -1;
 }

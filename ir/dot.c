@@ -98,6 +98,8 @@ static void label_attrs(const IrNode *nd, FILE *out) {
     IrAttrId id = (IrAttrId)i;
     if (!(at & info->bit) || info->kind == IR_ATTR_KIND_STRING)
       continue;
+    if (info->check == IR_ATTR_CHECK_OPTIONAL && ir_attrs_is_zero(a, id))
+      continue;
     attr_sep(out, &any);
     fprintf(out, "%s=", info->name);
     switch (info->kind) {
@@ -105,6 +107,7 @@ static void label_attrs(const IrNode *nd, FILE *out) {
     case IR_ATTR_KIND_BOOL: fputs(ir_attrs_get_bool(a, id) ? "true" : "false", out); break;
     case IR_ATTR_KIND_INT:
     case IR_ATTR_KIND_I64: fprintf(out, "%" PRId64, ir_attrs_get_int(a, id)); break;
+    case IR_ATTR_KIND_ACT: fputs(ir_act_name((int)ir_attrs_get_int(a, id)), out); break;
     case IR_ATTR_KIND_STRING: /* shown after the op name */
     case IR_ATTR_KIND_COUNT: TFMC_ASSERT(!"attribute without a label");
     }

@@ -184,7 +184,7 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     if (!type_ok(g, t[i])) return fail(err, errlen, "operand %d has a malformed type", i);
   }
   if (info->kind == IR_KIND_SOURCE || op == IR_OP_SINUSOID || op == IR_OP_RESHAPE ||
-      op == IR_OP_TAIL || op == IR_OP_KV_APPEND) {
+      op == IR_OP_TAIL || op == IR_OP_KV_APPEND || op == IR_OP_SLICE) {
     /* typed ops: the declared result type is checked in place */
     if (!type_ok(g, out)) return fail(err, errlen, "malformed result type");
   }
@@ -239,6 +239,39 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
         out->dims[at->axis].value > t[0]->dims[at->axis].value)
       return fail(err, errlen, "tail longer than its operand");
     return true;
+  case IR_OP_SLICE:
+    if (at->axis < 0 || at->axis >= t[0]->rank)
+      return fail(err, errlen, "slice axis %d out of range", at->axis);
+    if (out->dtype != t[0]->dtype || out->rank != t[0]->rank)
+      return fail(err, errlen, "slice keeps the dtype and rank");
+    for (int i = 0; i < out->rank; i++)
+      if (i != at->axis && !same_dims(out, i, t[0], i))
+        return fail(err, errlen, "slice keeps every dim but the axis");
+    if (at->start < 0 || out->dims[at->axis].sym >= 0 || t[0]->dims[at->axis].sym >= 0 ||
+        out->dims[at->axis].value < 1 ||
+        at->start + out->dims[at->axis].value > t[0]->dims[at->axis].value)
+      return fail(err, errlen, "slice %lld..%lld must lie within a constant dim of %lld",
+                  (long long)at->start,
+                  (long long)(at->start + (out->dims[at->axis].sym >= 0 ? 0 : out->dims[at->axis].value)),
+                  (long long)(t[0]->dims[at->axis].sym >= 0 ? -1 : t[0]->dims[at->axis].value));
+    return true;
+  case IR_OP_PARAM_CONCAT:
+    for (int i = 0; i < n; i++)
+      if (g->nodes[operands[i]].op != IR_OP_PARAM)
+        return fail(err, errlen, "param.concat operand %d is not a param", i);
+    if (at->axis < 0 || at->axis >= t[0]->rank)
+      return fail(err, errlen, "param.concat axis %d out of range", at->axis);
+    r = *t[0];
+    for (int i = 1; i < n; i++) {
+      if (t[i]->rank != t[0]->rank)
+        return fail(err, errlen, "param.concat operands must have one rank");
+      for (int d = 0; d < r.rank; d++)
+        if (d != at->axis && !same_dims(t[i], d, t[0], d))
+          return fail(err, errlen, "param.concat operands must agree on every dim but the axis");
+      r.dims[at->axis].value += t[i]->dims[at->axis].value;
+    }
+    *out = r;
+    return true;
   case IR_OP_SINUSOID:
     if (t[0]->dtype != IR_I32 || t[0]->rank != 1)
       return fail(err, errlen, "sinusoid takes positions i32[N]");
@@ -291,19 +324,31 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     if (!(at->eps >= 0)) return fail(err, errlen, "layernorm eps must be >= 0");
     *out = *t[0];
     return true;
-  case IR_OP_LINEAR:
+  case IR_OP_LINEAR: {
+    /* linear(x, w, bias?, residual?): residual=true says the last operand
+     * is the residual, so 3 operands are x, w, bias or x, w, residual */
+    bool has_res = at && at->residual;
+    int n_bias = n - 2 - (has_res ? 1 : 0);
+    if (n_bias < 0 || n_bias > 1)
+      return fail(err, errlen, "linear with residual=%s takes %s operands, got %d",
+                  has_res ? "true" : "false", has_res ? "3 or 4" : "2 or 3", n);
     if (t[0]->dtype != IR_F32 || t[0]->rank < 1)
       return fail(err, errlen, "linear input must be f32 of rank >= 1");
     if (t[1]->dtype != IR_F32 || t[1]->rank != 2 ||
         !same_dims(t[1], 1, t[0], t[0]->rank - 1))
       return fail(err, errlen, "linear weight must be f32[N,K] with K the input's last dim");
-    if (n == 3 && (t[2]->dtype != IR_F32 || t[2]->rank != 1 ||
+    if (n_bias && (t[2]->dtype != IR_F32 || t[2]->rank != 1 ||
                    !same_dims(t[2], 0, t[1], 0)))
       return fail(err, errlen, "linear bias must be f32[N]");
+    if (at && ((int)at->act < 0 || at->act >= IR_ACT_COUNT))
+      return fail(err, errlen, "linear act must be none, relu, gelu or gelu_tanh");
     r = *t[0];
     r.dims[r.rank - 1] = t[1]->dims[0];
+    if (has_res && !ir_type_eq(t[n - 1], &r))
+      return fail(err, errlen, "linear residual must have the result's type");
     *out = r;
     return true;
+  }
   case IR_OP_RESHAPE: {
     int64_t pa[IR_MAX_SYMS] = {0}, pb[IR_MAX_SYMS] = {0};
     if (out->dtype != t[0]->dtype)
@@ -328,7 +373,9 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     *out = r;
     return true;
   case IR_OP_ATTENTION:
+  case IR_OP_ATTENTION_FLASH:
   case IR_OP_ATTN_PROBS: {
+    if (op == IR_OP_ATTENTION_FLASH) op = IR_OP_ATTENTION; /* the same rule */
     int nk = op == IR_OP_ATTENTION ? 3 : 2;
     for (int i = 0; i < nk; i++)
       if (t[i]->dtype != IR_F32 || t[i]->rank != 3)

@@ -170,8 +170,18 @@ typedef enum IrAttrKind {
   IR_ATTR_KIND_BOOL,
   IR_ATTR_KIND_INT,
   IR_ATTR_KIND_I64,
+  IR_ATTR_KIND_ACT, /* an IrAct, written as its word */
   IR_ATTR_KIND_COUNT
 } IrAttrKind;
+
+/* An activation a linear applies in its epilogue (attribute act): the
+ * same functions as the relu, gelu and gelu_tanh ops. The values are
+ * runtime/rt_act.h's RtAct, which rt_linear takes. */
+typedef enum IrAct { IR_ACT_NONE, IR_ACT_RELU, IR_ACT_GELU, IR_ACT_GELU_TANH, IR_ACT_COUNT } IrAct;
+/* "none", "relu", "gelu", "gelu_tanh" ("?" out of range) */
+const char *ir_act_name(int act);
+/* The IrAct of that word, or -1. */
+int ir_act_lookup(const char *name, size_t len);
 
 /* The C type of each kind's field. */
 #define IR_ATTR_CTYPE_STRING const char *
@@ -179,6 +189,7 @@ typedef enum IrAttrKind {
 #define IR_ATTR_CTYPE_BOOL bool
 #define IR_ATTR_CTYPE_INT int
 #define IR_ATTR_CTYPE_I64 int64_t
+#define IR_ATTR_CTYPE_ACT IrAct
 
 typedef enum IrAttrCheck {
   IR_ATTR_CHECK_NONE,
@@ -186,6 +197,7 @@ typedef enum IrAttrCheck {
   IR_ATTR_CHECK_FINITE,   /* F64: finite */
   IR_ATTR_CHECK_NONNEG,   /* F64: finite and >= 0 */
   IR_ATTR_CHECK_POSITIVE, /* INT, I64: >= 1 */
+  IR_ATTR_CHECK_OPTIONAL, /* any value; may be left out of the text (= zero) */
   IR_ATTR_CHECK_COUNT
 } IrAttrCheck;
 
@@ -210,12 +222,15 @@ int ir_attr_lookup(const char *name, size_t len);
 const char *ir_attrs_get_string(const IrAttrs *at, IrAttrId id);
 double ir_attrs_get_f64(const IrAttrs *at, IrAttrId id);
 bool ir_attrs_get_bool(const IrAttrs *at, IrAttrId id);
-/* INT and I64 alike, widened. */
+/* INT, I64 and ACT alike, widened. */
 int64_t ir_attrs_get_int(const IrAttrs *at, IrAttrId id);
+/* True when attribute id holds its kind's zero value (0, false, NULL,
+ * none): what an OPTIONAL attribute left out of the text means. */
+bool ir_attrs_is_zero(const IrAttrs *at, IrAttrId id);
 void ir_attrs_set_string(IrAttrs *at, IrAttrId id, const char *v);
 void ir_attrs_set_f64(IrAttrs *at, IrAttrId id, double v);
 void ir_attrs_set_bool(IrAttrs *at, IrAttrId id, bool v);
-/* INT and I64 alike; the caller keeps v within the field's range. */
+/* INT, I64 and ACT alike; the caller keeps v within the field's range. */
 void ir_attrs_set_int(IrAttrs *at, IrAttrId id, int64_t v);
 
 typedef struct IrOpInfo {
@@ -287,6 +302,20 @@ typedef struct WeightSet {
 
 /* The weight of that name, or NULL (also for NULL arguments). */
 const Weight *ir_weights_find(const WeightSet *w, const char *name);
+
+/* ---- derived.c: derived parameters (param.concat) ----
+ * ir_param_concat_compute writes the value of param.concat node id of g
+ * (its numel floats) into dst from its operands' weights in w; false with
+ * a message when one is missing or shaped unlike its param.
+ * ir_weights_derive returns w plus one weight per param.concat node of g
+ * (named as the node, its data allocated in a), computed once: the set the
+ * interpreter and the packer read. w itself is not changed (it may be
+ * shared); with no derived params w is returned as is. NULL with a
+ * message on failure. */
+bool ir_param_concat_compute(const IrGraph *g, int id, const WeightSet *w, float *dst,
+                             char *err, size_t errlen);
+WeightSet *ir_weights_derive(Arena *a, const IrGraph *g, const WeightSet *w, char *err,
+                             size_t errlen);
 
 /* ---- builder (graph.c): records nodes, infers result types ----
  * ir_build infers the result type from the operands and attributes with the

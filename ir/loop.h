@@ -200,6 +200,15 @@ typedef struct LKernel {
                           with this kernel's buffers as its parameters */
 } LKernel;
 
+/* An arena buffer's extent at run time: offset, and bytes x the values of
+ * the listed symbols (-1 ends the list): the RtArenaBlock table by which
+ * the runtime commits only what a run's dims touch (runtime/rt_arena.h). */
+typedef struct LArenaBlock {
+  int64_t offset;
+  int64_t bytes;
+  int8_t syms[IR_MAX_RANK];
+} LArenaBlock;
+
 typedef struct LoopProgram {
   Arena *arena;
   const char *name;    /* model name */
@@ -211,6 +220,9 @@ typedef struct LoopProgram {
   int64_t arena_bytes;
   int64_t weights_floats;
   int64_t state_bytes; /* the state region (LB_STATE buffers); 0: none */
+  LArenaBlock *arena_blocks; /* one per planned arena buffer (none from a .tfloop
+                                listing: the runtime then commits the whole arena) */
+  int n_arena_blocks;
 } LoopProgram;
 
 /* ---- loop.c: construction helpers and the printer ---- */

@@ -638,6 +638,17 @@ static bool parse_attr_value(Parser *ps, IrAttrId id, IrAttrs *at) {
       return false;
     ir_attrs_set_int(at, id, v);
     return true;
+  case IR_ATTR_KIND_ACT: {
+    int act = ps->tok.kind == TK_IDENT ? ir_act_lookup(ps->tok.start, ps->tok.len) : -1;
+    if (act < 0) {
+      snprintf(what, sizeof what, "none, relu, gelu or gelu_tanh for '%s'", info->name);
+      expected(ps, what);
+      return false;
+    }
+    ir_attrs_set_int(at, id, act);
+    lex_next(ps);
+    return true;
+  }
   case IR_ATTR_KIND_STRING:
   case IR_ATTR_KIND_COUNT: break;
   }
@@ -646,7 +657,8 @@ static bool parse_attr_value(Parser *ps, IrAttrId id, IrAttrs *at) {
 }
 
 /* attrs := '{' [IDENT '=' literal (',' IDENT '=' literal)*] '}'  (all the
- * op's attributes except its strings, each exactly once) */
+ * op's attributes except its strings, each exactly once; OPTIONAL ones
+ * may be left out: they stay zero) */
 static bool parse_attrs(Parser *ps, IrOp op, unsigned carried, const Tok *op_tok, IrAttrs *at) {
   const IrOpInfo *info = &ir_op_info[op];
   unsigned want = 0, seen = 0;
@@ -701,7 +713,8 @@ static bool parse_attrs(Parser *ps, IrOp op, unsigned carried, const Tok *op_tok
     lex_next(ps);
   }
   for (int f = 0; f < IR_ATTR_ID_COUNT; f++)
-    if ((want & ir_attr_info[f].bit) && !(seen & ir_attr_info[f].bit)) {
+    if ((want & ir_attr_info[f].bit) && !(seen & ir_attr_info[f].bit) &&
+        ir_attr_info[f].check != IR_ATTR_CHECK_OPTIONAL) {
       error_at(ps, op_tok, "'%s' needs attribute '%s'", info->name, ir_attr_info[f].name);
       return false;
     }

@@ -17,7 +17,7 @@
  *  - symbol names print bare when they are identifiers the parser lexes as
  *    one token ([A-Za-z_][A-Za-z0-9_.]*), quoted otherwise;
  *  - an op's attributes print in attrs.def row order, only those its ops.def
- *    row carries; string attributes (the name) go, quoted, right after the
+ *    row carries, and OPTIONAL ones only when not their zero value; string attributes (the name) go, quoted, right after the
  *    op name, the others in braces as name=value;
  *  - floating-point attributes print with the fewest significant digits, 9 to
  *    17, that read back (strtod) to the identical double, so values that came
@@ -116,6 +116,7 @@ static void print_attr_value(IrAttrId id, const IrAttrs *at, FILE *out) {
   case IR_ATTR_KIND_BOOL: fputs(ir_attrs_get_bool(at, id) ? "true" : "false", out); break;
   case IR_ATTR_KIND_INT:
   case IR_ATTR_KIND_I64: fprintf(out, "%" PRId64, ir_attrs_get_int(at, id)); break;
+  case IR_ATTR_KIND_ACT: fputs(ir_act_name((int)ir_attrs_get_int(at, id)), out); break;
   case IR_ATTR_KIND_COUNT: TFMC_ASSERT(!"attribute without a printer");
   }
 }
@@ -144,6 +145,8 @@ static void print_node(const IrGraph *g, int id, FILE *out) {
   for (int i = 0; i < IR_ATTR_ID_COUNT; i++) {
     if (!(attrs & ir_attr_info[i].bit) || ir_attr_info[i].kind == IR_ATTR_KIND_STRING)
       continue;
+    if (ir_attr_info[i].check == IR_ATTR_CHECK_OPTIONAL && ir_attrs_is_zero(&nd->attrs, (IrAttrId)i))
+      continue; /* left out: reads back as the zero value */
     fputs(first ? " {" : ", ", out);
     first = false;
     fprintf(out, "%s=", ir_attr_info[i].name);

@@ -169,7 +169,16 @@ static bool attrs_check(const IrGraph *g, int id, Diags *d) {
       }
       break;
     }
+    case IR_ATTR_CHECK_OPTIONAL: break;
     case IR_ATTR_CHECK_COUNT: TFMC_ASSERT(!"attribute without a check");
+    }
+    if (info->kind == IR_ATTR_KIND_ACT) {
+      int64_t v = ir_attrs_get_int(&nd->attrs, aid);
+      if (v < 0 || v >= IR_ACT_COUNT) {
+        node_error(d, g, id, "%s must be none, relu, gelu or gelu_tanh, got %lld", info->name,
+                   (long long)v);
+        ok = false;
+      }
     }
   }
   return ok;
@@ -243,13 +252,15 @@ static int name_ref_cmp(const void *pa, const void *pb) {
   return c ? c : (a->index > b->index) - (a->index < b->index);
 }
 
-/* Reports every node of op `op` whose name an earlier such node has. */
-static void check_unique_node_names(const IrGraph *g, IrOp op, Diags *d) {
+/* Reports every node of op `op` (or `also`) whose name an earlier such node
+ * has: a derived param (param.concat) is named among the params. */
+static void check_unique_node_names(const IrGraph *g, IrOp op, IrOp also, Diags *d) {
   NameRef *refs = malloc(((size_t)g->n_nodes + 1) * sizeof *refs);
   TFMC_ASSERT(refs);
   int n = 0;
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == op && g->nodes[i].attrs.name && g->nodes[i].attrs.name[0])
+    if ((g->nodes[i].op == op || g->nodes[i].op == also) && g->nodes[i].attrs.name &&
+        g->nodes[i].attrs.name[0])
       refs[n++] = (NameRef){g->nodes[i].attrs.name, i};
   qsort(refs, (size_t)n, sizeof *refs, name_ref_cmp);
   for (int i = 1, first = 0; i < n; i++) {
@@ -258,7 +269,8 @@ static void check_unique_node_names(const IrGraph *g, IrOp op, Diags *d) {
       continue;
     }
     char buf[96];
-    node_error(d, g, refs[i].index, "duplicate %s name %s (also %%%d)", op_name(op),
+    node_error(d, g, refs[i].index, "duplicate %s name %s (also %%%d)",
+               op_name(g->nodes[refs[i].index].op),
                show(refs[i].name, buf, sizeof buf), refs[first].index);
   }
   free(refs);
@@ -280,7 +292,8 @@ static void check_kv_views(const IrGraph *g, Diags *d) {
         continue;
       const IrNode *on = &g->nodes[o];
       if (on->op == IR_OP_KV_APPEND) {
-        bool ok = ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTN_PROBS) && (k == 1 || k == 2)) ||
+        bool ok = ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_FLASH ||
+                    n->op == IR_OP_ATTN_PROBS) && (k == 1 || k == 2)) ||
                   (n->op == IR_OP_ATTN_MIX && k == 1);
         if (n->op == IR_OP_ATTN_PROBS && k == 2)
           ok = false; /* its mask */
@@ -393,9 +406,9 @@ bool ir_graph_verify(const IrGraph *g, Diags *d) {
   for (int i = 0; i < g->n_nodes; i++)
     type_ok[i] = node_check(g, i, type_ok, d);
   free(type_ok);
-  check_unique_node_names(g, IR_OP_INPUT, d);
-  check_unique_node_names(g, IR_OP_PARAM, d);
-  check_unique_node_names(g, IR_OP_STATE, d);
+  check_unique_node_names(g, IR_OP_INPUT, IR_OP_INPUT, d);
+  check_unique_node_names(g, IR_OP_PARAM, IR_OP_PARAM_CONCAT, d);
+  check_unique_node_names(g, IR_OP_STATE, IR_OP_STATE, d);
   check_kv_views(g, d);
   check_results(g, d);
   check_outputs(g, d);

@@ -78,6 +78,9 @@ static bool fusable(IrOp op) {
   case IR_OP_KV_APPEND:
   case IR_OP_FUSED: /* an elementwise tree already: the pass is a fixpoint */
   case IR_OP_RESULT:
+  case IR_OP_ATTENTION_FLASH:
+  case IR_OP_PARAM_CONCAT:
+  case IR_OP_SLICE:
   case IR_OP_COUNT:
     break;
   }

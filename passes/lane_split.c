@@ -139,11 +139,28 @@ static LStmt *split(LoopProgram *p, LKernel *k, LStmt *s, const LStmt *set) {
   return blk;
 }
 
+/* Whether a statement of s other than skip (and what skip holds) reads
+ * variable var. */
+static bool reads_var_outside(const LStmt *s, const LStmt *skip, int var) {
+  if (!s || s == skip) return false;
+  if (reads_var(s->lo, var) || reads_var(s->hi, var) || reads_var(s->value, var) ||
+      reads_var(s->index, var))
+    return true;
+  for (int i = 0; i < s->n_args; i++)
+    if (reads_var(s->args[i], var)) return true;
+  for (int i = 0; i < s->n_stmts; i++)
+    if (reads_var_outside(s->stmts[i], skip, var)) return true;
+  return false;
+}
+
 static int split_in(LoopProgram *p, LKernel *k, LStmt *parent) {
   int n = 0;
   for (int i = 0; i < parent->n_stmts; i++) {
     LStmt *s = parent->stmts[i];
     const LStmt *set = reduction(s);
+    /* a loop variable read after its loop (listings may say so) keeps its
+     * loop: the split one is driven by other variables */
+    if (set && reads_var_outside(k->body, s, s->var)) set = NULL;
     LStmt *blk = set ? split(p, k, s, set) : NULL;
     if (blk) {
       parent->stmts[i] = blk;

@@ -142,6 +142,12 @@ static bool call_out_bytes(const Counter *c, const LStmt *s, int64_t *bytes) {
       return false;
     *bytes = out_bytes(c, s, "out", b * h * tq * dv) + out_bytes(c, s, "probs", b * h * tq * tk);
     return true;
+  case LC_ATTENTION_FLASH: /* out [B,Tq,H*dv]; its scores never leave the task's scratch */
+    if (!call_arg(c, s, "b", &b) || !call_arg(c, s, "h", &h) || !call_arg(c, s, "tq", &tq) ||
+        !call_arg(c, s, "dv", &dv))
+      return false;
+    *bytes = out_bytes(c, s, "out", b * h * tq * dv);
+    return true;
   case LC_GELU: /* y[n] */
     if (!call_arg(c, s, "n", &n)) return false;
     *bytes = out_bytes(c, s, "y", n);

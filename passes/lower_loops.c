@@ -22,6 +22,7 @@
  * and is written into the program: kernel grains and call arguments. */
 #include "ir/loop.h"
 #include "passes/passes.h"
+#include "runtime/rt_act.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -32,6 +33,7 @@ typedef struct Lw {
   const IrGraph *g;
   LoopProgram *p;
   int *buf;     /* node -> buffer id (-1 none) */
+  bool *view;   /* node -> a slice read in place out of its operand's buffer */
   LKernel *k;   /* kernel being built */
   LowerLoopsOptions opt;
 } Lw;
@@ -55,6 +57,11 @@ LowerLoopsOptions pass_lower_loops_options_default(void) {
        * and pays a call's fixed costs, which outweigh what finer pieces gain
        * in balance (128x256x64: 37 -> 29 us on 2 threads) */
       .linear_split_macs = (int64_t)1 << 23,
+      /* GotoBLAS-style blocks sized for a 48K L1, 1M L2 (Zen 4/5); the
+       * tile pass sizes them for the target instead */
+      .gemm_mc = 128,
+      .gemm_nc = 2016,
+      .gemm_kc = 384,
       /* the scores of a block take block_q x tk floats (512 KiB at tk =
        * 2048), and b * h * ceil(tq / block_q) tasks keep the pool busy even
        * for one sequence */
@@ -64,6 +71,10 @@ LowerLoopsOptions pass_lower_loops_options_default(void) {
        * it took 112 ms for 12 heads where the tiled products took 167 ms;
        * at tk = 128 they take 0.39 ms where BLAS took 0.47 (2 threads). */
       .attn_tiled_floats = 16384,
+      /* 128 keys x 64 query rows of scores (32 KiB) and K_j^T (32 KiB at
+       * dh = 64) stay in L1/L2 while V_j streams; bert-base at seq 128 is
+       * one block, the plain form */
+      .attn_block_k = 128,
   };
 }
 
@@ -81,6 +92,21 @@ static int64_t type_bytes_max(const IrGraph *g, const IrType *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= dim_max(g, t->dims[i]);
   return n * (t->dtype == IR_BOOL ? 1 : 4);
+}
+
+/* The extent of an arena buffer of type t at offset off, as a function of
+ * the run's symbol values. */
+static LArenaBlock arena_block(const IrType *t, int64_t off) {
+  LArenaBlock b = {off, t->dtype == IR_BOOL ? 1 : 4, {0}};
+  for (int i = 0; i < IR_MAX_RANK; i++) b.syms[i] = -1;
+  int k = 0;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i].sym < 0)
+      b.bytes *= t->dims[i].value;
+    else
+      b.syms[k++] = (int8_t)t->dims[i].sym;
+  }
+  return b;
 }
 
 /* product of dims [from, to) */
@@ -320,26 +346,42 @@ static void lower_layernorm(Lw *L, int node) {
   emit(L, f3, ls_store(p, L->buf[node], add(L, base, V(L, j3)), y));
 }
 
-/* y[M,N] = x[M,K] w[N,K]^T + b : the runtime's GEMM entry */
+/* y[M,N] = act(x[M,K] w[N,K]^T + b) + r : the runtime's GEMM entry with
+ * its epilogue (act none and no residual: the plain product; scale 1) */
 static void lower_linear(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   const IrType *tw = &L->g->nodes[n->operands[1]].type;
   LoopProgram *p = L->p;
   kernel(L, node, I(L, 1), false);
+  bool has_res = n->attrs.residual;
+  bool has_bias = n->n_operands - 2 - (has_res ? 1 : 0) == 1;
+  /* IrAct's values are rt_act.h's RtAct (ir/ir.h) */
+  _Static_assert((int)IR_ACT_NONE == (int)RT_ACT_NONE && (int)IR_ACT_RELU == (int)RT_ACT_RELU &&
+                     (int)IR_ACT_GELU == (int)RT_ACT_GELU &&
+                     (int)IR_ACT_GELU_TANH == (int)RT_ACT_GELU_TANH,
+                 "IrAct and RtAct differ");
   LExpr *N = I(L, tw->dims[0].value), *K = I(L, tw->dims[1].value);
-  LExpr *args[12] = {lx_pool(p),
+  LExpr *args[19] = {lx_pool(p),
                      rowsx(L, &n->type),
                      N,
                      K,
                      lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
                      K,
                      lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
-                     n->n_operands == 3 ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
+                     has_bias ? lx_addr(p, L->buf[n->operands[2]], I(L, 0)) : lx_null(p),
                      lx_addr(p, L->buf[node], I(L, 0)),
                      N,
+                     I(L, n->attrs.act),
+                     f32(L, 1),
+                     has_res ? lx_addr(p, L->buf[n->operands[n->n_operands - 1]], I(L, 0))
+                             : lx_null(p),
+                     has_res ? N : I(L, 0),
+                     I(L, L->opt.gemm_mc),
+                     I(L, L->opt.gemm_nc),
+                     I(L, L->opt.gemm_kc),
                      I(L, L->opt.linear_task_macs),
                      I(L, L->opt.linear_split_macs)};
-  emit(L, NULL, ls_call(p, LC_LINEAR, args, 12));
+  emit(L, NULL, ls_call(p, LC_LINEAR, args, 19));
 }
 
 /* softmax: y = exp(x - max) / sum(exp(x - max)); log_softmax: y = x - max - log(sum) */
@@ -419,13 +461,54 @@ static void lower_take(Lw *L, int node) {
 /* Floats between batch elements of attention operand `value` f32[B,Tk,D]:
  * Tk*D for a tensor, Sm*D for a kv.append result, which is its state
  * [Bm,Sm,D] read in place (only attention k / v consume one, ir/verify.c) */
+static LExpr *row_stride(Lw *L, int value);
 static LExpr *batch_stride(Lw *L, int value) {
   const IrNode *n = &L->g->nodes[value];
   if (n->op == IR_OP_KV_APPEND) {
     const IrType *ts = &L->g->nodes[n->operands[0]].type;
     return I(L, ts->dims[1].value * ts->dims[2].value);
   }
-  return mul(L, dimx(L, n->type.dims[1]), dimx(L, n->type.dims[2]));
+  return mul(L, dimx(L, n->type.dims[1]), row_stride(L, value));
+}
+
+/* Floats between rows (last-dim vectors) of `value`: its last dim, or for
+ * a slice view its operand's (Q, K and V read out of one QKV buffer). */
+static LExpr *row_stride(Lw *L, int value) {
+  const IrNode *n = &L->g->nodes[value];
+  if (L->view[value]) n = &L->g->nodes[n->operands[0]];
+  return dimx(L, n->type.dims[n->type.rank - 1]);
+}
+
+/* The address of `value`'s first element: a slice view starts `start`
+ * floats into its operand's rows. */
+static LExpr *view_addr(Lw *L, int value) {
+  const IrNode *n = &L->g->nodes[value];
+  return lx_addr(L->p, L->buf[value], I(L, L->view[value] ? n->attrs.start : 0));
+}
+
+/* Element (row r, column j) of a value read row by row: r * row stride +
+ * the view's start + j. */
+static LExpr *row_elem(Lw *L, int value, LExpr *r, LExpr *j) {
+  const IrNode *n = &L->g->nodes[value];
+  LExpr *at = add(L, mul(L, r, row_stride(L, value)), j);
+  return L->view[value] ? add(L, at, I(L, n->attrs.start)) : at;
+}
+
+/* slice(x) {axis, start} -> y (a copy; slices read in place have no
+ * kernel): x as (outer, n, inner), y (outer, m, inner) =
+ * x[:, start:start+m, :]; flat y index o = (hi * m + i) * inner + lo */
+static void lower_slice(Lw *L, int node) {
+  const IrNode *n = &L->g->nodes[node];
+  const IrType *t = &n->type, *ti = &L->g->nodes[n->operands[0]].type;
+  int axis = n->attrs.axis;
+  LKernel *k = kernel(L, node, prodx(L, t, 0, t->rank), true);
+  LExpr *inner = prodx(L, t, axis + 1, t->rank), *m = dimx(L, t->dims[axis]),
+        *nn = dimx(L, ti->dims[axis]);
+  LExpr *o = V(L, k->outer_var);
+  LExpr *lo = lx_bin(L->p, LB_REM, o, inner), *ri = lx_bin(L->p, LB_DIV, o, inner);
+  LExpr *i = lx_bin(L->p, LB_REM, ri, m), *hi = lx_bin(L->p, LB_DIV, ri, m);
+  LExpr *src = add(L, mul(L, add(L, mul(L, hi, nn), add(L, I(L, n->attrs.start), i)), inner), lo);
+  emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], src)));
 }
 
 /* kv.append(s [Bm,Sm,D], x [B,T,D]) -> [B,L,D], P = L - T:
@@ -443,7 +526,7 @@ static void lower_kv_append(Lw *L, int node) {
   LExpr *row = add(L, mul(L, b, I(L, Sm)), add(L, P, t));
   LStmt *f = for_(L, NULL, j, I(L, D));
   emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, row, I(L, D)), V(L, j)),
-                      load(L, n->operands[1], add(L, mul(L, r, I(L, D)), V(L, j)))));
+                      load(L, n->operands[1], row_elem(L, n->operands[1], r, V(L, j)))));
 }
 
 /* tail(x) {axis} -> y: x as (outer, n, inner), y (outer, m, inner) =
@@ -535,7 +618,8 @@ static void lower_attention(Lw *L, int node) {
   bool masked = n->n_operands == 4;
   const IrType *tm = masked ? &L->g->nodes[n->operands[3]].type : NULL;
   int64_t dh = tq->dims[2].value / H, dv = tv->dims[2].value / H;
-  LExpr *args[20] = {lx_pool(p),
+  bool flash = n->op == IR_OP_ATTENTION_FLASH;
+  LExpr *args[23] = {lx_pool(p),
                      dimx(L, tq->dims[0]),
                      I(L, H),
                      dimx(L, tq->dims[1]),
@@ -543,19 +627,30 @@ static void lower_attention(Lw *L, int node) {
                      I(L, dh),
                      I(L, dv),
                      f32(L, n->attrs.scale),
-                     lx_addr(p, L->buf[n->operands[0]], I(L, 0)),
-                     lx_addr(p, L->buf[n->operands[1]], I(L, 0)),
-                     lx_addr(p, L->buf[n->operands[2]], I(L, 0)),
+                     view_addr(L, n->operands[0]),
+                     row_stride(L, n->operands[0]),
+                     view_addr(L, n->operands[1]),
+                     row_stride(L, n->operands[1]),
+                     view_addr(L, n->operands[2]),
+                     row_stride(L, n->operands[2]),
                      batch_stride(L, n->operands[1]),
                      batch_stride(L, n->operands[2]),
                      masked ? lx_addr(p, L->buf[n->operands[3]], I(L, 0)) : lx_null(p),
                      masked ? dimx(L, tm->dims[0]) : I(L, 1),
                      masked ? dimx(L, tm->dims[1]) : I(L, 1),
                      lx_addr(p, L->buf[node], I(L, 0)),
-                     lx_null(p),
-                     I(L, L->opt.attn_block_q),
-                     I(L, attn_max_tk_tiled(L->opt.attn_tiled_floats, dh, dv))};
-  emit(L, NULL, ls_call(p, LC_ATTENTION, args, 20));
+                     NULL, NULL, NULL};
+  int n_args = 20;
+  if (flash) {
+    /* rt_attention_flash: no probs; keys in blocks of block_k */
+    args[n_args++] = I(L, L->opt.attn_block_q);
+    args[n_args++] = I(L, L->opt.attn_block_k);
+  } else {
+    args[n_args++] = lx_null(p);
+    args[n_args++] = I(L, L->opt.attn_block_q);
+    args[n_args++] = I(L, attn_max_tk_tiled(L->opt.attn_tiled_floats, dh, dv));
+  }
+  emit(L, NULL, ls_call(p, flash ? LC_ATTENTION_FLASH : LC_ATTENTION, args, n_args));
 }
 
 /* p[b,h,t,:] = softmax(scores(b,h,t,:)) */
@@ -723,6 +818,9 @@ static LExpr *body_expr(Lw *L, const IrGraph *b, const IrNode *f, const IrType *
   case IR_OP_KV_APPEND:
   case IR_OP_FUSED:
   case IR_OP_RESULT:
+  case IR_OP_ATTENTION_FLASH:
+  case IR_OP_PARAM_CONCAT:
+  case IR_OP_SLICE:
   case IR_OP_COUNT:
     break;
   }
@@ -879,16 +977,43 @@ LoopProgram *pass_lower_loops(Arena *a, const IrGraph *g) {
 LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsOptions *opts) {
   LoopProgram *p = loop_program_create(a, g->name);
   p->n_syms = g->n_syms;
-  Lw L = {g, p, arena_alloc(a, (size_t)g->n_nodes * sizeof(int)), NULL, *opts};
+  Lw L = {g, p, arena_alloc(a, (size_t)g->n_nodes * sizeof(int)),
+          arena_alloc(a, (size_t)g->n_nodes * sizeof(bool)), NULL, *opts};
   int *out_of = arena_alloc(a, (size_t)g->n_nodes * sizeof(int)); /* node -> first output idx */
   int *base = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));   /* alias root */
   int *last = arena_alloc(a, (size_t)g->n_nodes * sizeof(int));
   for (int i = 0; i < g->n_nodes; i++) out_of[i] = -1, L.buf[i] = -1, last[i] = i;
   for (int o = g->n_outputs - 1; o >= 0; o--) out_of[g->outputs[o].value] = o;
-  /* reshapes alias their operand unless they are an output themselves */
+  /* A param that derived params read, and nothing else, is not packed (the
+   * derived one is);
+   * a slice of the last axis that only attention q/k/v and kv.append rows
+   * read is a view: they take row strides, so they read it in place. */
+  bool *packed = arena_alloc(a, (size_t)g->n_nodes * sizeof(bool));
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
-    base[i] = (n->op == IR_OP_RESHAPE && out_of[i] < 0) ? base[n->operands[0]] : i;
+    L.view[i] = n->op == IR_OP_SLICE && n->attrs.axis == n->type.rank - 1 && out_of[i] < 0;
+    packed[i] = true;
+  }
+  bool *derived_only = arena_alloc(a, (size_t)g->n_nodes * sizeof(bool));
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; g->nodes[i].op == IR_OP_PARAM_CONCAT && k < g->nodes[i].n_operands; k++)
+      derived_only[g->nodes[i].operands[k]] = true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    for (int k = 0; k < n->n_operands; k++) {
+      int o = n->operands[k];
+      if (n->op != IR_OP_PARAM_CONCAT) derived_only[o] = false;
+      bool reads_rows = ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_FLASH) && k < 3) ||
+                        (n->op == IR_OP_KV_APPEND && k == 1);
+      if (!reads_rows) L.view[o] = false;
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) packed[i] = !derived_only[i] || out_of[i] >= 0;
+  /* reshapes alias their operand unless they are an output themselves;
+   * views alias theirs */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    base[i] = ((n->op == IR_OP_RESHAPE && out_of[i] < 0) || L.view[i]) ? base[n->operands[0]] : i;
   }
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_operands; k++) {
@@ -902,7 +1027,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     const IrNode *n = &g->nodes[i];
     if (n->op == IR_OP_INPUT)
       L.buf[i] = loop_buffer_add(p, LB_INPUT, n_in++, 0, elem_of(n->type.dtype), n->attrs.name);
-    else if (n->op == IR_OP_PARAM) {
+    else if ((n->op == IR_OP_PARAM && packed[i]) || n->op == IR_OP_PARAM_CONCAT) {
       L.buf[i] = loop_buffer_add(p, LB_WEIGHT, 0, wofs, LE_F32, n->attrs.name);
       wofs += (type_bytes_max(g, &n->type) / 4 + 15) & ~(int64_t)15;
     }
@@ -925,17 +1050,19 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
   p->state_bytes = sofs;
   /* arena blocks, first fit by liveness */
   Block *live = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *live);
+  p->arena_blocks = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *p->arena_blocks);
   int n_live = 0;
   int64_t peak = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
     if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE ||
-        n->op == IR_OP_KV_APPEND)
+        n->op == IR_OP_KV_APPEND || n->op == IR_OP_PARAM_CONCAT)
       continue;
     if (base[i] != i) {
       L.buf[i] = loop_buffer_add(p, p->bufs[L.buf[base[i]]].kind, p->bufs[L.buf[base[i]]].index,
                                  p->bufs[L.buf[base[i]]].offset, elem_of(n->type.dtype),
-                                 arena_printf(a, "%%%d (reshape of %%%d)", i, base[i]));
+                                 arena_printf(a, "%%%d (%s of %%%d)", i,
+                                              L.view[i] ? "slice" : "reshape", base[i]));
       continue;
     }
     /* a fused node's kernel also writes the values of its result nodes:
@@ -965,6 +1092,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
       n_live++;
       if (off + size > peak) peak = off + size;
       L.buf[v] = loop_buffer_add(p, LB_ARENA, 0, off, elem_of(tv->dtype), arena_printf(a, "%%%d", v));
+      p->arena_blocks[p->n_arena_blocks++] = arena_block(tv, off);
     }
     /* free operands whose last use is this node (after this node got its buffer) */
     for (int b = 0; b < n_live;) {
@@ -1016,6 +1144,11 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     case IR_OP_KV_APPEND: lower_kv_append(&L, i); break;
     case IR_OP_FUSED: lower_fused(&L, i); break;
     case IR_OP_RESULT: break; /* written by its fused node's kernel */
+    case IR_OP_ATTENTION_FLASH: lower_attention(&L, i); break;
+    case IR_OP_PARAM_CONCAT: break; /* packed: ir_weights_derive */
+    case IR_OP_SLICE:
+      if (!L.view[i]) lower_slice(&L, i);
+      break;
     case IR_OP_COUNT: TFMC_ASSERT(!"op count");
     }
   }

@@ -117,6 +117,8 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
       pass_mask_names(n->attrs.name, &ids, &lengths);
       t->ids_input = ids;
       t->lengths_name = lengths;
+    } else if (n->type.dtype == IR_F32) {
+      t->kind = RT_INPUT_VALUES;
     } else {
       t->kind = RT_INPUT_IDS;
       t->vocab = input_vocab[k];
@@ -143,7 +145,8 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
     if (lb->kind != LB_WEIGHT) continue;
     const IrNode *pn = NULL;
     for (int i = 0; i < g->n_nodes && !pn; i++)
-      if (g->nodes[i].op == IR_OP_PARAM && strcmp(g->nodes[i].attrs.name, lb->name) == 0)
+      if ((g->nodes[i].op == IR_OP_PARAM || g->nodes[i].op == IR_OP_PARAM_CONCAT) &&
+          strcmp(g->nodes[i].attrs.name, lb->name) == 0)
         pn = &g->nodes[i];
     TFMC_ASSERT(pn);
     w[j].name = arena_strdup(a, lb->name);
@@ -161,5 +164,16 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
   m->pad_id = pad_id;
   m->n_kernels = p ? p->n_kernels : 0;
   m->kernels = pass_kernel_table(a, g, p);
+  _Static_assert(IR_MAX_RANK == RT_MAX_RANK, "arena blocks list up to a rank's symbols");
+  if (p && p->n_arena_blocks > 0) {
+    RtArenaBlock *ab = arena_alloc(a, (size_t)p->n_arena_blocks * sizeof *ab);
+    for (int i = 0; i < p->n_arena_blocks; i++) {
+      ab[i].offset = p->arena_blocks[i].offset;
+      ab[i].bytes = p->arena_blocks[i].bytes;
+      memcpy(ab[i].syms, p->arena_blocks[i].syms, sizeof ab[i].syms);
+    }
+    m->n_arena_blocks = p->n_arena_blocks;
+    m->arena_blocks = ab;
+  }
   return m;
 }

@@ -45,6 +45,18 @@ static const PassInfo pass_table[] = {
     {"fuse-elementwise",
      "trees of elementwise ops, gathers and masks -> one loop nest (fused elementwise)",
      pass_fuse_elementwise_run},
+    {"fuse-qkv",
+     "an attention's q/k/v linears of one input -> one linear over param.concat weights + slices",
+     pass_fuse_qkv_run},
+    {"flash-attention",
+     "attention -> attention.flash: blocks of keys, online softmax, no Tq x Tk scores",
+     pass_flash_attention_run},
+    {"fuse-epilogue",
+     "linear + relu/gelu/gelu_tanh (+ residual add) -> one linear whose GEMM epilogue applies them",
+     pass_fuse_epilogue_run},
+    {"tile",
+     "rt_linear's cache blocks, parallel grain and thread split from the target's caches (loop IR)",
+     NULL, PASS_LOOP, pass_tile_run},
     {"lane-split",
      "reassociable reductions into one variable -> 8 lanes folded pairwise (loop IR)", NULL,
      PASS_LOOP, pass_lane_split_run},
@@ -61,8 +73,10 @@ enum { PASS_TABLE_N = (int)(sizeof pass_table / sizeof pass_table[0]) };
 static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
     [1] = "dce,lane-split,share-kernels",            /* -O1 */
-    [2] = "prune-rows,fuse-add-norm,fuse-elementwise,dce,lane-split,share-kernels", /* -O2 */
-    [3] = "prune-rows,fuse-add-norm,fuse-elementwise,dce,lane-split,share-kernels", /* -O3 */
+    [2] = "prune-rows,fuse-qkv,fuse-epilogue,fuse-add-norm,fuse-elementwise,flash-attention,dce,"
+          "tile,lane-split,share-kernels", /* -O2 */
+    [3] = "prune-rows,fuse-qkv,fuse-epilogue,fuse-add-norm,fuse-elementwise,flash-attention,dce,"
+          "tile,lane-split,share-kernels", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {

@@ -63,6 +63,10 @@ typedef struct LowerLoopsOptions {
   /* rt_linear split_macs: a product of fewer multiply-adds is cut into one
    * piece per thread. Default 1 << 23 (8M). */
   int64_t linear_split_macs;
+  /* rt_linear mc, nc, kc: the cache blocks of its GEMM (rt_gemm.h). The
+   * tile pass replaces them with blocks sized for the target's caches.
+   * Default 128, 2016, 384: the runtime's former constants. */
+  int64_t gemm_mc, gemm_nc, gemm_kc;
   /* rt_attention block_q: query rows per task. Default 64. */
   int64_t attn_block_q;
   /* rt_attention max_tk_tiled, derived per call from the head dims: the
@@ -71,6 +75,11 @@ typedef struct LowerLoopsOptions {
    * register-tiled products run instead of BLAS. 0: always BLAS. Default
    * 16384 (64 KiB: tk <= 256 at dh = dv = 64, 1024 at 16). */
   int64_t attn_tiled_floats;
+  /* rt_attention_flash block_k (attention.flash): keys per block of the
+   * online softmax; a task's scores are block_q x block_k floats whatever
+   * the sequence length. Default 128. (The knob `--tile
+   * attention.block_k=N` sets.) */
+  int64_t attn_block_k;
 } LowerLoopsOptions;
 
 LowerLoopsOptions pass_lower_loops_options_default(void);
@@ -141,6 +150,54 @@ void pass_mask_names(const char *mask_input, const char **ids_input, const char 
  * --pass-stats prints a line per pass (time, nodes or kernels before and
  * after, verify time, the pass's note). */
 
+/* ---- the target the tile pass sizes blocks for (tile.c) ----
+ *
+ * TILE_KEYS(X): what `--tile KEY=VALUE` may set, one row each:
+ *   X(ENUM, "key", min, max, "what it is")
+ * The tile pass chooses every key from the target (cache sizes, threads)
+ * unless the user set it; values outside min..max are refused when parsed.
+ * A new tiling decision is one row here plus its case in tile.c's
+ * tile_choose and tile_apply (the switches have no default, so the
+ * compiler lists them). attention.block_k (keys per block of the
+ * flash-attention lowering) belongs here once that lowering exists: a row
+ * TILE_ATTENTION_BLOCK_K, "attention.block_k" after the gemm rows. */
+#define TILE_KEYS(X)                                                                              X(GEMM_MC, "gemm.mc", 1, 4096, "rt_linear rows per packed block of x (mc x kc lives in L2)")    X(GEMM_NC, "gemm.nc", 1, 65536,                                                                   "rt_linear columns per packed block of w (kc x nc lives in L3, shared by the threads)")       X(GEMM_KC, "gemm.kc", 8, 8192, "rt_linear depth per block (the micro-kernel's panels in L1)")   X(GEMM_TASK_MACS, "gemm.task_macs", 1, (int64_t)1 << 40,                                          "rt_linear multiply-adds per pool task at least (the parallel grain)")                        X(GEMM_SPLIT_MACS, "gemm.split_macs", 0, (int64_t)1 << 40,                                        "rt_linear products below this are cut into one piece per thread (the thread split)")
+
+typedef enum TileKey {
+#define TILE_KEY_ENUM(e, key, mn, mx, doc) TILE_##e,
+  TILE_KEYS(TILE_KEY_ENUM)
+#undef TILE_KEY_ENUM
+  TILE_KEY_COUNT
+} TileKey;
+
+typedef struct PassTarget {
+  int64_t l1, l2, l3;     /* bytes: L1 data and L2 per core, L3 in all; > 0 */
+  int threads;            /* threads the compiled code runs on, >= 1 */
+  const char *source;     /* where the numbers came from, for notes: "host", ... */
+  bool set[TILE_KEY_COUNT]; /* --tile KEY=VALUE given */
+  int64_t tile[TILE_KEY_COUNT];
+} PassTarget;
+
+/* The host: cache sizes from /sys/devices/system/cpu/cpu0/cache/index*
+ * (level, type, size), threads = online CPUs; what the sysfs files do not
+ * say stays as pass_target_generic has it. No overrides. */
+void pass_target_host(PassTarget *t);
+/* A generic target, for emit-c without --target-cache: L1 32K, L2 512K,
+ * L3 8M, 4 threads. No overrides. */
+void pass_target_generic(PassTarget *t);
+/* --target-cache "L1=32K,L2=1M,L3=32M": any of the three levels, each at
+ * most once, sizes in bytes or with a K / M / G suffix (powers of 1024),
+ * 1K..1G; the levels not named keep their values. False, with a message
+ * naming what is wrong, on anything else. */
+bool pass_target_parse_cache(PassTarget *t, const char *spec, char *err, size_t errlen);
+/* --target-threads N: 1..1024. */
+bool pass_target_parse_threads(PassTarget *t, const char *text, char *err, size_t errlen);
+/* --tile KEY=VALUE: a TILE_KEYS key and an integer in its range, each key
+ * at most once. The message lists the keys when the key is unknown. */
+bool pass_target_parse_tile(PassTarget *t, const char *kv, char *err, size_t errlen);
+/* "gemm.mc, gemm.nc, ...": the TILE_KEYS keys, for messages and help. */
+void pass_tile_keys_list(char *buf, size_t n);
+
 typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */
   const char *print_after; /* NULL, "all", or a pass name: print the IR after it */
@@ -149,6 +206,7 @@ typedef struct PassContext {
                               fused nodes as clusters of their bodies), not text */
   FILE *stats_out;         /* NULL: quiet; else a line per pass (time, nodes, note) */
   char note[256];          /* set by the running pass through pass_note */
+  const PassTarget *target; /* what the tile pass sizes for; NULL: the host */
 } PassContext;
 
 /* The IR a pass works on. PASS_GRAPH is 0, so a row that names no level is
@@ -249,11 +307,25 @@ bool pass_dce_run(IrGraph *g, PassContext *ctx);
  * k, mask?), v). Exactly the same values; materialises the score matrix, so
  * it is a lowering for experiments, not an optimisation. */
 bool pass_decompose_attention_run(IrGraph *g, PassContext *ctx);
+/* fuse_qkv.c: the Q/K/V projections of an attention that read one input
+ * (cross-attention: K and V of the memory) -> one linear over param.concat
+ * weights and biases, whose slices attention reads in place. Same values
+ * up to summation order. */
+bool pass_fuse_qkv_run(IrGraph *g, PassContext *ctx);
+/* flash_attention.c: attention -> attention.flash, the block form with an
+ * online softmax (rt_attention_flash): the Tq x Tk scores are never
+ * materialised. Same values up to summation order. */
+bool pass_flash_attention_run(IrGraph *g, PassContext *ctx);
 /* prune_rows.c: take(f(x), axis, i) -> f(take(x, axis, i)) through ops that
  * are row-wise along axis, up to values needed in full anyway: a classifier
  * reading hidden[:, 0] computes its last layer's queries, attention output
  * and FFN for that one row. Same values up to summation order. */
 bool pass_prune_rows_run(IrGraph *g, PassContext *ctx);
+/* fuse_epilogue.c: relu / gelu / gelu_tanh of a linear, and a residual add
+ * of the result, -> one linear {act, residual=true} whose GEMM applies them
+ * to each output tile in cache (rt_linear's epilogue). Same values, same
+ * f32 rounding; only values nothing else reads are folded. */
+bool pass_fuse_epilogue_run(IrGraph *g, PassContext *ctx);
 
 /* fuse_add_norm.c: layernorm(add(a, b)) -> fused "add_layernorm" (one row
  * kernel); "add_layernorm_sum" plus a `result {index=1}` for the sum when
@@ -280,6 +352,21 @@ bool pass_fuse_elementwise_joins(const IrGraph *g, int p, int c, int k);
  * result has no reassociable reduction left (running it again changes
  * nothing). Loops with a constant trip count below 8 stay as they are. */
 bool pass_lane_split_run(struct LoopProgram *p, PassContext *ctx);
+
+/* tile.c: chooses rt_linear's cache blocks (mc, nc, kc), its parallel
+ * grain (task_macs) and its thread split (split_macs) from ctx->target (the
+ * host when NULL) and writes them into every rt_linear call, where the
+ * listing shows them; --tile overrides win. The model (tile.c says why):
+ *   kc = L1 / 128 (the 4x24 tile's two panels take 7/8 of L1), 64..1024,
+ *        a multiple of 8
+ *   mc = L2 / (8 kc) (the packed block of x takes half of L2), 24..1020,
+ *        a multiple of 12
+ *   nc = L3 / (8 kc threads) (each thread's packed block of w takes half
+ *        of its share of L3), 192..8064, a multiple of 192
+ *   task_macs = 2^17 (a pool hand-off costs a few microseconds)
+ *   split_macs = threads * 2^22 (pieces under ~4M multiply-adds gain
+ *        nothing from finer splitting) */
+bool pass_tile_run(struct LoopProgram *p, PassContext *ctx);
 
 /* share_kernels.c: kernels equal up to the buffers they touch
  * (loop_kernel_same) share one generated function (LKernel.shares); they

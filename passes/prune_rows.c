@@ -18,7 +18,8 @@
  * result rank R), and which operands carry the row:
  *   scale relu gelu gelu_tanh tanh           operand 0, axis a
  *   layernorm softmax log_softmax linear     operand 0, axis a, if a < R-1
- *                                            (they mix the last dim only)
+ *                                            (they mix the last dim only);
+ *                                            a linear's residual too
  *   add sub mul div and                      each operand that has axis a
  *                                            after right-aligned broadcasting
  *                                            with a dim that is not 1
@@ -108,6 +109,7 @@ static RowRule row_rule(IrOp op) {
   case IR_OP_EMBED:
     return ROW_EMBED;
   case IR_OP_ATTENTION:
+  case IR_OP_ATTENTION_FLASH:
     return ROW_QUERY;
   case IR_OP_INPUT:
   case IR_OP_PARAM:
@@ -124,6 +126,8 @@ static RowRule row_rule(IrOp op) {
   case IR_OP_KV_APPEND:
   case IR_OP_FUSED:  /* fusions run after prune-rows (-O2 order) */
   case IR_OP_RESULT:
+  case IR_OP_PARAM_CONCAT:
+  case IR_OP_SLICE:
   case IR_OP_COUNT:
     break;
   }
@@ -160,8 +164,11 @@ static bool row_wise(const IrGraph *g, const IrNode *n, int a) {
 static int carried_axis(const IrGraph *g, const IrNode *n, int k, int a) {
   const IrType *t = &g->nodes[n->operands[k]].type;
   switch (row_rule(n->op)) {
-  case ROW_UNARY:
   case ROW_NOT_LAST:
+    if (n->op == IR_OP_LINEAR && n->attrs.residual && k == n->n_operands - 1)
+      return a; /* the residual is added row by row */
+    return k == 0 ? a : -1;
+  case ROW_UNARY:
   case ROW_QUERY:
     return k == 0 ? a : -1;
   case ROW_EMBED:
@@ -237,13 +244,13 @@ static int rewrite(PassRewrite *rw, int id, void *user) {
     int ak = carried_axis(rw->old, n, k, d.axis);
     ops[k] = ak >= 0 ? taken_operand(rw, p, id, k, ak, d.index) : pass_rewrite_operand(rw, id, k);
   }
-  if (n->op != IR_OP_ATTENTION)
+  if (n->op != IR_OP_ATTENTION && n->op != IR_OP_ATTENTION_FLASH)
     return ir_build(rw->g, n->op, ops, n->n_operands, &n->attrs, n->loc);
   /* attention over one query: q [B,D] -> [B,1,D]; out [B,1,Dv] -> [B,Dv] */
   const IrType *tq = &rw->g->nodes[ops[0]].type;
   IrType q3 = ir_type(IR_F32, 3, (IrDim[]){tq->dims[0], IR_CONST(1), tq->dims[1]});
   ops[0] = ir_build_typed(rw->g, IR_OP_RESHAPE, &ops[0], 1, NULL, q3, n->loc);
-  int att = ir_build(rw->g, IR_OP_ATTENTION, ops, n->n_operands, &n->attrs, n->loc);
+  int att = ir_build(rw->g, n->op, ops, n->n_operands, &n->attrs, n->loc);
   const IrType *ta = &rw->g->nodes[att].type;
   IrType o2 = ir_type(IR_F32, 2, (IrDim[]){ta->dims[0], ta->dims[2]});
   return ir_build_typed(rw->g, IR_OP_RESHAPE, &att, 1, NULL, o2, n->loc);

@@ -27,8 +27,8 @@ void pass_stats_compute(const IrGraph *g, const int64_t *sym, GraphStats *out) {
       double rows = numel(&n->type, sym) / (double)dim_value(w->dims[0], sym);
       out->flops_linear += 2.0 * rows * (double)dim_value(w->dims[0], sym) *
                            (double)dim_value(w->dims[1], sym);
-    } else if (n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTN_PROBS ||
-               n->op == IR_OP_ATTN_MIX) {
+    } else if (n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_FLASH ||
+               n->op == IR_OP_ATTN_PROBS || n->op == IR_OP_ATTN_MIX) {
       /* attention: q [B,Tq,D] k [B,Tk,D]; probs: QK^T only; mix: PV only */
       const IrType *q = &g->nodes[n->operands[0]].type;
       const IrType *k = &g->nodes[n->operands[1]].type;
@@ -41,7 +41,7 @@ void pass_stats_compute(const IrGraph *g, const int64_t *sym, GraphStats *out) {
       }
       double tq = (double)dim_value(q->dims[1], sym), tk = (double)dim_value(k->dims[1], sym);
       double d = (double)dim_value(q->dims[2], sym);
-      out->flops_attention += (n->op == IR_OP_ATTENTION ? 4.0 : 2.0) * b * tq * tk * d;
+      out->flops_attention += (n->op == IR_OP_ATTN_PROBS ? 2.0 : 4.0) * b * tq * tk * d;
     }
   }
   out->weight_bytes = out->n_params * 4;

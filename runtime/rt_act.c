@@ -1,4 +1,5 @@
-/* runtime/rt_act.c — vectorisable gelu (see rt_act.h).
+/* runtime/rt_act.c — vectorisable gelu, and the activations of the GEMM
+ * epilogue applied in place (see rt_act.h).
  *
  * erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
  *   erf(a) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^(-a^2),
@@ -13,32 +14,57 @@
 #include <math.h>
 #include <string.h>
 
-/* The two loops, instantiated for the baseline ISA and, on x86, for
- * AVX2+FMA (chosen at run time, as rt_gemm.c does). x and y never overlap. */
+/* The element formulas, shared by the out-of-place loops (rt_gelu) and the
+ * in-place ones (rt_act_rows: the GEMM epilogue), so both give the same
+ * bits for the same input. */
+#define ACT_GELU_ERF(EXP, MADD, v, out)                                                       \
+  do {                                                                                        \
+    float a_ = fabsf(v) * 0.70710678118654752f;                                               \
+    float t_ = 1.0f / MADD(0.3275911f, a_, 1.0f);                                             \
+    float poly_ = MADD(t_, 1.061405429f, -1.453152027f);                                      \
+    poly_ = MADD(poly_, t_, 1.421413741f);                                                    \
+    poly_ = MADD(poly_, t_, -0.284496736f);                                                   \
+    poly_ = MADD(poly_, t_, 0.254829592f);                                                    \
+    poly_ *= t_;                                                                              \
+    float erf_a_ = MADD(-poly_, EXP(-a_ * a_), 1.0f);                                         \
+    (out) = 0.5f * (v) * (1.0f + copysignf(erf_a_, v));                                       \
+  } while (0)
+#define ACT_GELU_TANH(EXP, MADD, v, out)                                                      \
+  do {                                                                                        \
+    float u_ = 0.7978845608028654f * MADD(0.044715f * (v), (v) * (v), v);                     \
+    float e_ = EXP(-2.0f * fabsf(u_));                                                        \
+    (out) = 0.5f * (v) * (1.0f + copysignf((1.0f - e_) / (1.0f + e_), u_));                   \
+  } while (0)
+
+/* The loops, instantiated for the baseline ISA and, on x86, for AVX2+FMA
+ * (chosen at run time, as rt_gemm.c does). In the out-of-place loops x and
+ * y never overlap; the _ip loops rewrite y[0..n) in place. */
 #define ACT_DEFINE(SUFFIX, ATTR, MADD)                                                        \
   RT_DEFINE_EXP_NEG(act_exp_##SUFFIX, ATTR, MADD)                                             \
   ATTR static void gelu_erf_##SUFFIX(const float *restrict x, float *restrict y, int64_t lo,   \
                                      int64_t hi) {                                            \
     for (int64_t i = lo; i < hi; i++) {                                                       \
       float v = x[i];                                                                         \
-      float a = fabsf(v) * 0.70710678118654752f;                                              \
-      float t = 1.0f / MADD(0.3275911f, a, 1.0f);                                             \
-      float poly = MADD(t, 1.061405429f, -1.453152027f);                                      \
-      poly = MADD(poly, t, 1.421413741f);                                                     \
-      poly = MADD(poly, t, -0.284496736f);                                                    \
-      poly = MADD(poly, t, 0.254829592f);                                                     \
-      poly *= t;                                                                              \
-      float erf_a = MADD(-poly, act_exp_##SUFFIX(-a * a), 1.0f);                              \
-      y[i] = 0.5f * v * (1.0f + copysignf(erf_a, v));                                         \
+      ACT_GELU_ERF(act_exp_##SUFFIX, MADD, v, y[i]);                                          \
     }                                                                                         \
   }                                                                                           \
   ATTR static void gelu_tanh_##SUFFIX(const float *restrict x, float *restrict y, int64_t lo,  \
                                       int64_t hi) {                                           \
     for (int64_t i = lo; i < hi; i++) {                                                       \
       float v = x[i];                                                                         \
-      float u = 0.7978845608028654f * MADD(0.044715f * v, v * v, v);                          \
-      float e = act_exp_##SUFFIX(-2.0f * fabsf(u));                                           \
-      y[i] = 0.5f * v * (1.0f + copysignf((1.0f - e) / (1.0f + e), u));                       \
+      ACT_GELU_TANH(act_exp_##SUFFIX, MADD, v, y[i]);                                         \
+    }                                                                                         \
+  }                                                                                           \
+  ATTR static void gelu_erf_ip_##SUFFIX(float *restrict y, int64_t n) {                       \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      float v = y[i];                                                                         \
+      ACT_GELU_ERF(act_exp_##SUFFIX, MADD, v, y[i]);                                          \
+    }                                                                                         \
+  }                                                                                           \
+  ATTR static void gelu_tanh_ip_##SUFFIX(float *restrict y, int64_t n) {                      \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      float v = y[i];                                                                         \
+      ACT_GELU_TANH(act_exp_##SUFFIX, MADD, v, y[i]);                                         \
     }                                                                                         \
   }
 
@@ -61,6 +87,12 @@ ACT_DEFINE(base, ACT_VEC, ACT_MADD_BASE)
 ACT_DEFINE(avx2, ACT_VEC __attribute__((target("avx2,fma"))), fmaf)
 #endif
 
+#ifdef ACT_X86
+static int act_has_avx2(void) {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
 typedef struct GeluJob {
   const float *x;
   float *y;
@@ -70,7 +102,7 @@ typedef struct GeluJob {
 static void gelu_task(void *ctx, int64_t lo, int64_t hi) {
   const GeluJob *j = ctx;
 #ifdef ACT_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (act_has_avx2()) {
     if (j->tanh_approx) gelu_tanh_avx2(j->x, j->y, lo, hi);
     else gelu_erf_avx2(j->x, j->y, lo, hi);
     return;
@@ -78,6 +110,31 @@ static void gelu_task(void *ctx, int64_t lo, int64_t hi) {
 #endif
   if (j->tanh_approx) gelu_tanh_base(j->x, j->y, lo, hi);
   else gelu_erf_base(j->x, j->y, lo, hi);
+}
+
+void rt_act_row(int64_t act, float *y, int64_t n) {
+  switch (act) {
+  case RT_ACT_RELU:
+    /* max(v, 0) as the unfused relu kernel computes it (loop IR's max:
+     * fmaxf for non-NaN values) */
+    for (int64_t i = 0; i < n; i++)
+      y[i] = fmaxf(y[i], 0.0f);
+    return;
+  case RT_ACT_GELU:
+  case RT_ACT_GELU_TANH:
+#ifdef ACT_X86
+    if (act_has_avx2()) {
+      if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_avx2(y, n);
+      else gelu_erf_ip_avx2(y, n);
+      return;
+    }
+#endif
+    if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_base(y, n);
+    else gelu_erf_ip_base(y, n);
+    return;
+  default: /* RT_ACT_NONE, or a value the caller should not pass: nothing */
+    return;
+  }
 }
 
 void rt_gelu(RtPool *pool, int64_t n, const float *x, float *y, int64_t tanh_approx,

@@ -46,7 +46,9 @@ typedef struct AttnJob {
   int tiled;                 /* the AVX2 products (attn_tiled) */
   float scale;
   const float *q, *k, *v;
+  int64_t ldq, ldk, ldv;        /* floats between rows of q, k, v */
   int64_t k_bstride, v_bstride; /* floats between batch elements of k, v */
+  int64_t block_k;              /* flash: keys per block (0: not flash) */
   const uint8_t *mask;
   int64_t mask_b, mask_q;
   float *out, *probs;
@@ -399,12 +401,14 @@ ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t tk, int64_t dh, flo
   ATTN_FOR_TILES(ATTN_SCORE_TILE, j0, tk8);
 }
 
-/* O[r, c] = sum_j P[r, j] V[j, c]     r < rows, c < dv (dv a multiple of 8) */
+/* O[r, c] = (acc_in ? O[r, c] : 0) + sum_j P[r, j] V[j, c]
+ *   r < rows, c < dv (dv a multiple of 8) */
 #define ATTN_MIX_TILE(R, C)                                                                        \
   do {                                                                                             \
     __m256 acc[R][C];                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();       \
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
+            acc_in ? _mm256_loadu_ps(o + (r + i) * ldo + c0 + 8 * c) : _mm256_setzero_ps();        \
     for (int64_t x = 0; x < tk; x++) {                                                             \
       __m256 vv[C];                                                                                \
       _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) vv[c] =                                  \
@@ -421,7 +425,8 @@ ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t tk, int64_t dh, flo
   } while (0)
 
 ATTN_AVX2 static void attn_mix_avx2(int64_t rows, int64_t tk, int64_t dv, const float *p,
-                                    const float *v, int64_t ldv, float *o, int64_t ldo) {
+                                    const float *v, int64_t ldv, float *o, int64_t ldo,
+                                    int acc_in) {
   ATTN_FOR_TILES(ATTN_MIX_TILE, c0, dv);
 }
 #endif
@@ -447,16 +452,16 @@ static void softmax_rows(const AttnJob *j, int64_t bi, int64_t t0, float *s, int
  * the running max mx and sum l; when a score beats mx, what was summed so
  * far is rescaled by exp(old mx - new mx). Needs no memory. tk >= 1. */
 static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t t) {
-  int64_t ldq = j->h * j->dh, ldv = j->h * j->dv;
-  const float *qr = j->q + (bi * j->tq + t) * ldq + hd * j->dh;
-  float *o = j->out + (bi * j->tq + t) * ldv + hd * j->dv;
+  int64_t ldo = j->h * j->dv;
+  const float *qr = j->q + (bi * j->tq + t) * j->ldq + hd * j->dh;
+  float *o = j->out + (bi * j->tq + t) * ldo + hd * j->dv;
   const uint8_t *m = mask_row(j, bi, t);
   for (int64_t c = 0; c < j->dv; c++)
     o[c] = 0;
   float mx = -INFINITY;
   double l = 0;
   for (int64_t x = 0; x < j->tk; x++) {
-    const float *kr = j->k + bi * j->k_bstride + x * ldq + hd * j->dh;
+    const float *kr = j->k + bi * j->k_bstride + x * j->ldk + hd * j->dh;
     float sc = 0;
     for (int64_t d = 0; d < j->dh; d++)
       sc += qr[d] * kr[d];
@@ -472,7 +477,7 @@ static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t
     }
     float e = expf(sc - mx);
     l += e;
-    const float *vr = j->v + bi * j->v_bstride + x * ldv + hd * j->dv;
+    const float *vr = j->v + bi * j->v_bstride + x * j->ldv + hd * j->dv;
     for (int64_t c = 0; c < j->dv; c++)
       o[c] += e * vr[c];
   }
@@ -497,7 +502,7 @@ static int attn_tiled(int64_t tk, int64_t dv, int64_t max_tk_tiled) {
 
 /* One task: query rows t0 .. t0+rows of head hd of batch element bi. */
 static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int64_t rows) {
-  int64_t ldq = j->h * j->dh, ldv = j->h * j->dv;
+  int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
   int direct = j->tiled;
   int64_t tk8 = (j->tk + 7) / 8 * 8, kt_floats = direct ? j->dh * tk8 : 0;
   /* scratch: the scores (unless they go to probs), then kt */
@@ -511,22 +516,147 @@ static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int
   const float *q = j->q + (bi * j->tq + t0) * ldq + hd * j->dh;
   const float *k = j->k + bi * j->k_bstride + hd * j->dh;
   const float *v = j->v + bi * j->v_bstride + hd * j->dv;
-  float *o = j->out + (bi * j->tq + t0) * ldv + hd * j->dv;
+  float *o = j->out + (bi * j->tq + t0) * ldo + hd * j->dv;
 #ifdef ATTN_X86
   if (direct) {
     float *kt = scratch + (j->probs ? 0 : rows * j->tk);
-    attn_pack_kt(j->tk, j->dh, k, ldq, kt, tk8);
+    attn_pack_kt(j->tk, j->dh, k, ldk, kt, tk8);
     attn_scores_avx2(rows, j->tk, j->dh, j->scale, q, ldq, kt, tk8, s);
     softmax_rows(j, bi, t0, s, rows);
-    attn_mix_avx2(rows, j->tk, j->dv, s, v, ldv, o, ldv);
+    attn_mix_avx2(rows, j->tk, j->dv, s, v, ldv, o, ldo, 0);
     return;
   }
 #endif
   /* S[rows, tk] = scale * Q_blk[rows, dh] K_h[tk, dh]^T */
-  rt_sgemm(0, 1, rows, j->tk, j->dh, j->scale, q, ldq, k, ldq, 0.0f, s, j->tk);
+  rt_sgemm(0, 1, rows, j->tk, j->dh, j->scale, q, ldq, k, ldk, 0.0f, s, j->tk);
   softmax_rows(j, bi, t0, s, rows);
   /* O_blk[rows, dv] = P[rows, tk] V_h[tk, dv] */
-  rt_sgemm(0, 0, rows, j->dv, j->tk, 1.0f, s, j->tk, v, ldv, 0.0f, o, ldv);
+  rt_sgemm(0, 0, rows, j->dv, j->tk, 1.0f, s, j->tk, v, ldv, 0.0f, o, ldo);
+}
+
+/* Online-softmax update of one block of scores s[rows, n] (row stride n),
+ * already masked: per row r, m' = max(m[r], max_j s[r, j]), s[r, j] =
+ * exp(s[r, j] - m'), l[r] = l[r] exp(m[r] - m') + sum_j s[r, j], m[r] = m';
+ * c[r] = exp(m[r] - m') is what the output row must be multiplied by
+ * before this block's weighted sum is added (0 on the first block, whose m
+ * is -inf). A NaN score makes its row NaN, as in the reference. */
+#define ATTN_DEFINE_ONLINE(SUFFIX, ATTR)                                                           \
+  ATTR static void online_rows_##SUFFIX(float *restrict s, int64_t rows, int64_t n,                \
+                                        float *restrict m, float *restrict l,                      \
+                                        float *restrict c) {                                       \
+    int64_t full = n - n % ATTN_LANES;                                                             \
+    for (int64_t r = 0; r < rows; r++) {                                                           \
+      float *row = s + r * n;                                                                      \
+      float lane[ATTN_LANES];                                                                      \
+      for (int q = 0; q < ATTN_LANES; q++)                                                         \
+        lane[q] = row[0];                                                                          \
+      for (int64_t x = 0; x < full; x += ATTN_LANES)                                               \
+        for (int q = 0; q < ATTN_LANES; q++)                                                       \
+          lane[q] = row[x + q] > lane[q] ? row[x + q] : lane[q];                                   \
+      float mx = m[r] > row[0] ? m[r] : row[0];                                                    \
+      for (int q = 0; q < ATTN_LANES; q++)                                                         \
+        mx = lane[q] > mx ? lane[q] : mx;                                                          \
+      for (int64_t x = full; x < n; x++)                                                           \
+        mx = row[x] > mx ? row[x] : mx;                                                            \
+      if (isnan(row[0]))                                                                           \
+        mx = row[0];                                                                               \
+      float cr = m[r] == -INFINITY ? 0.0f : attn_exp_##SUFFIX(m[r] - mx);                          \
+      for (int q = 0; q < ATTN_LANES; q++)                                                         \
+        lane[q] = 0;                                                                               \
+      for (int64_t x = 0; x < full; x += ATTN_LANES)                                               \
+        for (int q = 0; q < ATTN_LANES; q++) {                                                     \
+          float e = attn_exp_##SUFFIX(row[x + q] - mx);                                            \
+          row[x + q] = e;                                                                          \
+          lane[q] += e;                                                                            \
+        }                                                                                          \
+      double sum = 0;                                                                              \
+      for (int q = 0; q < ATTN_LANES; q++)                                                         \
+        sum += lane[q];                                                                            \
+      for (int64_t x = full; x < n; x++) {                                                         \
+        row[x] = attn_exp_##SUFFIX(row[x] - mx);                                                   \
+        sum += row[x];                                                                             \
+      }                                                                                            \
+      l[r] = l[r] * cr + (float)sum;                                                               \
+      m[r] = mx;                                                                                   \
+      c[r] = cr;                                                                                   \
+    }                                                                                              \
+  }
+
+ATTN_DEFINE_ONLINE(base, ATTN_VEC)
+#ifdef ATTN_X86
+ATTN_DEFINE_ONLINE(avx2, ATTN_AVX2)
+#endif
+
+static void online_rows(float *s, int64_t rows, int64_t n, float *m, float *l, float *c) {
+#ifdef ATTN_X86
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    online_rows_avx2(s, rows, n, m, l, c);
+    return;
+  }
+#endif
+  online_rows_base(s, rows, n, m, l, c);
+}
+
+/* One flash task: query rows t0 .. t0+rows of head hd of batch element bi,
+ * the keys in blocks of block_k (see rt_attention_flash). */
+static void attn_block_flash(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int64_t rows) {
+  int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
+  int64_t bk = j->block_k < j->tk ? j->block_k : j->tk, bk8 = (bk + 7) / 8 * 8;
+  int direct = j->tiled;
+  /* scratch: scores [rows, bk], m, l, c [rows] each, then K_j^T [dh, bk8] */
+  float *scratch = scratch_get(rows * bk + 3 * rows + (direct ? j->dh * bk8 : 0) + 1);
+  if (!scratch) {
+    for (int64_t r = 0; r < rows; r++)
+      attn_row_streaming(j, bi, hd, t0 + r);
+    return;
+  }
+  float *s = scratch, *m = s + rows * bk, *l = m + rows, *c = l + rows, *kt = c + rows;
+  const float *q = j->q + (bi * j->tq + t0) * ldq + hd * j->dh;
+  float *o = j->out + (bi * j->tq + t0) * ldo + hd * j->dv;
+  for (int64_t r = 0; r < rows; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0;
+  }
+  (void)kt;
+  for (int64_t x0 = 0; x0 < j->tk; x0 += bk) {
+    int64_t n = j->tk - x0 < bk ? j->tk - x0 : bk;
+    const float *k = j->k + bi * j->k_bstride + x0 * ldk + hd * j->dh;
+    const float *v = j->v + bi * j->v_bstride + x0 * ldv + hd * j->dv;
+    /* S[rows, n] = scale * Q_blk K_j^T */
+#ifdef ATTN_X86
+    int64_t n8 = (n + 7) / 8 * 8;
+    if (direct) {
+      attn_pack_kt(n, j->dh, k, ldk, kt, n8);
+      attn_scores_avx2(rows, n, j->dh, j->scale, q, ldq, kt, n8, s);
+    } else
+#endif
+      rt_sgemm(0, 1, rows, n, j->dh, j->scale, q, ldq, k, ldk, 0.0f, s, n);
+    if (j->mask)
+      for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *mr = mask_row(j, bi, t0 + r) + x0;
+        float *sr = s + r * n;
+        for (int64_t x = 0; x < n; x++)
+          sr[x] = mr[x] ? sr[x] : ATTN_MASKED_SCORE;
+      }
+    online_rows(s, rows, n, m, l, c);
+    /* O = O * c + P V_j (the first block: O = P V_j) */
+    if (x0 > 0)
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t e = 0; e < j->dv; e++)
+          o[r * ldo + e] *= c[r];
+#ifdef ATTN_X86
+    if (direct) {
+      attn_mix_avx2(rows, n, j->dv, s, v, ldv, o, ldo, x0 > 0);
+      continue;
+    }
+#endif
+    rt_sgemm(0, 0, rows, j->dv, n, 1.0f, s, n, v, ldv, x0 > 0 ? 1.0f : 0.0f, o, ldo);
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    float inv = (float)(1.0 / (double)l[r]);
+    for (int64_t e = 0; e < j->dv; e++)
+      o[r * ldo + e] *= inv;
+  }
 }
 
 static void attn_task(void *ctx, int64_t lo, int64_t hi) {
@@ -535,7 +665,10 @@ static void attn_task(void *ctx, int64_t lo, int64_t hi) {
     int64_t block = task % j->n_blocks, bh = task / j->n_blocks;
     int64_t t0 = block * j->block_q;
     int64_t rows = j->tq - t0 < j->block_q ? j->tq - t0 : j->block_q;
-    attn_block(j, bh / j->h, bh % j->h, t0, rows);
+    if (j->block_k)
+      attn_block_flash(j, bh / j->h, bh % j->h, t0, rows);
+    else
+      attn_block(j, bh / j->h, bh % j->h, t0, rows);
   }
 }
 
@@ -547,10 +680,10 @@ static void zero_out(int64_t b, int64_t h, int64_t tq, int64_t dv, float *out) {
 }
 
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
-                  int64_t dv, float scale, const float *q, const float *k, const float *v,
-                  int64_t k_bstride, int64_t v_bstride, const uint8_t *mask, int64_t mask_b,
-                  int64_t mask_q, float *out, float *probs, int64_t block_q,
-                  int64_t max_tk_tiled) {
+                  int64_t dv, float scale, const float *q, int64_t ldq, const float *k,
+                  int64_t ldk, const float *v, int64_t ldv, int64_t k_bstride,
+                  int64_t v_bstride, const uint8_t *mask, int64_t mask_b, int64_t mask_q,
+                  float *out, float *probs, int64_t block_q, int64_t max_tk_tiled) {
   if (b <= 0 || h <= 0 || tq <= 0)
     return;
   if (tk <= 0) {
@@ -563,8 +696,35 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
                .tiled = attn_tiled(tk, dv, max_tk_tiled), .scale = scale,
-               .q = q, .k = k, .v = v, .k_bstride = k_bstride, .v_bstride = v_bstride,
+               .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
+               .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out, .probs = probs};
+  rt_pool_parallel_for(pool, b * h * n_blocks, 1, attn_task, &j);
+}
+
+void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
+                        int64_t dv, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, int64_t k_bstride,
+                        int64_t v_bstride, const uint8_t *mask, int64_t mask_b, int64_t mask_q,
+                        float *out, int64_t block_q, int64_t block_k) {
+  if (b <= 0 || h <= 0 || tq <= 0)
+    return;
+  if (tk <= 0) {
+    zero_out(b, h, tq, dv, out);
+    return;
+  }
+  if (block_q < 1)
+    block_q = 1;
+  if (block_k < 1)
+    block_k = 1;
+  int64_t n_blocks = (tq + block_q - 1) / block_q;
+  /* a key block's K^T and V always fit the AVX2 products' budget */
+  AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
+               .block_q = block_q, .n_blocks = n_blocks, .block_k = block_k,
+               .tiled = attn_tiled(0, dv, 1), .scale = scale,
+               .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
+               .k_bstride = k_bstride, .v_bstride = v_bstride,
+               .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out};
   rt_pool_parallel_for(pool, b * h * n_blocks, 1, attn_task, &j);
 }
 
@@ -580,7 +740,7 @@ void rt_attention_streaming(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_
   }
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv, .block_q = tq,
                .n_blocks = 1, .scale = scale, .q = q, .k = k, .v = v,
-               .k_bstride = tk * h * dh, .v_bstride = tk * h * dv, .mask = mask,
+               .ldq = h * dh, .ldk = h * dh, .ldv = h * dv, .k_bstride = tk * h * dh, .v_bstride = tk * h * dv, .mask = mask,
                .mask_b = mask_b, .mask_q = mask_q, .out = out};
   for (int64_t bi = 0; bi < b; bi++)
     for (int64_t hd = 0; hd < h; hd++)

@@ -11,8 +11,8 @@
  * Example (BERT-base self-attention over 2 sequences of 128 tokens with a
  * key padding mask of shape [2,1,128], in blocks of 64 query rows, the AVX2
  * products up to 256 keys):
- *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, k, v, 128 * 768, 128 * 768,
- *                  mask, 2, 1, out, NULL, 64, 256);
+ *     rt_attention(pool, 2, 12, 128, 128, 64, 64, 0.125f, q, 768, k, 768, v, 768,
+ *                  128 * 768, 128 * 768, mask, 2, 1, out, NULL, 64, 256);
  *
  * Work splits over the pool as (b, h, block of block_q query rows) tasks; each
  * computes its block of scores with one single-threaded rt_sgemm straight
@@ -36,9 +36,12 @@
 
 #include <stdint.h>
 
-/* Row-major; k and v may be views whose batch elements lie k_bstride /
- * v_bstride floats apart (a KV cache holding more rows than tk:
- * k_bstride = rows * h*dh); contiguous tensors pass tk*h*dh and tk*h*dv:
+/* Row-major; q, k and v may be views: consecutive rows lie ldq / ldk / ldv
+ * floats apart (>= h*dh, h*dv: Q, K and V read in place out of one fused
+ * QKV buffer [b, t, 3*h*dh] pass 3*h*dh and addresses 0, h*dh, 2*h*dh into
+ * it), q's batch elements tq*ldq apart, k's and v's k_bstride / v_bstride
+ * floats apart (a KV cache holding more rows than tk: k_bstride = rows *
+ * ldk); contiguous tensors pass h*dh, h*dh, h*dv, tk*h*dh and tk*h*dv:
  *   q     [b, tq, h*dh]           k [b, tk, h*dh]      v [b, tk, h*dv]
  *   mask  NULL, or uint8 [mask_b, mask_q, tk] with mask_b 1 (broadcast over
  *         the batch) or b, mask_q 1 (broadcast over queries) or tq; 0 masks
@@ -53,10 +56,31 @@
  *   max_tk_tiled  the AVX2 register-tiled products run when tk <= this
  *                 (and the CPU and dv allow them); 0: always BLAS */
 void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
-                  int64_t dv, float scale, const float *q, const float *k, const float *v,
-                  int64_t k_bstride, int64_t v_bstride, const uint8_t *mask, int64_t mask_b,
-                  int64_t mask_q, float *out, float *probs, int64_t block_q,
-                  int64_t max_tk_tiled);
+                  int64_t dv, float scale, const float *q, int64_t ldq, const float *k,
+                  int64_t ldk, const float *v, int64_t ldv, int64_t k_bstride,
+                  int64_t v_bstride, const uint8_t *mask, int64_t mask_b, int64_t mask_q,
+                  float *out, float *probs, int64_t block_q, int64_t max_tk_tiled);
+
+/* The same result in the flash form (what the graph op `attention.flash`
+ * compiles to): per task (b, h, block of block_q query rows) the keys are
+ * swept in blocks of block_k; each block's scores are computed, masked
+ * (-1e9) and folded into a running row max m and sum l with an online
+ * softmax, the output rows rescaled by exp(m_old - m_new) and the block's
+ * weighted sum of v added:
+ *   S = scale Q_blk K_j^T; m' = max(m, rowmax S); P = exp(S - m');
+ *   l = l exp(m - m') + rowsum P; O = O exp(m - m') + P V_j;  finally O /= l
+ * so no row of scores is ever longer than block_k: a task's scratch is
+ * block_q x block_k scores (+ K_j transposed for the AVX2 products), whatever
+ * tk is, and memory stays linear in the sequence length. Layouts and
+ * strides as rt_attention's (out contiguous, [b, tq, h*dv]); no probs.
+ * Policy: block_q query rows per task, block_k keys per block (values below
+ * 1 count as 1); any values give the same result up to rounding, and the
+ * same bits for any thread count. */
+void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh,
+                        int64_t dv, float scale, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, const float *v, int64_t ldv, int64_t k_bstride,
+                        int64_t v_bstride, const uint8_t *mask, int64_t mask_b, int64_t mask_q,
+                        float *out, int64_t block_q, int64_t block_k);
 
 /* The same result without the GEMM and without scratch memory: one query
  * row at a time, online softmax over the keys (running max and sum, the

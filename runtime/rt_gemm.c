@@ -52,6 +52,7 @@
  * transpose and any leading dimensions >= the row length; op(A), op(B) are
  * only read, C only inside its M x N window. */
 #include "runtime/rt_gemm.h"
+#include "runtime/rt_act.h"
 #include "runtime/rt_gemm_kernels.h"
 
 #if defined(TFMC_STATIC) && !defined(TFMC_NO_BLAS)
@@ -69,15 +70,21 @@
 #include <string.h>
 
 /* The C kernels' register tile (MR x NR) is what their micro-kernel is
- * written for (each kernel set says its own: GemmKernels.mr, .nr); the
- * cache blocks MC, KC, NC are sized for typical L1/L2/L3 and stay runtime
- * constants for now (a tiling pass could pass them in as rt_linear's
- * task_macs / split_macs are). KC is the same for every kernel set. */
+ * written for (each kernel set says its own: GemmKernels.mr, .nr). The
+ * cache blocks MC, KC, NC of rt_linear are its caller's (the tile pass
+ * chooses them from the target's caches: passes/tile.c); these are the
+ * ones rt_sgemm uses and what rt_linear takes for values below 1. KC is
+ * the same for every kernel set. */
 #define GEMM_MR 4
 #define GEMM_NR 24
 #define GEMM_MC 128      /* rounded down to a multiple of a set's MR */
 #define GEMM_KC 384      /* at most; K is cut into equal blocks (multiples of 8) */
 #define GEMM_NC 2016     /* rounded down to a multiple of a set's NR */
+/* What rt_linear accepts of its caller's blocks (larger ones are clamped:
+ * a block is a per-thread packing buffer, mc x kc and kc x nc floats) */
+#define GEMM_MC_MAX 4096
+#define GEMM_KC_MAX 8192
+#define GEMM_NC_MAX 65536
 #define GEMV_NB 64       /* columns per register block in the no-transpose gemv */
 #define DECODE_BYTES (24 * 1024) /* w rows per decode block: about this much of L1 */
 
@@ -487,10 +494,10 @@ const char *rt_gemm_backend(void) {
 /* ---- per-thread packing buffers ---- */
 
 typedef struct PackBufs {
-  float *a; /* GEMM_MC x GEMM_KC */
-  float *b; /* GEMM_KC x GEMM_NC */
+  float *a; /* a_cap floats: an mc x kc block of A, packed */
+  float *b; /* b_cap floats: a kc x nc block of B, packed */
   float *x; /* gathered vector for strided single rows */
-  int64_t x_cap;
+  int64_t a_cap, b_cap, x_cap;
 } PackBufs;
 
 #ifdef TFMC_STATIC
@@ -529,15 +536,101 @@ static PackBufs *pack_bufs(void) {
   pb = calloc(1, sizeof *pb);
   if (!pb)
     return NULL;
-  pb->a = aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_KC);
-  pb->b = aligned_alloc(64, sizeof(float) * GEMM_KC * GEMM_NC);
-  if (!pb->a || !pb->b || pthread_setspecific(pack_key, pb) != 0) {
+  if (pthread_setspecific(pack_key, pb) != 0) {
     pack_bufs_free(pb);
     return NULL;
   }
   return pb;
 }
 #endif
+
+/* Makes pb's packing buffers hold at least a_floats and b_floats (grown
+ * when a caller's blocks are larger than any before on this thread; never
+ * shrunk). False when memory runs out (the caller then takes the
+ * unblocked loop). */
+static int pack_reserve(PackBufs *pb, int64_t a_floats, int64_t b_floats) {
+#ifdef TFMC_STATIC
+  (void)pb, (void)a_floats, (void)b_floats;
+  return 0;
+#else
+  if (pb->a_cap < a_floats) {
+    size_t bytes = ((size_t)a_floats * sizeof(float) + 63) & ~(size_t)63;
+    float *na = aligned_alloc(64, bytes);
+    if (!na)
+      return 0;
+    free(pb->a);
+    pb->a = na;
+    pb->a_cap = a_floats;
+  }
+  if (pb->b_cap < b_floats) {
+    size_t bytes = ((size_t)b_floats * sizeof(float) + 63) & ~(size_t)63;
+    float *nb = aligned_alloc(64, bytes);
+    if (!nb)
+      return 0;
+    free(pb->b);
+    pb->b = nb;
+    pb->b_cap = b_floats;
+  }
+  return 1;
+#endif
+}
+
+/* ---- the epilogue: y = act(scale * y) + residual on an output block ---- */
+
+/* What rt_linear applies to each output block once its sums are final
+ * (the bias is in them already). r points at the residual element of the
+ * GEMM's y[0, 0] (NULL: none), rows ldr apart. */
+typedef struct LinearEpi {
+  int64_t act; /* RtAct */
+  float scale;
+  const float *r;
+  int64_t ldr;
+} LinearEpi;
+
+static int epi_active(const LinearEpi *e) {
+  return e && (e->act != RT_ACT_NONE || e->scale != 1.0f || e->r);
+}
+
+/* y[i, j] = act(scale * y[i, j]) + r[(i0 + i) * ldr + j0 + j] for i < rows,
+ * j < cols: the block at row i0, column j0 of the GEMM's y. */
+static void epi_apply(const LinearEpi *e, float *y, int64_t ldy, int64_t i0, int64_t j0,
+                      int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *yi = y + i * ldy;
+    if (e->scale != 1.0f)
+      for (int64_t j = 0; j < cols; j++)
+        yi[j] *= e->scale;
+    rt_act_row(e->act, yi, cols);
+    if (e->r) {
+      const float *ri = e->r + (i0 + i) * e->ldr + j0;
+      for (int64_t j = 0; j < cols; j++)
+        yi[j] += ri[j];
+    }
+  }
+}
+
+/* The caller's cache blocks, made what the kernels can use. */
+typedef struct GemmBlocks {
+  int64_t mc, nc, kc;
+} GemmBlocks;
+
+static GemmBlocks gemm_blocks_fit(const GemmKernels *gk, int64_t mc, int64_t nc, int64_t kc) {
+  GemmBlocks b = {mc > 0 ? mc : GEMM_MC, nc > 0 ? nc : GEMM_NC, kc > 0 ? kc : GEMM_KC};
+  if (b.mc > GEMM_MC_MAX)
+    b.mc = GEMM_MC_MAX;
+  if (b.nc > GEMM_NC_MAX)
+    b.nc = GEMM_NC_MAX;
+  if (b.kc > GEMM_KC_MAX)
+    b.kc = GEMM_KC_MAX;
+  b.mc = b.mc / gk->mr * gk->mr; /* whole register tiles, at least one */
+  if (b.mc < gk->mr)
+    b.mc = gk->mr;
+  b.nc = b.nc / gk->nr * gk->nr;
+  if (b.nc < gk->nr)
+    b.nc = gk->nr;
+  b.kc = (b.kc + 7) & ~(int64_t)7; /* K blocks are multiples of 8 */
+  return b;
+}
 
 /* ---- the portable GEMM ---- */
 
@@ -675,32 +768,40 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
   gemm_row(tb, n, k, alpha, pb->x, b, ldb, beta, c);
 }
 
-/* The blocked GEMM for any m >= 1 (no single-row shortcut). An element's
- * value does not depend on where it lies in C (the K blocking depends on k
- * only), so splitting a product into row or column blocks gives the same
- * bits as computing it whole. */
-static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                         float *c, int64_t ldc) {
+/* The blocked GEMM for any m >= 1 (no single-row shortcut), with cache
+ * blocks bl (gemm_blocks_fit) and, when epi is active, the epilogue applied
+ * to each register tile right after its last K block, while it is in L1.
+ * An element's value does not depend on where it lies in C (the K
+ * blocking depends on k and kc only), so splitting a product into row or
+ * column blocks gives the same bits as computing it whole. */
+static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda, const float *b,
+                              int64_t ldb, float beta, float *c, int64_t ldc,
+                              const GemmBlocks *bl, const LinearEpi *epi) {
   gemm_scale_c(m, n, beta, c, ldc);
-  if (k <= 0 || alpha == 0)
-    return;
-  PackBufs *pb = pack_bufs();
+  int with_epi = epi_active(epi);
+  PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
+  if (pb && !pack_reserve(pb, bl->mc * bl->kc, bl->kc * bl->nc))
+    pb = NULL;
   if (!pb) {
-    gemm_unblocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+    if (k > 0 && alpha != 0)
+      gemm_unblocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+    if (with_epi)
+      epi_apply(epi, c, ldc, 0, 0, m, n);
     return;
   }
   /* Equal K blocks: K = 512 runs as 2 x 256, not 384 + 128. */
-  int64_t k_blocks = (k + GEMM_KC - 1) / GEMM_KC;
+  int64_t k_blocks = (k + bl->kc - 1) / bl->kc;
   int64_t kc_step = ((k + k_blocks - 1) / k_blocks + 7) & ~(int64_t)7;
-  if (kc_step > GEMM_KC)
-    kc_step = GEMM_KC;
+  if (kc_step > bl->kc)
+    kc_step = bl->kc;
   const GemmKernels *gk = gemm.k;
-  const int64_t MR = gk->mr, NR = gk->nr, MC = gk->mc, NC = gk->nc;
+  const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, NC = bl->nc;
   for (int64_t jc = 0; jc < n; jc += NC) {
     int64_t nc = n - jc < NC ? n - jc : NC;
     for (int64_t pc = 0; pc < k; pc += kc_step) {
       int64_t kc = k - pc < kc_step ? k - pc : kc_step;
+      int last = pc + kc >= k;
       gemm_pack_b(trans_b, b, ldb, pc, jc, kc, nc, gk->nr, pb->b);
       for (int64_t ic = 0; ic < m; ic += MC) {
         int64_t mc = m - ic < MC ? m - ic : MC;
@@ -710,12 +811,22 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
           const float *bp = pb->b + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
-            gk->micro(kc, pb->a + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
+            float *ct = c + (ic + ir) * ldc + jc + jr;
+            gk->micro(kc, pb->a + ir * kc, bp, ct, ldc, mr, nr);
+            if (last && with_epi)
+              epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }
         }
       }
     }
   }
+}
+
+static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                         float *c, int64_t ldc) {
+  GemmBlocks bl = {gemm.k->mc, gemm.k->nc, GEMM_KC};
+  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &bl, NULL);
 }
 
 void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -774,26 +885,50 @@ void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
     gemm_rows(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/* ---- rt_linear: y = x w^T + bias over the pool ---- */
+/* ---- rt_linear: y = act(scale (x w^T + bias)) + residual over the pool ---- */
 
 typedef struct LinearJob {
   int64_t m, n, k, ldx, ldy, unit; /* unit: columns (split_n) or rows per index */
   const float *x, *w, *bias;
   float *y;
   int split_n;
+  LinearEpi epi;
+  GemmBlocks bl; /* the caller's, fitted to the kernel set */
 } LinearJob;
 
-/* y[r0..r1, c0..c1] = x[r0..r1] w[c0..c1]^T + bias[c0..c1]. */
+/* The BLAS product of rows x cols with the epilogue: sgemm per mc x nc
+ * block, then the epilogue on that block while it is still in L2 (one
+ * sgemm over the whole product would leave it to be read back from
+ * memory). */
+static void linear_blas_blocks(const LinearJob *j, int64_t r0, int64_t c0, int64_t rows,
+                               int64_t cols, const float *x, const float *w, float *y,
+                               float beta) {
+  for (int64_t jc = 0; jc < cols; jc += j->bl.nc) {
+    int64_t nc = cols - jc < j->bl.nc ? cols - jc : j->bl.nc;
+    for (int64_t ic = 0; ic < rows; ic += j->bl.mc) {
+      int64_t mc = rows - ic < j->bl.mc ? rows - ic : j->bl.mc;
+      float *yb = y + ic * j->ldy + jc;
+      gemm_rows(0, 1, mc, nc, j->k, 1.0f, x + ic * j->ldx, j->ldx, w + jc * j->k, j->k, beta,
+                yb, j->ldy);
+      epi_apply(&j->epi, yb, j->ldy, r0 + ic, c0 + jc, mc, nc);
+    }
+  }
+}
+
+/* y[r0..r1, c0..c1] = epilogue(x[r0..r1] w[c0..c1]^T + bias[c0..c1]). */
 static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   int64_t rows = r1 - r0, cols = c1 - c0;
   const float *x = j->x + r0 * j->ldx, *w = j->w + c0 * j->k;
   float *y = j->y + r0 * j->ldy + c0;
+  int with_epi = epi_active(&j->epi);
   if (GEMM_ROWS_ONLY || j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
     gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
     if (j->bias)
       for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
           y[r * j->ldy + c] += j->bias[c0 + c];
+    if (with_epi) /* at most 8 rows: the block is still in L1 / L2 */
+      epi_apply(&j->epi, y, j->ldy, r0, c0, rows, cols);
     return;
   }
   float beta = 0.0f;
@@ -804,7 +939,18 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   }
   /* a one-row block of a taller product still takes the GEMM path, so the
    * split never changes the result */
-  gemm_rows(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, beta, y, j->ldy);
+  if (gemm.sgemm32 || gemm.sgemm64) {
+    if (with_epi)
+      linear_blas_blocks(j, r0, c0, rows, cols, x, w, y, beta);
+    else
+      gemm_rows(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, beta, y, j->ldy);
+    return;
+  }
+  LinearEpi epi = j->epi; /* the residual at this block's origin */
+  if (epi.r)
+    epi.r += r0 * epi.ldr + c0;
+  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, beta, y, j->ldy, &j->bl,
+                    &epi);
 }
 
 static void linear_task(void *ctx, int64_t lo, int64_t hi) {
@@ -818,12 +964,14 @@ static void linear_task(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
-               const float *w, const float *bias, float *y, int64_t ldy, int64_t task_macs,
-               int64_t split_macs) {
+               const float *w, const float *bias, float *y, int64_t ldy, int64_t act,
+               float scale, const float *residual, int64_t ldr, int64_t mc, int64_t nc,
+               int64_t kc, int64_t task_macs, int64_t split_macs) {
   gemm_ensure_init();
   if (m <= 0 || n <= 0)
     return;
-  LinearJob j = {m, n, k, ldx, ldy, 1, x, w, bias, y, 0};
+  LinearJob j = {m, n, k, ldx, ldy, 1, x, w, bias, y, 0, {act, scale, residual, ldr},
+                 gemm_blocks_fit(gemm.k, mc, nc, kc)};
   int threads = rt_pool_size(pool);
   int64_t macs = m * n * (k > 0 ? k : 1);
   if (task_macs < 1)

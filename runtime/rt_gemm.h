@@ -27,22 +27,42 @@
 
 #include <stdint.h>
 
-/* y[M,N] = x[M,K] w[N,K]^T (+ bias[N] if not NULL), row-major; x rows are
- * ldx floats apart, y rows ldy apart; w is dense [N,K]. M <= 8 (decoding a
- * few tokens) takes the decode path: no packing, each row of w read from
- * memory once for all M rows of x, the pool splitting the columns (N).
- * Splits the work over the pool (N blocks for small M, M blocks otherwise)
- * as the caller's policy says (the compiler chooses it: passes/lower_loops.c):
+/* y[M,N] = act(scale * (x[M,K] w[N,K]^T + bias[N])) + residual[M,N]:
+ * a GEMM with an epilogue, row-major; bias may be NULL (none), residual
+ * NULL (none; else rows ldr floats apart, not overlapping y); act is an
+ * RtAct (runtime/rt_act.h: none, relu, gelu, gelu_tanh); scale 1 and act
+ * none with no residual is the plain product. x rows are ldx floats apart,
+ * y rows ldy apart; w is dense [N,K]. The epilogue is applied to each
+ * output block as soon as its sums are final, while it is in cache: per
+ * register tile in tfmc's own GEMM, per mc x nc block after OpenBLAS's
+ * sgemm, per block of the decode path; y is written once more at most,
+ * never read back from memory for a separate pass.
+ *
+ * M <= 8 (decoding a few tokens) takes the decode path: no packing, each
+ * row of w read from memory once for all M rows of x, the pool splitting
+ * the columns (N).
+ *
+ * The caller's policy (the compiler chooses it: passes/lower_loops.c, and
+ * the tile pass from the target's caches, passes/tile.c):
+ *   mc, nc, kc  cache blocks of tfmc's own GEMM: an mc x kc block of x and
+ *               a kc x nc block of w are packed (per thread), kc bounding
+ *               the K blocks (K is cut into equal blocks, multiples of 8);
+ *               rounded down to whole register tiles of the CPU's kernel
+ *               set, clamped to 4096 / 65536 / 8192; values below 1 mean
+ *               128 / 2016 / 384. With OpenBLAS, mc x nc is the block the
+ *               epilogue follows sgemm by (only when there is an epilogue).
  *   task_macs   multiply-adds a task gets at least; a product of fewer than
  *               2 * task_macs runs on the calling thread (values below 1
  *               count as 1)
  *   split_macs  a product of fewer multiply-adds is cut into one piece per
  *               thread; larger ones into pieces of at least task_macs
- * The split never changes the result: the same bits for any policy and
- * thread count. */
+ * Splitting never changes the result: the same bits for any task_macs,
+ * split_macs and thread count (the blocks mc, nc may change the bits of
+ * OpenBLAS's products; kc those of tfmc's own). */
 void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
                int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy,
-               int64_t task_macs, int64_t split_macs);
+               int64_t act, float scale, const float *residual, int64_t ldr, int64_t mc,
+               int64_t nc, int64_t kc, int64_t task_macs, int64_t split_macs);
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),
  * single-threaded (callers parallelise over independent products). */

@@ -6,6 +6,8 @@
 #include "runtime/rt_model.h"   /* rt_errorf */
 #include "runtime/rt_profile.h" /* rt_timing_now_ms */
 
+#include <stdlib.h>
+
 int32_t rt_argmax(const float *x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; i++)
@@ -65,4 +67,68 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
   }
   res->decode_ms = rt_timing_now_ms() - t1;
   return 0;
+}
+
+int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalty,
+                     RtBatchStepFn step, RtReorderFn reorder, void *step_user,
+                     const int32_t *prompt, int64_t n_prompt, int32_t *out,
+                     RtGenerateResult *res, char *err, size_t errlen) {
+  res->n = 0;
+  res->stop = RT_STOP_COUNT;
+  res->prefill_ms = res->decode_ms = 0;
+  if (o->sample && o->sample->sample)
+    return rt_errorf(err, errlen, "--beams and --sample do not go together: beam search is "
+                                  "deterministic");
+  if (o->max_new < 1)
+    return rt_errorf(err, errlen, "nothing to generate: --generate must be >= 1, got %lld",
+                     (long long)o->max_new);
+  if (n_prompt < 1) return rt_errorf(err, errlen, "generation needs a prompt of at least one token");
+  if (n_prompt > o->max_len)
+    return rt_errorf(err, errlen,
+                     "the prompt has %lld tokens, more than the model's max_len %lld",
+                     (long long)n_prompt, (long long)o->max_len);
+  /* as rt_generate: prompt + generated stays within max_len (one id at least) */
+  int64_t room = o->max_len - n_prompt > 1 ? o->max_len - n_prompt : 1;
+  int64_t max_new = o->max_new < room ? o->max_new : room;
+  RtBeam *bs = NULL;
+  if (rt_beam_create(&bs, beams, o->vocab, max_new, o->eos, length_penalty, err, errlen)) return 1;
+  int rc = 1;
+  int64_t *parent = malloc((size_t)beams * sizeof *parent);
+  int64_t *token = malloc((size_t)beams * sizeof *token);
+  int32_t *feed = malloc((size_t)beams * sizeof *feed);
+  if (!parent || !token || !feed) {
+    rt_errorf(err, errlen, "out of memory");
+    goto done;
+  }
+  const float *logits;
+  double t0 = rt_timing_now_ms();
+  if (step(step_user, prompt, 1, n_prompt, 0, &logits, err, errlen)) goto done;
+  res->prefill_ms = rt_timing_now_ms() - t0;
+  double t1 = rt_timing_now_ms();
+  int n_live = 1, finished = 0;
+  for (int64_t past = n_prompt;; past++) {
+    if (rt_beam_step(bs, logits, parent, token, &n_live, &finished, err, errlen)) goto done;
+    if (finished) break;
+    /* every live beam continues on its row: its parent's cache, its token */
+    if (reorder(step_user, parent, n_live, past, err, errlen)) goto done;
+    for (int i = 0; i < n_live; i++) feed[i] = (int32_t)token[i];
+    if (step(step_user, feed, n_live, 1, past, &logits, err, errlen)) goto done;
+  }
+  res->decode_ms = rt_timing_now_ms() - t1;
+  const int64_t *best;
+  double score;
+  if (rt_beam_best(bs, 0, &best, &res->n, &score)) {
+    rt_errorf(err, errlen, "internal: beam search finished without a hypothesis");
+    goto done;
+  }
+  for (int64_t i = 0; i < res->n; i++) out[i] = (int32_t)best[i];
+  if (o->eos >= 0 && res->n > 0 && out[res->n - 1] == o->eos) res->stop = RT_STOP_EOS;
+  else if (res->n >= room && room < o->max_new) res->stop = RT_STOP_MAX_LEN;
+  rc = 0;
+done:
+  free(parent);
+  free(token);
+  free(feed);
+  rt_beam_destroy(bs);
+  return rc;
 }

@@ -69,6 +69,32 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
                 const int32_t *prompt, int64_t n_prompt, int32_t *out, RtTokenFn on_token,
                 void *token_user, RtGenerateResult *res, char *err, size_t errlen);
 
+/* ---- beam search over a batched step (rt_sample.h's RtBeam) ----
+ * Runs rows x n tokens (row-major) at positions past..past+n-1 of every row
+ * and points *logits at the last position's logits of each row, [rows, V]. */
+typedef int (*RtBatchStepFn)(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                             int64_t past, const float **logits, char *err, size_t errlen);
+/* Reorders the cache: row i < rows becomes old row parent[i], over its first
+ * len positions. */
+typedef int (*RtReorderFn)(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                           char *err, size_t errlen);
+
+/* Beam search with `beams` live hypotheses (the step function takes up to
+ * that many rows) and HF's length penalty (score = sum of log-probs /
+ * len^length_penalty, rt_sample.h): the prompt runs once on row 0
+ * (prefill), then each step feeds every live beam's new token on its row,
+ * after the cache rows were reordered to the beams' parents. At most
+ * max_new ids, and prompt + generated within max_len as rt_generate has
+ * it (then res->stop is RT_STOP_MAX_LEN unless the best ends with eos). out gets
+ * the best finished hypothesis (eos kept), res->n its length; o->sample
+ * must be unset. The ids are known only when the search is done, so there
+ * is no on_token callback. Returns 0, or 1 with a message (bad options as
+ * rt_beam_create words them, a failing step). */
+int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalty,
+                     RtBatchStepFn step, RtReorderFn reorder, void *step_user,
+                     const int32_t *prompt, int64_t n_prompt, int32_t *out,
+                     RtGenerateResult *res, char *err, size_t errlen);
+
 /* The index of the first maximum of x[0..n) (NaNs never win); 0 if n < 1. */
 int32_t rt_argmax(const float *x, int64_t n);
 

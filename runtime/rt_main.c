@@ -19,6 +19,7 @@
  * FIFOs and devices in place), and never when it names one of the files
  * being read or this executable; output that cannot be written to stdout
  * is an error (exit status 1). */
+#include "runtime/rt_arena.h"
 #include "runtime/rt_file.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_model.h"
@@ -136,6 +137,7 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
         fprintf(f, "default: no padding\n");
       break;
     }
+    case RT_INPUT_VALUES: fprintf(f, "  f32 values\n"); break;
     case RT_INPUT_KIND_COUNT: fputc('\n', f); break;
     }
   }
@@ -371,7 +373,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   int bound_ok = 0;
   RtWeights *weights = NULL;
   RtPool *pool = NULL;
-  unsigned char *arena = NULL;
+  RtArena arena = {0};
   char *weights_path = NULL;
   RtVocab vocab = {0};
   RtTokenizer *tokenizer = NULL;
@@ -446,18 +448,13 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   (void)rt_gemm_backend(); /* may set environment variables: before any thread starts */
   if (threads != 1)
     pool = rt_pool_create(threads); /* NULL: run on this thread */
-  if (info->arena_bytes < 0 || (uint64_t)info->arena_bytes > (uint64_t)SIZE_MAX - 64) {
-    fprintf(stderr, "%s: model info: bad arena size %lld\n", prog, (long long)info->arena_bytes);
+  /* planned at the maximum dims; what these dims touch is committed */
+  if (rt_arena_open(&arena, info, err, sizeof err) ||
+      rt_arena_commit(&arena, bound.syms, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
   }
-  size_t arena_len = ((size_t)info->arena_bytes + 63) / 64 * 64;
-  arena = aligned_alloc(64, arena_len ? arena_len : 64);
-  if (!arena) {
-    fprintf(stderr, "%s: out of memory: the model needs %lld bytes of activations\n", prog,
-            (long long)info->arena_bytes);
-    goto done;
-  }
-  RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena, pool,
+  RtRunArgs args = {bound.syms, bound.inputs, bound.outputs, rt_weights_data(weights), arena.base, pool,
                     NULL /* no profile */, NULL /* no state: rt_model_info_check */};
   run(&args);
   if (repeat > 0 && main_time_runs(run, &args, repeat)) {
@@ -487,7 +484,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   }
   rc = 0;
 done:
-  free(arena);
+  rt_arena_close(&arena);
   rt_pool_destroy(pool);
   rt_weights_close(weights);
   if (bound_ok)

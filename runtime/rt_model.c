@@ -17,6 +17,7 @@
 #include "runtime/rt_safetensors.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,20 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
     if (info->sym_max[s] < 1)
       return rt_errorf(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),
                   (long long)info->sym_max[s]);
+  if (info->n_arena_blocks < 0 || (info->n_arena_blocks && !info->arena_blocks))
+    return rt_errorf(err, errlen, "model info: bad arena block count");
+  for (int i = 0; i < info->n_arena_blocks; i++) {
+    /* at the maximum dims every block lies inside the arena */
+    const RtArenaBlock *b = &info->arena_blocks[i];
+    int64_t end = b->bytes;
+    bool ok = b->offset >= 0 && b->bytes >= 0 && b->offset % 64 == 0;
+    for (int d = 0; ok && d < RT_MAX_RANK && b->syms[d] >= 0; d++) {
+      ok = b->syms[d] < info->n_syms && (end == 0 || info->sym_max[b->syms[d]] <= INT64_MAX / end);
+      if (ok) end *= info->sym_max[b->syms[d]];
+    }
+    if (!ok || end > info->arena_bytes - b->offset)
+      return rt_errorf(err, errlen, "model info: arena block %d is malformed", i);
+  }
   for (int i = 0; i < info->n_inputs; i++) {
     const RtTensorInfo *t = &info->inputs[i];
     if (info_check_tensor(info, t, "input", err, errlen))
@@ -151,6 +166,10 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
         return rt_errorf(err, errlen, "model info: mask input '%s' is malformed", t->name);
       break;
     }
+    case RT_INPUT_VALUES:
+      if (t->elem != RT_ELEM_F32)
+        return rt_errorf(err, errlen, "model info: values input '%s' is not f32", t->name);
+      break;
     case RT_INPUT_KIND_COUNT:
       return rt_errorf(err, errlen, "model info: input '%s' has an unknown kind", t->name);
     }
@@ -269,6 +288,35 @@ static int bind_mask(Binder *bd, const RtSafetensors *st, int i, char *err, size
                         bd->info->pad_id, m, err, errlen);
 }
 
+/* An f32 values input, any float dtype in the file, shaped as the model takes it. */
+static int bind_values(Binder *bd, const RtSafetensors *st, int i, char *err, size_t errlen) {
+  const RtTensorInfo *t = &bd->info->inputs[i];
+  const RtStTensor *s = rt_st_find(st, t->name);
+  char want[96];
+  dims_str(bd->info, t, want, sizeof want);
+  if (!s)
+    return rt_errorf(err, errlen, "%s: missing input '%s' (f32 %s)", bd->label, t->name, want);
+  if (s->rank != t->rank)
+    return rt_errorf(err, errlen, "%s: input '%s' has rank %d; expected %s", bd->label, t->name,
+                     s->rank, want);
+  for (int d = 0; d < t->rank; d++) {
+    bd->dims[i][d] = s->shape[d];
+    if (bind_dim(bd, t, d, s->shape[d], err, errlen))
+      return 1;
+  }
+  int64_t n = rt_st_numel(s);
+  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  if (!v)
+    return rt_errorf(err, errlen, "%s: out of memory", bd->label);
+  char e2[512];
+  if (rt_st_read_f32(s, v, e2, sizeof e2)) {
+    free(v);
+    return rt_errorf(err, errlen, "%s: input '%s': %s", bd->label, t->name, e2);
+  }
+  bd->b->inputs[i] = v;
+  return 0;
+}
+
 /* Refuses a tensor the model does not take, listing what it takes. */
 static int check_unexpected(const Binder *bd, const RtSafetensors *st, char *err, size_t errlen) {
   const RtModelInfo *info = bd->info;
@@ -347,6 +395,8 @@ int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *
   for (int i = 0; i < info->n_inputs && !rc; i++)
     if (info->inputs[i].kind == RT_INPUT_MASK)
       rc = bind_mask(&bd, st, i, err, errlen);
+    else if (info->inputs[i].kind == RT_INPUT_VALUES)
+      rc = bind_values(&bd, st, i, err, errlen);
   if (!rc)
     rc = rt_model_outputs_alloc(info, out, bd.label, err, errlen);
   if (rc)

@@ -42,7 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 4 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state */
+#define RT_ABI_VERSION 5 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
+                            5: RtModelInfo.arena_blocks */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -56,6 +57,9 @@ typedef struct RtDim {
 typedef enum RtInputKind {
   RT_INPUT_IDS,  /* token ids: int32, each in [0, vocab) */
   RT_INPUT_MASK, /* key padding mask: uint8 [B,L] from mask / lengths / pad ids */
+  RT_INPUT_VALUES, /* f32 values another compiled run wrote: an encoder_decoder's
+                      step graph takes the cross-attention keys / values its
+                      encode graph computed once per source */
   RT_INPUT_KIND_COUNT
 } RtInputKind;
 
@@ -86,6 +90,17 @@ typedef struct RtKernelInfo {
   const char *comment; /* the IR node and spec location ("attention %22 @m.tfm:7:3"); may be NULL */
 } RtKernelInfo;
 
+/* One buffer of the activation arena: where the plan put it and how many
+ * bytes of it a run touches, bytes x the product of the listed symbols'
+ * values (the buffer's dims that are symbols; -1 ends the list). The plan
+ * is made at the maximum dims; a run with smaller dims touches only the
+ * start of each buffer, which is what rt_arena_commit commits. */
+typedef struct RtArenaBlock {
+  int64_t offset; /* bytes from the arena base */
+  int64_t bytes;  /* element size x the constant dims */
+  int8_t syms[RT_MAX_RANK];
+} RtArenaBlock;
+
 typedef struct RtModelInfo {
   uint32_t abi_version; /* RT_ABI_VERSION */
   const char *name;
@@ -105,6 +120,8 @@ typedef struct RtModelInfo {
   int64_t pad_id;          /* -1: none */
   int n_kernels;           /* 0: no kernel table (a profile then names nothing) */
   const RtKernelInfo *kernels;
+  int n_arena_blocks;      /* 0: no table (every run commits the whole arena) */
+  const RtArenaBlock *arena_blocks;
 } RtModelInfo;
 
 typedef struct RtProfile RtProfile; /* per-kernel times: runtime/rt_profile.h */

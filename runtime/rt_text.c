@@ -191,6 +191,12 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
     return encode_text(text, v->tokenizer, vocab, max_len, ids, err, errlen);
   int64_t n = 0;
   const char *p = tokens ? tokens : text;
+  int64_t unk = -1; /* the vocabulary's unknown token, if it has one */
+  static const char *const unk_names[] = {"<unk>", "[UNK]", "<UNK>", "UNK"};
+  for (size_t u = 0; text && u < sizeof unk_names / sizeof *unk_names && unk < 0; u++)
+    for (int64_t k = 0; k < v->n && unk < 0; k++)
+      if (strcmp(v->tok[k], unk_names[u]) == 0)
+        unk = k;
   while (*p) {
     while (is_space(*p) || *p == ',')
       p++;
@@ -219,6 +225,8 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
       for (int64_t k = 0; k < v->n && found < 0; k++)
         if (strlen(v->tok[k]) == wlen && memcmp(v->tok[k], s, wlen) == 0)
           found = k;
+      if (found < 0 && unk >= 0)
+        found = unk; /* a symbol the vocabulary lacks: its unknown token */
       if (found < 0)
         return rt_errorf(err, errlen, "--text: symbol '%.*s' is not in the vocabulary", w, s), -1;
       if (found >= vocab)
@@ -232,6 +240,16 @@ static int64_t parse_ids(const char *tokens, const char *text, const RtVocab *v,
   if (n == 0)
     return rt_errorf(err, errlen, "empty input sequence"), -1;
   return n;
+}
+
+int64_t rt_text_ids(const char *tokens, const char *text, const RtVocab *v, int64_t vocab,
+                    int64_t max_len, int32_t *ids, char *err, size_t errlen) {
+  if (!tokens == !text || (text && !v))
+    return rt_errorf(err, errlen, "internal: rt_text_ids arguments"), -1;
+  size_t bad;
+  if (text && !rt_utf8_valid(text, strlen(text), &bad))
+    return rt_errorf(err, errlen, "--text: invalid UTF-8 at byte %zu", bad), -1;
+  return parse_ids(tokens, text, v, vocab, max_len, ids, err, errlen);
 }
 
 /* Sets the symbol or checks the constant of dim d of t to value. */

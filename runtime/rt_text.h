@@ -47,7 +47,8 @@ const char *rt_text_vocab_symbol(const RtVocab *v, int64_t id);
  * and nothing else but its padding masks (derived from info->pad_id):
  * exactly one of tokens (ids separated by whitespace or commas) and text
  * (whitespace-separated symbols of v, which must then be given; or, when v
- * has a tokenizer, any text it encodes). Refuses,
+ * has a tokenizer, any text it encodes; symbols v lacks map to its unknown
+ * token as in rt_text_ids). Refuses,
  * with a message: models needing other ids (src/tgt, token_types), ids out
  * of [0, vocab), symbols not in v or beyond the model's vocab, sequences
  * longer than the model's maximum, an empty sequence, a sequence that is
@@ -55,6 +56,16 @@ const char *rt_text_vocab_symbol(const RtVocab *v, int64_t id);
  * with rt_model_unbind); on failure nothing stays allocated. */
 int rt_text_bind(const RtModelInfo *info, const char *tokens, const char *text, const RtVocab *v,
                  RtBound *out, char *err, size_t errlen);
+
+/* The ids of one sequence, as rt_text_bind reads them: tokens (ids) or text
+ * (symbols of v, or text v's tokenizer encodes) into ids[0..max_len), each
+ * below vocab. Symbols of text that v lacks become its unknown token
+ * (the first of <unk>, [UNK], <UNK>, UNK it has), else are refused naming
+ * the symbol; text that is not valid UTF-8 is refused (rt_text_bind takes
+ * any bytes: a vocabulary's symbols may be). Returns the number of ids, or
+ * -1 with a message. For generation (prompts and sources). */
+int64_t rt_text_ids(const char *tokens, const char *text, const RtVocab *v, int64_t vocab,
+                    int64_t max_len, int32_t *ids, char *err, size_t errlen);
 
 /* A tensor to summarise: f32 data for outputs, int32 for ids. */
 typedef struct RtTextTensor {

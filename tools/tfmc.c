@@ -226,6 +226,8 @@ static const char *arch_name(Arch a) {
   return "?";
 }
 
+#define COMPILE_DEFAULT_LEVEL 2 /* run, build, emit-c, and what check reports */
+
 static int cmd_check(int argc, char **argv) {
   Args args = {0};
   int r = parse_args("check", argc, argv, &args);
@@ -289,27 +291,60 @@ static int cmd_check(int argc, char **argv) {
          human(st.flops / (double)tokens, b3, sizeof b3), (long long)tokens,
          human(st.flops_linear / (double)tokens, b4, sizeof b4),
          human(st.flops_attention / (double)tokens, b1, sizeof b1));
-  const LoopProgram *lp = c.prog;
-  printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels)\n",
-         (long long)lp->arena_bytes, lp->n_kernels);
-  if (c.info) {
+  /* the memory numbers are those of what run, build and emit-c compile by
+   * default (-O2: the fusion passes change the plan); the counts above are
+   * the spec's own graph */
+  PassPipeline pl;
+  PassContext pctx = {.diags = &d};
+  bool level_ok = pass_pipeline_level(COMPILE_DEFAULT_LEVEL, &pl);
+  TFMC_ASSERT(level_ok);
+  Compiled co;
+  DriverOptions oopt = {.no_weights = true, .stage = DRIVER_LOOP, .passes = &pl, .pass_ctx = &pctx};
+  if (driver_compile_file(a, &d, args.pos[0], &oopt, &co, err, sizeof err)) {
+    compile_failed(err);
+    goto done;
+  }
+  const LoopProgram *lp = co.prog;
+  printf("  arena           %lld bytes of activations at the maximum shapes (%d kernels at -O%d)\n",
+         (long long)lp->arena_bytes, lp->n_kernels, COMPILE_DEFAULT_LEVEL);
+  if (co.info) {
     CStaticMemory sm;
-    c_static_memory(c.info, &sm);
+    c_static_memory(co.info, &sm);
     printf("  static memory   %lld bytes (TFMC_MEM_BYTES of emit-c --static: arena, state,"
            " masks, header)\n",
            (long long)sm.total);
   }
-  if (m->arch == ARCH_DECODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
-    /* what tfmc run --generate compiles: the step graph and its KV cache */
-    Compiled cs;
-    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .step = true};
-    if (driver_compile_file(a, &d, args.pos[0], &sopt, &cs, err, sizeof err)) {
+  if (m->arch != ARCH_ENCODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX)) {
+    /* what tfmc run --generate compiles: the step graph and its KV cache
+     * (and for an encoder_decoder the encode program and the cross keys /
+     * values it hands to every step) */
+    CompiledGeneration gen;
+    DriverOptions sopt = {.no_weights = true, .stage = DRIVER_LOOP, .passes = &pl, .pass_ctx = &pctx};
+    if (driver_compile_generation(a, &d, args.pos[0], &sopt, &gen, err, sizeof err)) {
       compile_failed(err);
       goto done;
     }
-    printf("  generation      KV cache %lld bytes (batch 1, %lld positions), step arena %lld "
-           "bytes\n",
-           (long long)cs.prog->state_bytes, (long long)m->max_tgt, (long long)cs.prog->arena_bytes);
+    printf("  generation      self-attention KV cache %lld bytes (batch 1, %lld positions), step "
+           "arena %lld bytes\n",
+           (long long)gen.step.prog->state_bytes, (long long)m->max_tgt,
+           (long long)gen.step.prog->arena_bytes);
+    if (gen.encoder_decoder) {
+      int64_t cross = 0;
+      const RtModelInfo *ei = gen.encode.info;
+      for (int o = 0; o < ei->n_outputs; o++) {
+        int64_t n = 4;
+        for (int k = 0; k < ei->outputs[o].rank; k++)
+          n *= ei->outputs[o].dims[k].sym < 0 ? ei->outputs[o].dims[k].value
+               : strcmp(ei->sym_names[ei->outputs[o].dims[k].sym], "B") == 0
+                   ? 1
+                   : ei->sym_max[ei->outputs[o].dims[k].sym];
+        cross += n;
+      }
+      printf("                  cross-attention K/V %lld bytes (batch 1, %lld source positions, "
+             "%d tensors), encode arena %lld bytes\n",
+             (long long)cross, (long long)m->max_src, ei->n_outputs,
+             (long long)gen.encode.prog->arena_bytes);
+    }
   }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
@@ -333,12 +368,11 @@ done:
  * built unless asked (-O0); the commands that compile default to -O2, as a
  * user of an optimising compiler expects ---- */
 
-#define COMPILE_DEFAULT_LEVEL 2
-
 #define PASS_OPTS                                                                                  \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},                 \
-      {"pass-stats", false, NULL}, {                                                               \
-    "disable-pass", true, NULL                                                                     \
+      {"pass-stats", false, NULL}, {"disable-pass", true, NULL}, {"tile", true, NULL, true},       \
+      {"target-cache", true, NULL}, {                                                              \
+    "target-threads", true, NULL                                                                   \
   }
 
 static bool same_file(const char *a, const char *b);
@@ -413,6 +447,34 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
   ctx->print_after = after;
   ctx->print_out = *print_file;
   ctx->stats_out = opt(args, "pass-stats") ? stderr : NULL;
+  /* the target the tile pass sizes for: the host, or for emit-c (code for
+   * another machine) a generic one, then what the options say */
+  static PassTarget target;
+  if (strcmp(cmd, "emit-c") == 0)
+    pass_target_generic(&target);
+  else
+    pass_target_host(&target);
+  const char *cache = opt(args, "target-cache"), *threads = opt(args, "target-threads");
+  const char *tiles = opt(args, "tile");
+  if (cache && !pass_target_parse_cache(&target, cache, err, sizeof err))
+    return usage_error(cmd, "%s", err);
+  if (threads && !pass_target_parse_threads(&target, threads, err, sizeof err))
+    return usage_error(cmd, "%s", err);
+  for (const char *t = tiles; t && *t;) { /* KEY=VALUE[,KEY=VALUE...] */
+    const char *e = strchr(t, ',');
+    char kv[128];
+    snprintf(kv, sizeof kv, "%.*s", (int)(e ? e - t : (ptrdiff_t)strlen(t)), t);
+    if (!pass_target_parse_tile(&target, kv, err, sizeof err))
+      return usage_error(cmd, "%s", err);
+    t = e ? e + 1 : NULL;
+  }
+  bool tile_runs = false;
+  for (int i = 0; i < pl->n; i++)
+    tile_runs |= strcmp(pl->passes[i]->name, "tile") == 0;
+  if ((cache || threads || tiles) && !tile_runs)
+    return usage_error(cmd, "--tile, --target-cache and --target-threads need the tile pass in "
+                            "the pipeline (-O2, -O3, or --passes=...,tile)");
+  ctx->target = &target;
   return 0;
 }
 
@@ -428,7 +490,8 @@ static int cmd_ir(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc ir SPEC.tfm|GRAPH.tfir|LOOPS.tfloop [--format text|dot]\n"
          "                [--attention LAYER] [--level graph|loop] [--passes=LIST | -O0..-O3]\n"
-         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n\n"
+         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
+         "                [--tile KEY=VALUE] [--target-cache L1=S,L2=S,L3=S] [--target-threads N]\n\n"
          "Prints the graph IR of a spec (or parses a textual graph and prints it\n"
          "back) as text (default; parseable by 'tfmc ir FILE.tfir') or as Graphviz\n"
          "dot. --attention LAYER adds that layer's attention probabilities as an\n"
@@ -447,7 +510,16 @@ static int cmd_ir(int argc, char **argv) {
     const PassInfo *pi = pass_registry(&n);
     for (int i = 0; i < n; i++)
       printf("  %-20s %-5s %s\n", pi[i].name, pass_level_name(pi[i].level), pi[i].description);
-    puts("Levels: -O1 dce,lane-split,share-kernels; -O2 and -O3 prune-rows first.");
+    puts("Levels: -O1 dce,lane-split,share-kernels;\n"
+         "        -O2 and -O3 prune-rows,fuse-epilogue,dce,tile,lane-split,share-kernels.\n"
+         "--tile KEY=VALUE (repeatable, or a comma list) sets one of the tile pass's\n"
+         "choices instead of letting it derive it from the target's caches; keys:");
+    char keys[256];
+    pass_tile_keys_list(keys, sizeof keys);
+    printf("  %s\n", keys);
+    puts("--target-cache L1=32K,L2=1M,L3=32M and --target-threads N say which\n"
+         "machine the tile pass sizes for (default: this one, from /sys; for emit-c\n"
+         "a generic L1=32K,L2=512K,L3=8M, 4 threads). They need the tile pass.");
     return 0;
   }
   if (r)
@@ -684,16 +756,45 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
 
 typedef struct GenPrint {
   const RtVocab *vocab; /* NULL: ids only */
+  bool text;            /* a --text prompt: the generated text, streamed */
+  int64_t eos, bos;     /* not printed as text (-1: none) */
+  const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
+  size_t printed;       /* ... and the bytes of their decoded text printed so far */
 } GenPrint;
 
+/* --tokens prompts: one id per line (with its symbol when --vocab is
+ * given). --text prompts: the text as it comes: symbols of a vocabulary
+ * separated by spaces, or what the tokenizer decodes the ids to (the whole
+ * sequence decoded, the new bytes printed); eos and bos are not text. */
 static void gen_print_token(void *user, int64_t index, int32_t id) {
-  const GenPrint *gp = user;
-  const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
-  (void)index;
-  if (sym)
-    printf("%d %s\n", id, sym);
-  else
-    printf("%d\n", id);
+  GenPrint *gp = user;
+  if (!gp->text) {
+    const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
+    if (sym)
+      printf("%d %s\n", id, sym);
+    else
+      printf("%d\n", id);
+  } else if (id == gp->eos || id == gp->bos) {
+    /* special: no text */
+  } else if (gp->vocab->tokenizer) {
+    char *txt, msg[256];
+    size_t len;
+    if (!rt_tokenizer_decode(gp->vocab->tokenizer, gp->ids, index + 1, &txt, &len, msg,
+                             sizeof msg)) {
+      if (len > gp->printed)
+        fwrite(txt + gp->printed, 1, len - gp->printed, stdout);
+      gp->printed = len > gp->printed ? len : gp->printed;
+      free(txt);
+    }
+  } else {
+    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
+    if (gp->printed++)
+      putchar(' ');
+    if (sym)
+      fputs(sym, stdout);
+    else
+      printf("[%d]", id);
+  }
   fflush(stdout);
 }
 
@@ -729,9 +830,13 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
-  if (!tokens || opt(args, "inputs") || opt(args, "text") || opt(args, "tokenizer"))
-    return usage_error("run", "--generate takes the prompt as --tokens \"IDS\" (not yet --text, "
-                              "--tokenizer or --inputs)");
+  RunInputs ri;
+  int r;
+  if ((r = run_inputs_options("run", args, &ri)))
+    return r;
+  if (ri.inputs)
+    return usage_error("run", "--generate takes the prompt (or an encoder_decoder's source) as "
+                              "--tokens \"IDS\" or --text, not --inputs");
   if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
     return usage_error("run", "--generate does not take --attention, --output or --profile yet");
   char *e;
@@ -759,18 +864,38 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     return usage_error("run", "--top-k takes an integer");
   if (topp && (so.top_p = strtod(topp, &e), *e || !*topp))
     return usage_error("run", "--top-p takes a number");
+  /* --beams K [--length-penalty A] */
+  const char *beams_s = opt(args, "beams"), *lp_s = opt(args, "length-penalty");
+  long beams = 0;
+  double length_penalty = 1.0;
+  if (beams_s && (beams = strtol(beams_s, &e, 10), *e || !*beams_s))
+    return usage_error("run", "--beams takes an integer");
+  if (lp_s && !beams_s)
+    return usage_error("run", "--length-penalty goes with --beams");
+  if (lp_s && (length_penalty = strtod(lp_s, &e), *e || !*lp_s || !isfinite(length_penalty)))
+    return usage_error("run", "--length-penalty takes a finite number");
+  if (beams_s && (beams < 1 || beams > 64)) {
+    fprintf(stderr, "tfmc: --beams must be in 1..64 (got %s)\n", beams_s);
+    return EXIT_USER;
+  }
+  if (beams_s && so.sample) {
+    fprintf(stderr, "tfmc: --beams and --sample do not go together: beam search is "
+                    "deterministic\n");
+    return EXIT_USER;
+  }
   char serr[256];
   if (so.sample && rt_sample_options_check(&so, serr, sizeof serr)) {
     fprintf(stderr, "tfmc: %s\n", serr);
     return EXIT_USER;
   }
-  int threads, repeat, r;
+  int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
-  const char *ins[] = {args->pos[0], weights, vocab_path};
+  const char *ins[] = {args->pos[0], weights, vocab_path, ri.tokenizer_files[0],
+                       ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 3)))
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 5)))
     return r;
   PassPipeline pl;
   Diags d;
@@ -784,36 +909,72 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   diags_init(&d, a, stderr);
   int rc = EXIT_USER;
   RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
   char err[1024];
-  Compiled c = {0};
+  CompiledGeneration gen;
   DriverOptions dopt = {.weights = weights,
                         .seed = seed,
                         .passes = &pl,
                         .pass_ctx = &pctx,
                         .stage = stage,
                         .strict = opt(args, "strict") != NULL,
-                        .step = true};
-  int64_t n_prompt;
-  int32_t *prompt = parse_prompt(a, tokens, &n_prompt);
-  if (!prompt || n_prompt < 1) {
+                        .step_rows = beams > 1 ? beams : 1};
+  int64_t n_prompt = 0;
+  int32_t *prompt = NULL;
+  if (tokens && (!(prompt = parse_prompt(a, tokens, &n_prompt)) || n_prompt < 1)) {
     fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
     goto done;
   }
-  if (driver_compile_file(a, &d, args->pos[0], &dopt, &c, err, sizeof err)) {
+  if (driver_compile_generation(a, &d, args->pos[0], &dopt, &gen, err, sizeof err)) {
     compile_failed(err);
+    goto done;
+  }
+  const ModelSpec *spec = gen.step.spec->model;
+  if (gen.encoder_decoder && spec->bos_id < 0) {
+    fprintf(stderr, "tfmc: model '%s' is an encoder_decoder without a bos token: the target "
+                    "starts at the spec's 'tokens bos N'\n", spec->name);
     goto done;
   }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  if (ri.tokenizer && rt_tokenizer_load(ri.tokenizer, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --tokenizer: %s\n", err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
   ExecOptions eo = {threads, 0, false};
-  if (backend_stepper_init(&st, backend, &c, &eo, err, sizeof err)) {
+  if (backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err) ||
+      (gen.encoder_decoder &&
+       backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err))) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  int64_t eos = c.spec ? c.spec->model->eos_id : -1;
+  if (ri.text) { /* the prompt's (or source's) ids through the vocabulary or tokenizer */
+    size_t cap = strlen(ri.text) + 2;
+    prompt = arena_alloc(a, cap * sizeof *prompt);
+    int64_t ids_vocab = gen.encoder_decoder ? st.src_vocab
+                                            : gen.step.info->inputs[st.in_tokens].vocab;
+    if ((n_prompt = rt_text_ids(NULL, ri.text, &vocab, ids_vocab, (int64_t)cap, prompt, err,
+                                sizeof err)) < 0) {
+      fprintf(stderr, "tfmc: %s\n", err);
+      goto done;
+    }
+  }
+  if (gen.encoder_decoder && backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  const int32_t *src_ids = prompt; /* an encoder_decoder's source */
+  int64_t n_src = n_prompt;
+  if (gen.encoder_decoder) { /* the prompt is the source; the target starts at bos */
+    prompt = arena_alloc(a, sizeof *prompt);
+    prompt[0] = (int32_t)spec->bos_id;
+    n_prompt = 1;
+  }
+  int64_t eos = spec->eos_id;
   RtRng rng;
   rt_rng_seed(&rng, seed);
   RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
@@ -824,25 +985,43 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
   RtGenerateResult res;
-  GenPrint gp = {vocab_path ? &vocab : NULL};
-  if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out, gen_print_token, &gp, &res,
-                  err, sizeof err)) {
+  GenPrint gp = {vocab_path || tokenizer ? &vocab : NULL, ri.text != NULL, spec->eos_id,
+                 spec->bos_id, out, 0};
+  if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                 backend_stepper_reorder, &st, prompt, n_prompt, out, &res, err,
+                                 sizeof err)
+              : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out,
+                            gen_print_token, &gp, &res, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
+  for (int64_t i = 0; beams_s && i < res.n; i++) /* known only when the search is done */
+    gen_print_token(&gp, i, out[i]);
+  if (gp.text)
+    putchar('\n');
   if (res.stop == RT_STOP_MAX_LEN)
     fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
             (long long)res.n, (long long)st.max_len);
   if (repeat) {
     double *pre = arena_alloc(a, (size_t)repeat * sizeof *pre);
     double *tok = arena_alloc(a, (size_t)repeat * sizeof *tok);
+    double *enc = arena_alloc(a, (size_t)repeat * sizeof *enc);
     int32_t *again = arena_alloc(a, (size_t)max_new * sizeof *again);
     for (int i = 0; i < repeat; i++) {
       RtGenerateResult r2;
+      enc[i] = rt_timing_now_ms();
+      if (gen.encoder_decoder && backend_stepper_encode(&st, src_ids, n_src, err, sizeof err)) {
+        fprintf(stderr, "tfmc: %s\n", err);
+        goto done;
+      }
+      enc[i] = rt_timing_now_ms() - enc[i];
       exec_session_reset(st.session);
       rt_rng_seed(&rng, seed); /* the same draws again */
-      if (rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again, gen_no_print, NULL,
-                      &r2, err, sizeof err)) {
+      if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
+                                     backend_stepper_reorder, &st, prompt, n_prompt, again, &r2,
+                                     err, sizeof err)
+                  : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
+                                gen_no_print, NULL, &r2, err, sizeof err)) {
         fprintf(stderr, "tfmc: %s\n", err);
         goto done;
       }
@@ -852,6 +1031,12 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     RtTiming tp, tt;
     rt_timing_summarise(pre, repeat, &tp);
     rt_timing_summarise(tok, repeat, &tt);
+    if (gen.encoder_decoder) {
+      RtTiming te;
+      rt_timing_summarise(enc, repeat, &te);
+      fprintf(stderr, "timing: backend %s, source %lld tokens, encode median %.3f ms (min %.3f)\n",
+              backend, (long long)n_src, te.median_ms, te.min_ms);
+    }
     fprintf(stderr,
             "timing: backend %s, prompt %lld tokens, prefill median %.3f ms (min %.3f); decode "
             "median %.3f ms per token (min %.3f) over %lld tokens; %d runs\n",
@@ -876,6 +1061,7 @@ done:
     rc = EXIT_USER;
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
   arena_destroy(a);
   return rc;
 }
@@ -891,6 +1077,7 @@ static int cmd_run(int argc, char **argv) {
              {"tokenizer", true, NULL},    {"generate", true, NULL},
              {"sample", false, NULL},      {"temperature", true, NULL},
              {"top-k", true, NULL},        {"top-p", true, NULL},
+             {"beams", true, NULL},        {"length-penalty", true, NULL},
              {"output", true, NULL, true}, PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -908,11 +1095,11 @@ static int cmd_run(int argc, char **argv) {
         "                [--threads N] [--repeat N] [--profile] [--strict] [--passes=LIST | "
         "-O0..-O3]\n"
         "                [--print-after=PASS|all [--print-file FILE]] [--pass-stats]\n"
-        "       tfmc run SPEC.tfm (--weights W | --init random) --tokens \"PROMPT IDS\" --generate "
-        "N\n"
-        "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]]\n"
-        "                [--vocab V.txt] [--outputs OUT.safetensors] [--backend jit|interp] "
-        "[--repeat N]\n\n"
+        "       tfmc run SPEC.tfm (--weights W | --init random) --generate N\n"
+        "                (--tokens \"IDS\" | --text \"TEXT\" (--vocab V.txt | --tokenizer T))\n"
+        "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
+        "                 | --beams K [--length-penalty A]]\n"
+        "                [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
         "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
         "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
         "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -942,12 +1129,16 @@ static int cmd_run(int argc, char **argv) {
         "none; --disable-pass=a,b takes passes out of the pipeline.\n"
         "NaN or Inf values in the --weights checkpoint are warned about (each weight\n"
         "named with its count); --strict makes them an error (also on build, emit-c).\n"
-        "--generate N (decoder-only specs): greedy generation with a KV cache, batch 1:\n"
-        "the prompt in one step, then one step per new token, until N tokens, the\n"
-        "spec's eos or max_len. Each id is printed as it comes (with its symbol when\n"
-        "--vocab is given); --outputs writes generated (i64 [1,N]) and\n"
-        "generated_lengths (i64 [1]); --repeat N times N more generations and prints\n"
-        "the prefill time and the time per decoded token. Greedy by default;\n"
+        "--generate N (decoder and encoder_decoder specs): greedy generation with a KV\n"
+        "cache, batch 1. A decoder's prompt runs in one step, then one step per new\n"
+        "token; an encoder_decoder's ids are the source, encoded once, and the target\n"
+        "starts at the spec's bos. Until N tokens, the spec's eos or max_len. With\n"
+        "--tokens each id is printed as it comes (with its symbol when --vocab is\n"
+        "given); with --text the generated text is. --outputs writes generated\n"
+        "(i64 [1,N]) and generated_lengths (i64 [1]); --repeat N times N more\n"
+        "generations and prints the prefill time and the time per decoded token.\n"
+        "--beams K: beam search with K beams, score = sum of log-probs / len^A\n"
+        "(--length-penalty A, default 1). Greedy by default;\n"
         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
         "(defaults: T 1, top-k off, top-p 1) with a PCG32 generator seeded by --seed\n"
         "(default 0): the same seed gives the same tokens on every backend.");
@@ -1359,7 +1550,8 @@ static int cmd_build(int argc, char **argv) {
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
          "lists them) an output of the executable too, as 'tfmc run --output' does.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
-         "some out (see 'tfmc ir --help'); default -O2.");
+         "some out, --tile / --target-cache / --target-threads steer the tile pass\n"
+         "(see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r)
@@ -1436,6 +1628,46 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
   fputc('\n', stderr);
 }
 
+/* `emit-c --static --size-cc CC`: each object's sections and the total,
+ * compiled as the project's Makefile compiles it. Returns 0 or 1 (said). */
+static int print_static_size(const char *dir, const LoopProgram *p, bool embed, const char *cc) {
+  bool used[LC_CALLEE_COUNT];
+  const char *rt[32], *files[40];
+  char err[1024], path[64][64];
+  int n = 0;
+  files[n++] = "model.c";
+  files[n++] = "api.c";
+  int nrt = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, rt, 32);
+  for (int i = 0; i < nrt; i++)
+    if (ends_with(rt[i], ".c")) {
+      snprintf(path[n], sizeof path[n], "runtime/%s", rt[i]);
+      files[n] = path[n];
+      n++;
+    }
+  if (embed) files[n++] = "weights.c";
+  CSize sz[40];
+  if (c_static_measure(dir, cc, files, n, sz, err, sizeof err)) {
+    fprintf(stderr, "tfmc emit-c: the project in %s is complete, but measuring its size failed: %s\n",
+            dir, err);
+    return 1;
+  }
+  fprintf(stderr, "  code size with %s (bytes):\n  %-26s %9s %7s %7s\n", cc, "object", "text",
+          "data", "bss");
+  CSize code = {0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    bool w = strcmp(files[i], "weights.c") == 0;
+    fprintf(stderr, "  %-26s %9lld %7lld %7lld%s\n", files[i], (long long)sz[i].text,
+            (long long)sz[i].data, (long long)sz[i].bss, w ? "  (the weights, flash)" : "");
+    if (w) continue;
+    code.text += sz[i].text;
+    code.data += sz[i].data;
+    code.bss += sz[i].bss;
+  }
+  fprintf(stderr, "  %-26s %9lld %7lld %7lld\n", "code (all but the weights)", (long long)code.text,
+          (long long)code.data, (long long)code.bss);
+  return 0;
+}
+
 static int cmd_emit_c(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL},
              {"init", true, NULL},
@@ -1446,6 +1678,7 @@ static int cmd_emit_c(int argc, char **argv) {
              {"force", false, NULL},
              {"strict", false, NULL},
              {"static", false, NULL},
+             {"size-cc", true, NULL},
              {"output", true, NULL, true},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
@@ -1455,10 +1688,11 @@ static int cmd_emit_c(int argc, char **argv) {
     r = parse_args("emit-c", argc, argv, &args);
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
-         "                   -o DIR [--force] [--embed-weights] [--static]\n"
+         "                   -o DIR [--force] [--embed-weights] [--static [--size-cc \"CC FLAGS\"]]\n"
          "                   [--attention LAYER] [--strict] [--output NAME[,NAME]]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
-         "                   [--print-file FILE]] [--pass-stats]\n\n"
+         "                   [--print-file FILE]] [--pass-stats] [--tile KEY=VALUE]\n"
+         "                   [--target-cache L1=S,L2=S,L3=S] [--target-threads N]\n\n"
          "Writes a self-contained C99 project into DIR: the model's C source (one\n"
          "function per kernel), the runtime sources, the packed weights (or, with\n"
          "--embed-weights, weights as a C array), a Makefile and a CMakeLists.txt\n"
@@ -1474,8 +1708,16 @@ static int cmd_emit_c(int argc, char **argv) {
          "const array (--embed-weights) or the caller's pointer to the packed image,\n"
          "single-threaded portable kernels, only the runtime pieces the model calls;\n"
          "`make` builds libmodel.a, `make size` prints its sections.\n"
+         "--size-cc \"CC FLAGS\" (with --static) compiles the project with that\n"
+         "compiler and flags, as its Makefile does, and prints the code size of\n"
+         "each object (text, data, bss bytes) and the total; e.g. --size-cc\n"
+         "\"arm-none-eabi-gcc -Os -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16\".\n"
+         "The GEMM blocks are sized for the target machine's caches: a generic\n"
+         "one (L1=32K,L2=512K,L3=8M, 4 threads) unless --target-cache and\n"
+         "--target-threads describe it.\n"
          "--passes / -O choose the graph and loop passes, --disable-pass=a,b takes\n"
-         "some out (see 'tfmc ir --help'); default -O2.");
+         "some out, --tile / --target-cache / --target-threads steer the tile pass\n"
+         "(see 'tfmc ir --help'); default -O2.");
     return 0;
   }
   if (r)
@@ -1488,6 +1730,8 @@ static int cmd_emit_c(int argc, char **argv) {
     return r;
   if (!dir || !*dir)
     return usage_error("emit-c", "give the output directory with -o DIR");
+  if (opt(&args, "size-cc") && !opt(&args, "static"))
+    return usage_error("emit-c", "--size-cc measures a --static project");
   char err0[8500];
   if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
     fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
@@ -1516,6 +1760,9 @@ static int cmd_emit_c(int argc, char **argv) {
   }
   if (co.static_mode)
     print_static_summary(dir, c.prog, c.info, co.embed_weights);
+  if (co.static_mode && opt(&args, "size-cc") &&
+      print_static_size(dir, c.prog, co.embed_weights, opt(&args, "size-cc")))
+    goto done;
   rc = 0;
 done:
   arena_destroy(a);

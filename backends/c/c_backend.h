@@ -97,4 +97,18 @@ int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, 
  * Returns their number, or -1 when cap is too small. */
 int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap);
 
+/* ---- size.c: code size, measured with the target's compiler ---- */
+
+typedef struct CSize {
+  int64_t text, data, bss; /* bytes, as binutils' size counts them */
+} CSize;
+
+/* Compiles each of files (paths relative to the project dir: model.c,
+ * api.c, weights.c, runtime/rt_*.c) with cc ("CC FLAGS...", split on
+ * blanks) and the project Makefile's own flags, into a temporary directory,
+ * and reads each object's section sizes into sizes[i]. The compiler must
+ * produce ELF. Returns 0 or non-zero with a message. */
+int c_static_measure(const char *dir, const char *cc, const char *const *files, int n_files,
+                     CSize *sizes, char *err, size_t errlen);
+
 #endif

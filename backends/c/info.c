@@ -28,6 +28,7 @@ static const char *kind_const(RtInputKind k) {
   switch (k) {
   case RT_INPUT_IDS: return "RT_INPUT_IDS";
   case RT_INPUT_MASK: return "RT_INPUT_MASK";
+  case RT_INPUT_VALUES: return "RT_INPUT_VALUES";
   case RT_INPUT_KIND_COUNT: break;
   }
   return "RT_INPUT_KIND_COUNT";
@@ -117,6 +118,21 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
     }
     fputs("};\n\n", o);
   }
+  if (info->n_arena_blocks > 0) {
+    /* what a run's dims touch of the arena (runtime/rt_arena.h) */
+    fprintf(o, "static const RtArenaBlock tfmc_info_arena_blocks[%d] = {\n", info->n_arena_blocks);
+    for (int i = 0; i < info->n_arena_blocks; i++) {
+      const RtArenaBlock *b = &info->arena_blocks[i];
+      fputs("  {", o);
+      c_put_i64(o, b->offset);
+      fputs(", ", o);
+      c_put_i64(o, b->bytes);
+      fputs(", {", o);
+      for (int d = 0; d < RT_MAX_RANK; d++) fprintf(o, "%s%d", d ? ", " : "", b->syms[d]);
+      fputs("}},\n", o);
+    }
+    fputs("};\n\n", o);
+  }
   fprintf(o, "const RtModelInfo tfmc_model_info = {\n  .abi_version = %u,\n  .name = ",
           (unsigned)info->abi_version);
   c_put_string(o, info->name);
@@ -153,5 +169,8 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
   c_put_i64(o, info->pad_id);
   fprintf(o, ",\n  .n_kernels = %d,\n", info->n_kernels);
   if (info->n_kernels > 0) fputs("  .kernels = tfmc_info_kernels,\n", o);
+  if (info->n_arena_blocks > 0)
+    fprintf(o, "  .n_arena_blocks = %d,\n  .arena_blocks = tfmc_info_arena_blocks,\n",
+            info->n_arena_blocks);
   fputs("};\n", o);
 }

@@ -72,21 +72,20 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
   list[n++] = "rt_model.h";
   list[n++] = "rt_pool.h";
   list[n++] = "rt_static.c";
-  bool gemm = false, exp = false;
+  bool gemm = false, exp = false, act = false;
   for (int c = 0; c < LC_CALLEE_COUNT; c++) {
     if (!used[c]) continue;
     switch ((LCallee)c) {
     case LC_LINEAR: gemm = true; break;
     case LC_ATTENTION:
+    case LC_ATTENTION_FLASH:
+      if (used[LC_ATTENTION] && used[LC_ATTENTION_FLASH] && c == LC_ATTENTION_FLASH)
+        break; /* listed once */
       list[n++] = "rt_attention.c";
       list[n++] = "rt_attention.h";
       gemm = exp = true; /* its BLAS-path products are rt_sgemm's */
       break;
-    case LC_GELU:
-      list[n++] = "rt_act.c";
-      list[n++] = "rt_act.h";
-      exp = true;
-      break;
+    case LC_GELU: act = true; break;
     case LC_CALLEE_COUNT: break;
     }
   }
@@ -94,6 +93,12 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
     list[n++] = "rt_gemm.c";
     list[n++] = "rt_gemm.h";
     list[n++] = "rt_gemm_kernels.h";
+    act = true; /* rt_linear's epilogue applies rt_act_row */
+  }
+  if (act) {
+    list[n++] = "rt_act.c";
+    list[n++] = "rt_act.h";
+    exp = true;
   }
   if (exp) list[n++] = "rt_exp.h";
   if (n > cap) return -1;

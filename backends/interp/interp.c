@@ -262,7 +262,8 @@ static int check_graph(Interp *in) {
         return node_fail(in, id, "malformed node: operand %d is %%%d", k,
                          nd->operands[k]);
     if (check_type(in, id, &nd->type)) return 1;
-    if ((nd->op == IR_OP_INPUT || nd->op == IR_OP_PARAM) && !nd->attrs.name)
+    if ((nd->op == IR_OP_INPUT || nd->op == IR_OP_PARAM || nd->op == IR_OP_PARAM_CONCAT) &&
+        !nd->attrs.name)
       return node_fail(in, id, "malformed node: no name");
     IrType t = nd->type;
     char msg[256], a[128], b[128];
@@ -657,14 +658,19 @@ static int kernel_softmax(Interp *in, int id, bool log_form) {
   return 0;
 }
 
-/* linear(x f32[...,K], w f32[N,K], b f32[N]?) -> f32[...,N]
- *   y[m,n] = sum_k x[m,k] w[n,k] + b[n]
+/* linear(x f32[...,K], w f32[N,K], b f32[N]?, r f32[...,N]?) {act, residual}
+ *   t[m,n] = (f32)(sum_k x[m,k] w[n,k] + b[n])
+ *   y[m,n] = (f32)((f32)act(t[m,n]) + r[m,n])
+ * rounded to f32 at the same steps as linear, then relu / gelu / gelu_tanh,
+ * then add compute them, so a fused linear is exactly the composition.
  * Loop order m-n-k: with w in PyTorch's [out,in] layout both rows of the
  * dot product are contiguous. */
 static int kernel_linear(Interp *in, int id) {
   const IrNode *nd = &in->g->nodes[id];
+  int n_bias = nd->n_operands - 2 - (nd->attrs.residual ? 1 : 0);
   const Tensor *x = operand(in, id, 0), *w = operand(in, id, 1);
-  const float *b = nd->n_operands == 3 ? operand(in, id, 2)->data : NULL;
+  const float *b = n_bias == 1 ? operand(in, id, 2)->data : NULL;
+  const float *res = nd->attrs.residual ? operand(in, id, nd->n_operands - 1)->data : NULL;
   Tensor *o;
   if (out_alloc(in, id, &o)) return 1;
   int64_t M = rows_of(x), K = x->dims[x->rank - 1], N = w->dims[0];
@@ -676,7 +682,16 @@ static int kernel_linear(Interp *in, int id) {
       double acc = 0;
       for (int64_t k = 0; k < K; k++) acc += (double)xr[k] * (double)wr[k];
       if (b) acc += b[n];
-      y[m * N + n] = (float)acc;
+      float t = (float)acc;
+      switch (nd->attrs.act) {
+      case IR_ACT_NONE: break;
+      case IR_ACT_RELU: t = (float)unary_apply(UN_RELU, t, 0); break;
+      case IR_ACT_GELU: t = (float)unary_apply(UN_GELU, t, 0); break;
+      case IR_ACT_GELU_TANH: t = (float)unary_apply(UN_GELU_TANH, t, 0); break;
+      case IR_ACT_COUNT: break;
+      }
+      if (res) t = (float)((double)t + (double)res[m * N + n]);
+      y[m * N + n] = t;
     }
   return 0;
 }
@@ -761,6 +776,24 @@ InterpState *interp_state_create(Arena *a, const IrGraph *g) {
     memset(st->data[id], 0, n * sizeof(float));
   }
   return st;
+}
+
+void interp_state_reorder(InterpState *st, const int64_t *parent, int n, int64_t len, Arena *a) {
+  const IrGraph *g = st->g;
+  for (int id = 0; id < g->n_nodes; id++) {
+    if (!st->data[id]) continue;
+    const IrType *t = &g->nodes[id].type;
+    int64_t bm = t->dims[0].value, sm = t->dims[1].value, d = t->dims[2].value;
+    TFMC_ASSERT(n <= bm && len <= sm);
+    size_t row = (size_t)(len * d);
+    float *tmp = arena_alloc(a, (size_t)n * row * sizeof(float) + 4);
+    for (int i = 0; i < n; i++) {
+      TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
+      memcpy(tmp + (size_t)i * row, st->data[id] + parent[i] * sm * d, row * sizeof(float));
+    }
+    for (int i = 0; i < n; i++)
+      memcpy(st->data[id] + (int64_t)i * sm * d, tmp + (size_t)i * row, row * sizeof(float));
+  }
 }
 
 /* state -> f32[Bm,Sm,D]: the run's InterpState tensor, kept across runs */
@@ -907,6 +940,42 @@ static int kernel_attention(Interp *in, int id) {
   return rc;
 }
 
+/* param.concat {name, axis}: a derived param. Bound by name when the
+ * weights hold it (ir_weights_derive computed it once, as the compile
+ * driver does), else computed here from its operands' weights (a graph run
+ * on its raw weights: the op's definition). */
+static int kernel_param_concat(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  if (ir_weights_find(in->w, nd->attrs.name)) return bind_param(in, id);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  char msg[256];
+  if (!ir_param_concat_compute(in->g, id, in->w, o->data, msg, sizeof msg))
+    return node_fail(in, id, "%s", msg);
+  return 0;
+}
+
+/* slice(x) {axis, start} -> x[..., start:start+m, ...] along axis */
+static int kernel_slice(Interp *in, int id) {
+  const IrNode *nd = &in->g->nodes[id];
+  int axis = nd->attrs.axis;
+  const Tensor *x = operand(in, id, 0);
+  Tensor *o;
+  if (out_alloc(in, id, &o)) return 1;
+  int64_t n = x->dims[axis], m = o->dims[axis], start = nd->attrs.start, outer = 1, inner = 1;
+  if (start < 0 || start + m > n)
+    return node_fail(in, id, "slice %lld..%lld of an axis of %lld", (long long)start,
+                     (long long)(start + m), (long long)n);
+  for (int i = 0; i < axis; i++) outer *= x->dims[i];
+  for (int i = axis + 1; i < x->rank; i++) inner *= x->dims[i];
+  size_t es = dtype_size(x->dtype);
+  for (int64_t r = 0; r < outer; r++)
+    memcpy((char *)o->data + (size_t)(r * m * inner) * es,
+           (const char *)x->data + (size_t)((r * n + start) * inner) * es,
+           (size_t)(m * inner) * es);
+  return 0;
+}
+
 /* ---- the driver ---- */
 
 /* A fused node runs its decomposition (ir/fused.c) as a graph of its own,
@@ -996,6 +1065,10 @@ static int run_node(Interp *in, int id) {
   case IR_OP_KV_APPEND: return kernel_kv_append(in, id);
   case IR_OP_FUSED: return kernel_fused(in, id);
   case IR_OP_RESULT: return kernel_result(in, id);
+  /* attention.flash means what attention means: only its compiled form differs */
+  case IR_OP_ATTENTION_FLASH: return kernel_attention(in, id);
+  case IR_OP_PARAM_CONCAT: return kernel_param_concat(in, id);
+  case IR_OP_SLICE: return kernel_slice(in, id);
   case IR_OP_COUNT: break;
   }
   return node_fail(in, id, "no kernel for this op");
@@ -1079,7 +1152,7 @@ int interp_run_with(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
     outs[i] = in.vals[v];
     outs[i].name = g->outputs[i].name;
     IrOp op = g->nodes[v].op;
-    if (op == IR_OP_INPUT || op == IR_OP_PARAM) {
+    if (op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_PARAM_CONCAT) {
       /* outputs live in the arena: copy the caller's or the weights' memory */
       size_t bytes = (size_t)tensor_numel(&outs[i]) * dtype_size(outs[i].dtype);
       void *copy = arena_alloc(a, bytes);

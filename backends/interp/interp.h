@@ -44,6 +44,10 @@ int interp_run(const IrGraph *g, const WeightSet *w, const Tensor *inputs,
  * f32 tensor (its constant dims), zero when created. Lives in a. */
 typedef struct InterpState InterpState;
 InterpState *interp_state_create(Arena *a, const IrGraph *g);
+/* Beam search's cache reorder: in every state tensor f32[Bm,Sm,D], row i
+ * (i < n) becomes what row parent[i] held, over the first len positions
+ * (parent[i] in [0, Bm), n <= Bm). Temporaries live in a. */
+void interp_state_reorder(InterpState *st, const int64_t *parent, int n, int64_t len, Arena *a);
 
 typedef struct InterpRunOptions {
   const int64_t *syms; /* NULL, or per symbol a value bound before the inputs

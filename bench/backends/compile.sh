@@ -27,12 +27,12 @@ for s in "$here/bert_base.tfm" "$root/bench/specs/gpt2_small.tfm"; do
   : >"$work/on" && : >"$work/off"
   for r in $(seq "$rounds"); do
     compile_ms "$s" -O2 >>"$work/on"
-    compile_ms "$s" --passes="$off" >>"$work/off"
+    compile_ms "$s" -O2 --passes="$off" >>"$work/off"
   done
   on=$(median <"$work/on"); offm=$(median <"$work/off")
   stats=$("$tfmc" ir "$s" -O2 --level loop --pass-stats 2>&1 >/dev/null | sed -n 's/.*share-kernels.* \([0-9]*\) kernels run as \([0-9]*\) functions.*/\1 \2/p')
   "$tfmc" emit-c "$s" --init random -o "$work/c_on" >/dev/null 2>&1
-  "$tfmc" emit-c "$s" --init random --passes="$off" -o "$work/c_off" >/dev/null 2>&1
+  "$tfmc" emit-c "$s" --init random -O2 --passes="$off" -o "$work/c_off" >/dev/null 2>&1
   kb_on=$(( $(stat -c %s "$work/c_on/model.c") / 1024 )); kb_off=$(( $(stat -c %s "$work/c_off/model.c") / 1024 ))
   printf "%-12s %8s %8s %9.1f %10.1f %10.3f %8s\n" "$spec" ${stats:-? ?} "$on" "$offm" \
     "$(echo "$on / $offm" | bc -l)" "$kb_on/$kb_off"

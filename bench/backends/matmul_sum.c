@@ -13,7 +13,8 @@
  * (LowerLoopsOptions.linear_task_macs / linear_split_macs, passes/passes.h) */
 #define TASK_MACS ((int64_t)1 << 17)
 #define SPLIT_MACS ((int64_t)1 << 23)
-#define LINEAR(m, n, k, ldx, ldy) rt_linear(pool, m, n, k, x, ldx, w, b, y, ldy, TASK_MACS, SPLIT_MACS)
+#define LINEAR(m, n, k, ldx, ldy) \
+  rt_linear(pool, m, n, k, x, ldx, w, b, y, ldy, 0, 1.0f, NULL, 0, 128, 2016, 384, TASK_MACS, SPLIT_MACS)
 
 static double now_ms(void) {
   struct timespec t;

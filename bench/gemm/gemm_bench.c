@@ -176,7 +176,8 @@ int main(int argc, char **argv) {
         const float *wc = w[(it + copies) % copies];
         double t0 = now();
         if (!use_blas) {
-          rt_linear(pool, m, n, k, x, k, wc, bias, y, n, (int64_t)1 << 17, (int64_t)1 << 23);
+          rt_linear(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+                    (int64_t)1 << 17, (int64_t)1 << 23);
         } else {
           memcpy(y, bias, sizeof(float) * (size_t)n); /* y = bias, then y += x w^T */
           for (int64_t r = 1; r < m; r++)

@@ -30,7 +30,7 @@ done
 mkdir -p "$work"
 # the runtime as its library is built: -O2, no -march (kernels by cpuid)
 cc -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I"$root" \
-  "$here/gemm_bench.c" "$root/runtime/rt_gemm.c" "$root/runtime/rt_gemm_avx512.c" \
+  "$here/gemm_bench.c" "$root/runtime/rt_gemm.c" "$root/runtime/rt_gemm_avx512.c" "$root/runtime/rt_act.c" \
   "$root/runtime/rt_pool.c" -o "$work/gemm_bench" -lpthread -lm -ldl
 cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -mfma -pthread "$root/bench/peak_fma.c" \
   -o "$work/peak_fma"

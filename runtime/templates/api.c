@@ -4,11 +4,13 @@
  * tfmc emit-c); what differs per model is data: tfmc_model_info and
  * tfmc_model_run in model.c, and model_config.h.
  * Invariants: every failure is a message, never an exit; a failed create
- * frees what it took; a run allocates nothing. */
+ * frees what it took; a run allocates nothing (it commits, once, the arena
+ * pages its dims touch: runtime/rt_arena.h). */
 #include "model_config.h" /* TFMC_EMBEDDED_WEIGHTS */
 
 #include "model.h"
 
+#include "runtime/rt_arena.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_weights.h"
@@ -43,8 +45,7 @@ typedef char tfmc_max_rank_is_rt_max_rank[TFMC_MAX_RANK == RT_MAX_RANK ? 1 : -1]
 struct TfmcModel {
   RtWeights *weights;             /* mapped file or validated embedded image */
   RtPool *pool;                   /* NULL: runs on the calling thread */
-  void *arena_raw;                /* malloc'd; arena is its 64-byte aligned part */
-  unsigned char *arena;
+  RtArena arena;                  /* planned at the maximum dims, committed per run */
   uint8_t *masks[RT_MAX_IO];      /* derived masks for mask inputs given as NULL */
 };
 
@@ -173,17 +174,7 @@ TfmcModel *tfmc_model_create(const char *weights_path, int n_threads, char *err,
 #endif
   }
   if (rc) goto fail;
-  if (info->arena_bytes < 0 || (uint64_t)info->arena_bytes > (uint64_t)SIZE_MAX - 128) {
-    api_fail(err, errlen, "bad arena size %lld", (long long)info->arena_bytes);
-    goto fail;
-  }
-  m->arena_raw = malloc((size_t)info->arena_bytes + 64);
-  if (!m->arena_raw) {
-    api_fail(err, errlen, "out of memory: the model needs %lld bytes of activations",
-             (long long)info->arena_bytes);
-    goto fail;
-  }
-  m->arena = (unsigned char *)m->arena_raw + (64 - (size_t)((uintptr_t)m->arena_raw % 64)) % 64;
+  if (rt_arena_open(&m->arena, info, err, errlen)) goto fail;
   for (int i = 0; i < info->n_inputs; i++) {
     if (info->inputs[i].kind != RT_INPUT_MASK) continue;
     m->masks[i] = malloc((size_t)max_numel(&info->inputs[i]) + 1);
@@ -204,7 +195,7 @@ void tfmc_model_destroy(TfmcModel *m) {
   if (!m) return;
   rt_pool_destroy(m->pool);
   for (int i = 0; i < RT_MAX_IO; i++) free(m->masks[i]);
-  free(m->arena_raw);
+  rt_arena_close(&m->arena);
   rt_weights_close(m->weights);
   free(m);
 }
@@ -275,7 +266,8 @@ int tfmc_model_run_buffers(TfmcModel *m, const int64_t *dims, const void *const 
   for (int o = 0; o < info->n_outputs; o++)
     if (!outputs[o])
       return api_fail(err, errlen, "output '%s' has no buffer", info->outputs[o].name);
-  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena, m->pool, NULL,
+  if (rt_arena_commit(&m->arena, dims, err, errlen)) return 1;
+  RtRunArgs args = {dims, in, outputs, rt_weights_data(m->weights), m->arena.base, m->pool, NULL,
                     NULL /* no state: rt_model_info_check */};
   tfmc_model_run(&args);
   return 0;
@@ -290,7 +282,11 @@ int tfmc_model_run_files(TfmcModel *m, const char *inputs_path, const char *outp
   int rc = rt_model_bind(&tfmc_model_info, st, inputs_path, &b, err, errlen);
   rt_st_close(st);
   if (rc) return 1;
-  RtRunArgs args = {b.syms, b.inputs, b.outputs, rt_weights_data(m->weights), m->arena, m->pool,
+  if (rt_arena_commit(&m->arena, b.syms, err, errlen)) {
+    rt_model_unbind(&tfmc_model_info, &b);
+    return 1;
+  }
+  RtRunArgs args = {b.syms, b.inputs, b.outputs, rt_weights_data(m->weights), m->arena.base, m->pool,
                     NULL, NULL /* no state: rt_model_info_check */};
   tfmc_model_run(&args);
   rc = rt_model_write_outputs(&tfmc_model_info, &b, outputs_path, err, errlen);

@@ -81,7 +81,12 @@ TfmcModel *tfmc_model_create(const char *weights_path, int n_threads, char *err,
  * Returns 0, or non-zero with a message in err (nothing is run then).
  * One run at a time per TfmcModel (it owns one arena); separate TfmcModels
  * share nothing and may run concurrently. Allocates nothing (the runtime
- * GEMM's per-thread packing buffers aside, made once on first use). */
+ * GEMM's per-thread packing buffers aside, made once on first use). The
+ * activation arena is planned at the maximum dims and reserved as address
+ * space by tfmc_model_create; a run commits the pages its dims touch (on
+ * POSIX hosts; elsewhere the whole arena is allocated at create), so a
+ * model with large maxima costs what its runs use, and a run whose memory
+ * cannot be had returns non-zero with the byte count. */
 int tfmc_model_run_buffers(TfmcModel *m, const int64_t *dims, const void *const *inputs,
                            float *const *outputs, char *err, size_t errlen);
 

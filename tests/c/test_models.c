@@ -167,7 +167,7 @@ static void sort_build(const char *how, const char *build_cmd, bool embed, const
   prof_check(&r);
   prof_check_listing(&r, listing);
   cr_assert_eq(r.runs, 3, "%s", report);
-  cr_assert(prof_kind(&r, "attention") && prof_kind(&r, "linear"), "%s", report);
+  cr_assert(prof_kind(&r, "attention.flash") && prof_kind(&r, "linear"), "%s", report);
   free(listing);
   free(report);
   /* refusals are messages with exit status 1 / 2, never crashes */

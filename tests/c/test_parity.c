@@ -31,9 +31,12 @@ typedef struct Built {
 static void build_op(int op, Built *b) {
   Case *c = &b->c;
   op_case_build(c, op, 777);
-  WeightSet ws = {c->w, c->n_w};
+  WeightSet raw = {c->w, c->n_w}, *ws = &raw;
   char err[1024];
-  cr_assert_eq(interp_run(c->g, &ws, c->in, c->n_in, c->a, &b->ref, &b->n_ref, err, sizeof err), 0,
+  /* derived params (param.concat) computed once, as the driver does */
+  ws = ir_weights_derive(c->a, c->g, &raw, err, sizeof err);
+  cr_assert(ws, "%s: %s", ir_op_info[op].name, err);
+  cr_assert_eq(interp_run(c->g, ws, c->in, c->n_in, c->a, &b->ref, &b->n_ref, err, sizeof err), 0,
                "%s: %s", ir_op_info[op].name, err);
   b->p = pass_lower_loops(c->a, c->g);
   PassPipeline o2;
@@ -45,7 +48,7 @@ static void build_op(int op, Built *b) {
             d.captured ? d.captured : "");
   b->info = pass_model_info(c->a, c->g, b->p, c->vocab, -1);
   b->packed = arena_alloc(c->a, (size_t)b->info->weights_floats * 4 + 4);
-  backend_pack_weights(b->p, &ws, b->packed);
+  backend_pack_weights(b->p, ws, b->packed);
 }
 
 /* Emits op's project into dir/NAME, writes its inputs to dir/NAME/in.safetensors. */

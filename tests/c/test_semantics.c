@@ -161,16 +161,18 @@ static void build(Prog *P) {
   /* k6: o4 = a0 w^T;  k7: o5 = a0 w[2:4]^T + bias[2:4] */
   k = loop_kernel_add(p, "k6_linear", "linear %6", -1);
   k->extent = lx_i(p, 1);
-  LExpr *args6[12] = {lx_pool(p), Nx, lx_i(p, 4), lx_i(p, 3), lx_addr(p, ba, lx_i(p, 0)), lx_i(p, 3),
+  LExpr *args6[19] = {lx_pool(p), Nx, lx_i(p, 4), lx_i(p, 3), lx_addr(p, ba, lx_i(p, 0)), lx_i(p, 3),
                       lx_addr(p, bw, lx_i(p, 0)), lx_null(p), lx_addr(p, b4, lx_i(p, 0)), lx_i(p, 4),
-                      lx_i(p, 1 << 17), lx_i(p, 1 << 23)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args6, 12));
+                      lx_i(p, 0), lx_f32(p, 1), lx_null(p), lx_i(p, 0), lx_i(p, 128),
+                      lx_i(p, 2016), lx_i(p, 384), lx_i(p, 1 << 17), lx_i(p, 1 << 23)};
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args6, 19));
   k = loop_kernel_add(p, "k7_linear", "linear %7", -1);
   k->extent = lx_i(p, 1);
-  LExpr *args7[12] = {lx_pool(p), Nx, lx_i(p, 2), lx_i(p, 3), lx_addr(p, ba, lx_i(p, 0)), lx_i(p, 3),
+  LExpr *args7[19] = {lx_pool(p), Nx, lx_i(p, 2), lx_i(p, 3), lx_addr(p, ba, lx_i(p, 0)), lx_i(p, 3),
                       lx_addr(p, bw, lx_i(p, 6)), lx_addr(p, bb, lx_i(p, 2)),
-                      lx_addr(p, b5, lx_i(p, 0)), lx_i(p, 2), lx_i(p, 1), lx_i(p, 0)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args7, 12));
+                      lx_addr(p, b5, lx_i(p, 0)), lx_i(p, 2), lx_i(p, 0), lx_f32(p, 1), lx_null(p),
+                      lx_i(p, 0), lx_i(p, 128), lx_i(p, 2016), lx_i(p, 384), lx_i(p, 1), lx_i(p, 0)};
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args7, 19));
 
   /* k8: narrow loads compared with constants at the edges of their range */
   k = loop_kernel_add(p, "k8_edges", "edges %8", -1);
@@ -305,7 +307,7 @@ Test(semantics, printed_shape) {
   cr_assert(strstr(buf, "    rt_kernel_run(args, 3, k3_never, (void *)ctx, 0, 1, 0);\n") &&
                 strstr(buf, "    rt_kernel_run(args, 4, k4_never, (void *)ctx, s0 - s0, 1, 1);\n"),
             "%s", buf);
-  cr_assert(strstr(buf, "rt_linear(args->pool, s0, 2, 3, b9, 3, b7 + 6, b8 + 2, b6, 2, 1, 0);"), "%s", buf);
+  cr_assert(strstr(buf, "rt_linear(args->pool, s0, 2, 3, b9, 3, b7 + 6, b8 + 2, b6, 2, 0, 1.0f, NULL, 0, 128, 2016, 384, 1, 0);"), "%s", buf);
   cr_assert(strstr(buf, "b3[v0] = (int32_t)"), "%s", buf);
   cr_assert(strstr(buf, "b4[v0] = (uint8_t)"), "%s", buf);
   /* edge compares go through tfmc_i64; the mask-style != 0 does not */

@@ -197,6 +197,21 @@ Test(static_c, cortex_m4_under_qemu, .timeout = 600) {
   long text = strtol(tot, NULL, 10);
   cr_assert(text > 1000 && text < 64 * 1024,
             "the library's text (code + constants, weights aside) is %ld bytes:\n%s", text, size);
+  /* emit-c --size-cc reports the same number as binutils */
+  char *log = NULL;
+  int rc = ct_sh(&log,
+                 "%s emit-c %s/sort1.tfm --weights %s/weights.safetensors --static "
+                 "--embed-weights -o %s/sized --size-cc 'arm-none-eabi-gcc -Os " ARM_FLAGS
+                 " -ffunction-sections -fdata-sections'",
+                 TFMC, dir, SORT_DIR, dir);
+  cr_assert_eq(rc, 0, "%s", log);
+  const char *code = strstr(log, "code (all but the weights)");
+  cr_assert(code, "%s", log);
+  long reported = strtol(code + strlen("code (all but the weights)"), NULL, 10);
+  cr_assert_eq(reported, text, "emit-c --size-cc says %ld, arm-none-eabi-size %ld:\n%s\n%s",
+               reported, text, log, size);
+  cr_assert(strstr(log, "weights.c"), "%s", log);
+  free(log);
   free(size);
   snprintf(path, sizeof path, "%s/proj/m4.txt", dir);
   char *m4 = check_output(path, "the Cortex-M4F image under qemu");
@@ -244,6 +259,28 @@ Test(static_c, cli) {
              TFMC, SORT_DIR, SORT_DIR, dir);
   cr_assert_eq(rc, 0, "%s", log);
   cr_assert(strstr(log, "TFMC_MEM_BYTES "), "%s", log);
+  free(log);
+  /* --size-cc: only with --static; a compiler that cannot run is an error */
+  rc = ct_sh(&log, "%s emit-c %s/model.tfm --weights %s/weights.safetensors --size-cc cc -o %s/r",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 2, "%s", log);
+  cr_assert(strstr(log, "--size-cc measures a --static project"), "%s", log);
+  free(log);
+  rc = ct_sh(&log,
+             "%s emit-c %s/model.tfm --weights %s/weights.safetensors --static --size-cc "
+             "'no-such-cc -Os' -o %s/r",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 1, "%s", log);
+  cr_assert(strstr(log, "no-such-cc"), "%s", log);
+  free(log);
+  /* the host compiler measures too (ELF on Linux) */
+  rc = ct_sh(&log,
+             "%s emit-c %s/model.tfm --weights %s/weights.safetensors --static --size-cc "
+             "'cc -Os' -o %s/r --force",
+             TFMC, SORT_DIR, SORT_DIR, dir);
+  cr_assert_eq(rc, 0, "%s", log);
+  cr_assert(strstr(log, "runtime/rt_static.c"), "%s", log);
+  cr_assert(strstr(log, "code (all but the weights)"), "%s", log);
   free(log);
   /* without --embed-weights: the caller's image (sort.weights), no main, no threads */
   char path[512];
@@ -310,16 +347,18 @@ Test(static_c, cli) {
 }
 
 /* backends/c/static.c on the sort model's loop program: the runtime
- * functions it calls pick the runtime files; an attention call that would
- * write probabilities (the static attention keeps none) is refused. */
+ * functions it calls pick the runtime files (the same for the flash and
+ * the plain attention); an attention call that would write probabilities
+ * (the static attention keeps none) is refused. */
 Test(static_c, runtime_pieces_and_refusal) {
   char *dir = ct_mkdtemp("static-pieces");
   CT_RUN("%s ir %s/model.tfm --level loop -O2 > %s/sort.tfloop && "
-         "sed '0,/, null, 64, 1024)/s//, \\&b49[0], 64, 1024)/' %s/sort.tfloop > %s/probs.tfloop && "
-         "! cmp -s %s/sort.tfloop %s/probs.tfloop",
-         TFMC, SORT_DIR, dir, dir, dir, dir, dir);
-  const char *names[] = {"sort.tfloop", "probs.tfloop"};
-  for (int i = 0; i < 2; i++) {
+         "%s ir %s/model.tfm --level loop -O2 --disable-pass=flash-attention > %s/plain.tfloop && "
+         "sed '0,/, null, 64, 1024)/s//, \\&b49[0], 64, 1024)/' %s/plain.tfloop > %s/probs.tfloop && "
+         "! cmp -s %s/plain.tfloop %s/probs.tfloop",
+         TFMC, SORT_DIR, dir, TFMC, SORT_DIR, dir, dir, dir, dir, dir);
+  const char *names[] = {"sort.tfloop", "plain.tfloop", "probs.tfloop"};
+  for (int i = 0; i < 3; i++) {
     Arena *a = arena_create();
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -331,18 +370,21 @@ Test(static_c, runtime_pieces_and_refusal) {
     cr_assert(p && d.n_errors == 0, "%s does not parse", path);
     bool used[LC_CALLEE_COUNT];
     int rc = c_static_check(p, used, err, sizeof err);
-    if (i == 1) {
+    if (i == 2) {
       cr_assert_neq(rc, 0);
       cr_assert(strstr(err, "--static does not write attention maps"), "%s", err);
     } else {
       cr_assert_eq(rc, 0, "%s", err);
-      cr_assert(used[LC_LINEAR] && used[LC_ATTENTION] && !used[LC_GELU]);
+      cr_assert(used[LC_LINEAR] && !used[LC_GELU]);
+      cr_assert(i == 0 ? used[LC_ATTENTION_FLASH] && !used[LC_ATTENTION]
+                       : used[LC_ATTENTION] && !used[LC_ATTENTION_FLASH]);
       const char *files[32];
       int n = c_static_runtime(used, files, 32);
-      const char *want[] = {"rt_attention.c", "rt_attention.h", "rt_exp.h",  "rt_gemm.c",
-                            "rt_gemm.h",      "rt_gemm_kernels.h", "rt_model.h", "rt_pool.h",
-                            "rt_static.c"};
-      cr_assert_eq(n, 9);
+      /* rt_act: rt_linear's epilogue applies its activations */
+      const char *want[] = {"rt_act.c",   "rt_act.h",  "rt_attention.c", "rt_attention.h",
+                            "rt_exp.h",   "rt_gemm.c", "rt_gemm.h",      "rt_gemm_kernels.h",
+                            "rt_model.h", "rt_pool.h", "rt_static.c"};
+      cr_assert_eq(n, 11);
       for (int k = 0; k < n; k++) cr_assert_str_eq(files[k], want[k]);
       cr_assert_eq(c_static_runtime(used, files, 3), -1);
     }

@@ -309,6 +309,58 @@ static void case_RESULT(Case *c) {
   out(c, "sum", ir_build(c->g, IR_OP_RESULT, (int[]){f}, 1, &ri, LOC));
   out(c, "y", ir_build(c->g, IR_OP_RELU, (int[]){f}, 1, NULL, LOC));
 }
+static void case_ATTENTION_FLASH(Case *c) {
+  int k, v, q = qkv(c, &k, &v);
+  IrAttrs at = attrs();
+  at.heads = 2;
+  at.scale = 0.5;
+  out(c, "y", ir_build(c->g, IR_OP_ATTENTION_FLASH, (int[]){q, k, v, key_mask(c)}, 4, &at, LOC));
+  out(c, "z", ir_build(c->g, IR_OP_ATTENTION_FLASH, (int[]){q, k, v, causal(c)}, 4, &at, LOC));
+  out(c, "u", ir_build(c->g, IR_OP_ATTENTION_FLASH, (int[]){q, k, v}, 3, &at, LOC));
+}
+/* Wq|Wk|Wv as one derived weight, and two biases concatenated: one linear
+ * over the fused weight (what fuse-qkv builds) */
+static void case_PARAM_CONCAT(Case *c) {
+  int x = x_bsd(c, 4);
+  IrType tw = ir_type2(IR_F32, 3, 4), tb = ir_type1(IR_F32, 3);
+  int wq = param(c, "wq", tw, 0), wk = param(c, "wk", tw, 0), wv = param(c, "wv", tw, 0);
+  int bq = param(c, "bq", tb, 0), bk = param(c, "bk", tb, 0), bv = param(c, "bv", tb, 0);
+  IrAttrs at = attrs();
+  at.name = "wqkv";
+  int w = ir_build(c->g, IR_OP_PARAM_CONCAT, (int[]){wq, wk, wv}, 3, &at, LOC);
+  at.name = "bqkv";
+  int b = ir_build(c->g, IR_OP_PARAM_CONCAT, (int[]){bq, bk, bv}, 3, &at, LOC);
+  out(c, "y", ir_build(c->g, IR_OP_LINEAR, (int[]){x, w, b}, 3, NULL, LOC));
+  at.name = "wide";
+  at.axis = 1;
+  out(c, "z", ir_build(c->g, IR_OP_PARAM_CONCAT, (int[]){wq, wk}, 2, &at, LOC));
+}
+/* Q, K and V sliced out of one [B,S,24] value: read in place by attention
+ * (views), and copies where other ops read a slice */
+static void case_SLICE(Case *c) {
+  int x = x_bsd(c, 24);
+  IrAttrs at = attrs();
+  at.axis = 2;
+  int part[3];
+  for (int i = 0; i < 3; i++) {
+    at.start = 8 * i;
+    part[i] = ir_build_typed(c->g, IR_OP_SLICE, (int[]){x}, 1, &at, tbsd(c, IR_F32, 8), LOC);
+  }
+  IrAttrs aa = attrs();
+  aa.heads = 2;
+  aa.scale = 0.5;
+  out(c, "y", ir_build(c->g, IR_OP_ATTENTION, (int[]){part[0], part[1], part[2], key_mask(c)}, 4,
+                       &aa, LOC));
+  out(c, "f", ir_build(c->g, IR_OP_ATTENTION_FLASH, (int[]){part[0], part[1], part[2], causal(c)},
+                       4, &aa, LOC));
+  at.start = 5; /* an odd start, copied for an elementwise op */
+  int odd = ir_build_typed(c->g, IR_OP_SLICE, (int[]){x}, 1, &at, tbsd(c, IR_F32, 3), LOC);
+  out(c, "z", ir_build(c->g, IR_OP_RELU, (int[]){odd}, 1, NULL, LOC));
+  at.axis = 0; /* rows of a param */
+  at.start = 1;
+  out(c, "w", ir_build_typed(c->g, IR_OP_SLICE, (int[]){param(c, "p", ir_type2(IR_F32, 4, 5), 0)}, 1,
+                             &at, ir_type2(IR_F32, 2, 5), LOC));
+}
 
 static void (*const op_cases[IR_OP_COUNT])(Case *) = {
 #define IR_OP(e, name, mn, mx, at, kind) [IR_OP_##e] = case_##e,

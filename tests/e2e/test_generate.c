@@ -5,7 +5,10 @@
  * sequence so far at its last position, within 1e-4 + 1e-4 |ref|, on the
  * interpreter and on the JIT, for GPT-2-like and torch.nn-tutorial-like
  * specs with random weights. The -O2 pipeline runs on the step graph (so
- * prune-rows shrinks the head to the last row). */
+ * prune-rows shrinks the head to the last row). Encoder-decoders
+ * (pytorch-seq2seq- and Annotated-like): the encode program once per source
+ * (a padded one too), then the decoder's steps from bos, against the full
+ * forward over (src, target so far). */
 #include "backends/exec.h"
 #include "runtime/rt_generate.h"
 
@@ -94,6 +97,111 @@ Test(generate, gpt2_tiny_jit) { check(SPEC_DIR "gpt2_tiny.tfm", "jit"); }
 Test(generate, torchnn_lm_tiny_interp) { check(SPEC_DIR "torchnn_lm_tiny.tfm", "interp"); }
 Test(generate, torchnn_lm_tiny_jit) { check(SPEC_DIR "torchnn_lm_tiny.tfm", "jit"); }
 
+/* The interpreter's full encoder_decoder forward over src[0..ns) and
+ * tgt[0..nt): the output at target position nt-1. */
+static const float *full_last_encdec(Arena *a, const Compiled *full, const int32_t *src, int64_t ns,
+                                     const int32_t *tgt, int64_t nt, int64_t pad) {
+  uint8_t *sm = arena_alloc(a, (size_t)ns), *tm = arena_alloc(a, (size_t)nt);
+  for (int64_t i = 0; i < ns; i++) sm[i] = src[i] != pad;
+  for (int64_t i = 0; i < nt; i++) tm[i] = tgt[i] != pad;
+  Tensor in[4] = {{.name = "src", .dtype = IR_I32, .rank = 2, .dims = {1, ns}, .data = (void *)src},
+                  {.name = "tgt", .dtype = IR_I32, .rank = 2, .dims = {1, nt}, .data = (void *)tgt}};
+  int n_in = 2;
+  for (int i = 0; i < full->info->n_inputs; i++) {
+    if (strcmp(full->info->inputs[i].name, "src_mask") == 0)
+      in[n_in++] = (Tensor){.name = "src_mask", .dtype = IR_BOOL, .rank = 2, .dims = {1, ns}, .data = sm};
+    if (strcmp(full->info->inputs[i].name, "tgt_mask") == 0)
+      in[n_in++] = (Tensor){.name = "tgt_mask", .dtype = IR_BOOL, .rank = 2, .dims = {1, nt}, .data = tm};
+  }
+  Tensor *out;
+  int n_out;
+  char err[512];
+  cr_assert_eq(backend_run_tensors("interp", full->g, full->w, in, n_in, NULL, a, &out, &n_out, NULL,
+                                   err, sizeof err), 0, "%s", err);
+  int64_t V = out[0].dims[2];
+  return (const float *)out[0].data + (nt - 1) * V;
+}
+
+static void check_encdec(const char *spec, const char *backend) {
+  Arena *a = arena_create();
+  Compiled full;
+  compile(a, spec, false, DRIVER_GRAPH, &full);
+  DriverStage stage;
+  cr_assert(backend_known(backend, &stage));
+  static PassPipeline pl;
+  cr_assert(pass_pipeline_level(2, &pl));
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  /* the same seed: the same random weights as the full graph's (both made
+   * from the whole model's params) */
+  DriverOptions o = {.seed = 11, .stage = stage, .passes = &pl, .pass_ctx = &pctx};
+  CompiledGeneration gen;
+  char err[1024] = "";
+  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s %s", err,
+               d.captured ? d.captured : "");
+  cr_assert(gen.encoder_decoder);
+  if (gen.step.prog) { /* compiled: the self-attention caches are state, the encoder keeps none */
+    cr_assert_gt(gen.step.info->state_bytes, 0);
+    cr_assert_eq(gen.encode.info->state_bytes, 0);
+  }
+  BackendStepper st;
+  ExecOptions eo = {2, 0, false};
+  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err), 0, "%s", err);
+  const ModelSpec *m = gen.step.spec->model;
+  /* two sources: one plain, one ending in padding (masked in encoder and cross-attention) */
+  for (int round = 0; round < 2; round++) {
+    int32_t src[9];
+    int64_t ns = round ? 9 : 7;
+    for (int i = 0; i < ns; i++) src[i] = (int32_t)((i * 5 + 4 + round) % st.src_vocab);
+    for (int i = 0; i < ns; i++) if (src[i] == m->pad_id) src[i]++;
+    if (round) src[7] = src[8] = (int32_t)m->pad_id;
+    cr_assert_eq(backend_stepper_encode(&st, src, ns, err, sizeof err), 0, "%s", err);
+    exec_session_reset(st.session);
+    int32_t seq[N_NEW + 1] = {(int32_t)m->bos_id};
+    int64_t n = 1;
+    const float *logits;
+    cr_assert_eq(backend_stepper_step(&st, seq, 1, 0, &logits, err, sizeof err), 0, "%s", err);
+    double worst = 0;
+    for (int k = 0; k < N_NEW; k++) {
+      const float *ref = full_last_encdec(a, &full, src, ns, seq, n, m->pad_id);
+      for (int64_t v = 0; v < st.vocab; v++) {
+        double diff = fabs((double)logits[v] - ref[v]);
+        if (diff > worst) worst = diff;
+        cr_assert(diff <= 1e-4 + 1e-4 * fabs(ref[v]),
+                  "%s %s source %d step %d logit %lld: %.7g, full %.7g", spec, backend, round, k,
+                  (long long)v, logits[v], ref[v]);
+      }
+      seq[n] = rt_argmax(logits, st.vocab);
+      cr_assert_eq(seq[n], rt_argmax(ref, st.vocab));
+      /* a generated pad would be masked by the full forward's tgt_mask and
+       * not by the step's cache: steer around it (the ids stay the model's
+       * choice otherwise) */
+      if (seq[n] == m->pad_id) seq[n] = (int32_t)m->bos_id;
+      n++;
+      if (k + 1 < N_NEW)
+        cr_assert_eq(backend_stepper_step(&st, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
+    }
+    cr_log_info("%s %s source %d: worst |step - full| %.3g over %d steps", spec, backend, round,
+                worst, N_NEW);
+  }
+  /* refusals */
+  int32_t bad[2] = {(int32_t)st.src_vocab, 4};
+  cr_assert_neq(backend_stepper_encode(&st, bad, 2, err, sizeof err), 0);
+  cr_assert(strstr(err, "outside the vocabulary"), "%s", err);
+  int32_t pads[2] = {(int32_t)m->pad_id, (int32_t)m->pad_id};
+  cr_assert_neq(backend_stepper_encode(&st, pads, 2, err, sizeof err), 0);
+  cr_assert(strstr(err, "all padding"), "%s", err);
+  backend_stepper_free(&st);
+  arena_destroy(a);
+}
+
+Test(generate, seq2seq_tiny_interp) { check_encdec(SPEC_DIR "seq2seq_tiny.tfm", "interp"); }
+Test(generate, seq2seq_tiny_jit) { check_encdec(SPEC_DIR "seq2seq_tiny.tfm", "jit"); }
+Test(generate, annotated_tiny_interp) { check_encdec(SPEC_DIR "annotated_tiny.tfm", "interp"); }
+Test(generate, annotated_tiny_jit) { check_encdec(SPEC_DIR "annotated_tiny.tfm", "jit"); }
+
 /* the runtime loop: counts, eos, max_len, refusals */
 typedef struct Fake {
   float logits[4];
@@ -144,4 +252,72 @@ Test(generate, greedy_loop) {
   cr_assert_neq(rt_generate(&(RtGenerateOptions){0, 10, 4, -1}, fake_step, &f, prompt, 2, out,
                                    NULL, NULL, &r, err, sizeof err), 0);
   cr_assert_eq(rt_argmax((float[]){1, 3, 3, 2}, 4), 1);
+}
+
+/* rt_generate_beam over a fake batched model: row r's next id is its last
+ * id + 1 mod 4 (the cache is the last id per row, reordered as asked) */
+typedef struct FakeRows {
+  int32_t last[4];
+  float logits[4 * 4];
+  int reorders;
+} FakeRows;
+
+static int fake_rows_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
+                          const float **logits, char *err, size_t errlen) {
+  FakeRows *f = user;
+  (void)past, (void)err, (void)errlen;
+  memset(f->logits, 0, sizeof f->logits);
+  for (int64_t r = 0; r < rows; r++) {
+    f->last[r] = tokens[r * n + n - 1];
+    f->logits[r * 4 + (f->last[r] + 1) % 4] = 5;
+  }
+  *logits = f->logits;
+  return 0;
+}
+
+static int fake_rows_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                             char *err, size_t errlen) {
+  FakeRows *f = user;
+  int32_t old[4];
+  (void)len, (void)err, (void)errlen;
+  memcpy(old, f->last, sizeof old);
+  for (int64_t r = 0; r < rows; r++) f->last[r] = old[parent[r]];
+  f->reorders++;
+  return 0;
+}
+
+Test(generate, beam_loop) {
+  FakeRows f = {0};
+  int32_t prompt[2] = {0, 1}, out[8];
+  RtGenerateResult r;
+  char err[256];
+  /* 3 beams: the dominant continuation wins, eos (0) kept */
+  cr_assert_eq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0}, 3, 1.0, fake_rows_step,
+                                fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(r.n, 3);
+  cr_assert_eq(out[0], 2);
+  cr_assert_eq(out[1], 3);
+  cr_assert_eq(out[2], 0);
+  cr_assert_eq(r.stop, RT_STOP_EOS);
+  cr_assert_gt(f.reorders, 0);
+  /* no eos: capped by max_len (prompt 2 + 3 = 5) */
+  f = (FakeRows){0};
+  cr_assert_eq(rt_generate_beam(&(RtGenerateOptions){8, 5, 4, -1}, 2, 0.0, fake_rows_step,
+                                fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(r.n, 3);
+  cr_assert_eq(r.stop, RT_STOP_MAX_LEN);
+  int32_t want[3] = {2, 3, 0};
+  for (int i = 0; i < 3; i++) cr_assert_eq(out[i], want[i]);
+  /* refusals */
+  RtSampleOptions so = rt_sample_options_default();
+  so.sample = 1;
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0, &so}, 2, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "--beams and --sample"), "%s", err);
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 100, 4, 0}, 0, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "--beams"), "%s", err);
+  cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 1, 4, 0}, 2, 1.0, fake_rows_step,
+                                 fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
+  cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
 }

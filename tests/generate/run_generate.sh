@@ -7,7 +7,8 @@
 # ids PyTorch's greedy decode with past keys / values produced). The ids
 # tfmc prints, one per line, must be exactly those; --outputs must hold
 # generated i64 [1,N] and generated_lengths i64 [1]. Then: a prompt longer
-# than max_len, --generate 0 and a spec that is not a decoder each exit 1
+# than max_len, --generate 0, an encoder, an encoder_decoder without bos
+# and a source id out of range each exit 1
 # with a message; a run reaching max_len stops there and says so.
 set -eu
 [ $# -eq 3 ] || { echo "usage: $0 TFMC DIR BACKEND" >&2; exit 2; }
@@ -47,8 +48,11 @@ refuse() { # WANT_MESSAGE ARGS...
 refuse "more than the model's max_len 64" "$dir/generate.tfm" --init random \
   --tokens "$(seq -s ' ' 1 65)" --generate 3
 refuse "nothing to generate" "$dir/generate.tfm" --init random --tokens "1 2" --generate 0
-refuse "is an encoder_decoder: not yet supported" "$root/examples/torchnn_transformer.tfm" \
-  --init random --tokens "1 2" --generate 3
+sed 's/ bos 2//' "$root/tests/e2e/generate/seq2seq_tiny.tfm" > "$tmp/nobos.tfm"
+refuse "encoder_decoder without a bos token" "$tmp/nobos.tfm" --init random --tokens "4 5" \
+  --generate 3
+refuse "source token id 53 is outside the vocabulary" "$root/tests/e2e/generate/seq2seq_tiny.tfm" \
+  --init random --tokens "4 53" --generate 3
 refuse "is an encoder, which does not generate" "$root/examples/bert.tfm" --init random \
   --tokens "1 2" --generate 3
 

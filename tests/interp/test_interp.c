@@ -704,6 +704,82 @@ static void op_test_ATTENTION(void) {
   expect_f32(out_named("att"), want, B * Tq * D, 1e-6);
 }
 
+/* attention.flash means what attention means: the same graph with the
+ * flash op gives the same bits (the interpreter's kernel is the same) */
+static void op_test_ATTENTION_FLASH(void) {
+  enum { B = 2, T = 5, D = 4 };
+  float q[B * T * D], k[B * T * D], v[B * T * D];
+  fill(q, B * T * D, 2);
+  fill(k, B * T * D, 2);
+  fill(v, B * T * D, 1);
+  int pq = param("q", TY(IR_F32, C(B), C(T), C(D)), q);
+  int pk = param("k", TY(IR_F32, C(B), C(T), C(D)), k);
+  int pv = param("v", TY(IR_F32, C(B), C(T), C(D)), v);
+  int m = ir_build_typed(G, IR_OP_MASK_CAUSAL, NULL, 0, NULL, TY(IR_BOOL, C(1), C(T), C(T)), LOC);
+  IrAttrs at = {.heads = 2, .scale = 0.7};
+  ir_graph_add_output(G, "plain", ir_build(G, IR_OP_ATTENTION, (int[]){pq, pk, pv, m}, 4, &at, LOC));
+  ir_graph_add_output(G, "flash",
+                      ir_build(G, IR_OP_ATTENTION_FLASH, (int[]){pq, pk, pv, m}, 4, &at, LOC));
+  run_ok();
+  const Tensor *a = out_named("plain"), *f = out_named("flash");
+  EXPECT_DIMS(f, B, T, D);
+  cr_assert(memcmp(a->data, f->data, sizeof(float) * B * T * D) == 0);
+}
+
+/* param.concat: along axis 0 (Wq|Wk|Wv) and axis 1; computed from the
+ * operands when the weights do not hold it, read by name when they do
+ * (ir_weights_derive computed it once) */
+static void op_test_PARAM_CONCAT(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {7, 8, 9, 10}, c[2] = {11, 12};
+  int pa = param("a", TY(IR_F32, C(3), C(2)), a);
+  int pb = param("b", TY(IR_F32, C(2), C(2)), b);
+  int pc = param("c", TY(IR_F32, C(1), C(2)), c);
+  int rows = ir_build(G, IR_OP_PARAM_CONCAT, (int[]){pa, pb, pc}, 3,
+                      &(IrAttrs){.name = "abc", .axis = 0}, LOC);
+  cr_assert_eq(G->nodes[rows].type.dims[0].value, 6);
+  int cols = ir_build(G, IR_OP_PARAM_CONCAT, (int[]){pb, pb}, 2,
+                      &(IrAttrs){.name = "bb", .axis = 1}, LOC);
+  ir_graph_add_output(G, "rows", rows);
+  ir_graph_add_output(G, "cols", cols);
+  run_ok();
+  EXPECT_DIMS(out_named("rows"), 6, 2);
+  expect_f32(out_named("rows"), (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 12, 0);
+  EXPECT_DIMS(out_named("cols"), 2, 4);
+  expect_f32(out_named("cols"), (double[]){7, 8, 7, 8, 9, 10, 9, 10}, 8, 0);
+  char err[256];
+  WeightSet *d = ir_weights_derive(A, G, &WS, err, sizeof err);
+  cr_assert_not_null(d, "%s", err);
+  const Weight *abc = ir_weights_find(d, "abc");
+  cr_assert_not_null(abc);
+  abc->data[0] = 100; /* the interpreter reads the derived weight, not a copy */
+  cr_assert_eq(interp_run(G, d, IN, N_IN, A, &OUT, &N_OUT, ERR, sizeof ERR), 0, "%s", ERR);
+  expect_f32(out_named("rows"), (double[]){100, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 12, 0);
+  cr_assert_null(ir_weights_find(&WS, "abc"), "the original set is left as it was");
+}
+
+/* slice along the last axis (what fuse-qkv makes) and along a middle one */
+static void op_test_SLICE(void) {
+  float x[24];
+  for (int i = 0; i < 24; i++) x[i] = (float)i;
+  int px = param("x", TY(IR_F32, C(2), C(3), C(4)), x);
+  ir_graph_add_output(G, "last", ir_build_typed(G, IR_OP_SLICE, (int[]){px}, 1,
+                                                &(IrAttrs){.axis = 2, .start = 1},
+                                                TY(IR_F32, C(2), C(3), C(2)), LOC));
+  ir_graph_add_output(G, "mid", ir_build_typed(G, IR_OP_SLICE, (int[]){px}, 1,
+                                               &(IrAttrs){.axis = 1, .start = 2},
+                                               TY(IR_F32, C(2), C(1), C(4)), LOC));
+  run_ok();
+  double w[12];
+  for (int r = 0; r < 6; r++)
+    for (int j = 0; j < 2; j++) w[r * 2 + j] = x[r * 4 + 1 + j];
+  expect_f32(out_named("last"), w, 12, 0);
+  double m[8];
+  for (int b = 0; b < 2; b++)
+    for (int j = 0; j < 4; j++) m[b * 4 + j] = x[(b * 3 + 2) * 4 + j];
+  EXPECT_DIMS(out_named("mid"), 2, 1, 4);
+  expect_f32(out_named("mid"), m, 8, 0);
+}
+
 static bool vis_causal(int b, int i, int j) {
   (void)b;
   return j <= i;

@@ -17,6 +17,7 @@ static bool check_fits_kind(IrAttrCheck c, IrAttrKind k) {
   case IR_ATTR_CHECK_FINITE:
   case IR_ATTR_CHECK_NONNEG: return k == IR_ATTR_KIND_F64;
   case IR_ATTR_CHECK_POSITIVE: return k == IR_ATTR_KIND_INT || k == IR_ATTR_KIND_I64;
+  case IR_ATTR_CHECK_OPTIONAL: return k != IR_ATTR_KIND_STRING; /* strings print unnamed */
   case IR_ATTR_CHECK_COUNT: break;
   }
   return false;
@@ -73,6 +74,11 @@ Test(attrs, accessors_reach_only_their_field) {
       ir_attrs_set_int(&at, id, INT64_MIN + 3);
       cr_assert_eq(ir_attrs_get_int(&at, id), INT64_MIN + 3);
       size = sizeof(int64_t);
+      break;
+    case IR_ATTR_KIND_ACT:
+      ir_attrs_set_int(&at, id, IR_ACT_GELU_TANH);
+      cr_assert_eq(ir_attrs_get_int(&at, id), IR_ACT_GELU_TANH);
+      size = sizeof(IrAct);
       break;
     case IR_ATTR_KIND_COUNT: cr_assert_fail("row %d has no kind", i);
     }

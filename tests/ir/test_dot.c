@@ -224,7 +224,7 @@ Test(dot, golden_graph) {
   }
   cr_assert_eq(clusters, 3);
   cr_assert_eq(count_edges(s), edges);
-  cr_assert(strstr(s, "n40_b4 [label=\"embed\\nf32[S,16]\""), "%s", s);
+  cr_assert(strstr(s, "n47_b4 [label=\"embed\\nf32[S,16]\""), "%s", s);
   cr_assert(strstr(s, "heads=4 scale=0.5"), "%s", s);
   cr_assert(strstr(s, "axis=1 index=0"), "%s", s);
   check_with_graphviz(s);

@@ -52,10 +52,10 @@ Test(loop_parse, every_construct_round_trips) {
            "  vars v0:i64\n"
            "kernel k3 \"\" serial extent 2 (outer v1):\n"
            "  vars v0:f32 v1:i64\n"
-           "  call rt_linear(pool, 1, 2, 3, &b1[0], 3, &b1[4], null, &b3[v1], 2, 131072, 8388608)\n"
+           "  call rt_linear(pool, 1, 2, 3, &b1[0], 3, &b1[4], null, &b3[v1], 2, 0, 1f, null, 0, 128, 2016, 384, 131072, 8388608)\n"
            "kernel k4 \"\" serial extent 2 shares k3 (outer v1):\n"
            "  vars v0:f32 v1:i64\n"
-           "  call rt_linear(pool, 1, 2, 3, &b1[0], 3, &b1[4], null, &b3[v1], 2, 131072, 8388608)\n");
+           "  call rt_linear(pool, 1, 2, 3, &b1[0], 3, &b1[4], null, &b3[v1], 2, 0, 1f, null, 0, 128, 2016, 384, 131072, 8388608)\n");
   Arena *a = arena_create();
   Diags d;
   diags_init(&d, a, NULL);

@@ -92,7 +92,13 @@ Test(parse, operand_and_attribute_errors) {
   EXPECT_ERROR(HEAD "  %1 = relu %0, %0 : f32[B,8]\n}\n",
                "t.tfir:4:8: error: 'relu' takes 1 operand, got 2");
   EXPECT_ERROR(HEAD "  %1 = linear %0 : f32[B,8]\n}\n",
-               "t.tfir:4:8: error: 'linear' takes 2 or 3 operands, got 1");
+               "t.tfir:4:8: error: 'linear' takes 2 to 4 operands, got 1");
+  EXPECT_ERROR(HEAD "  %1 = linear %0, %0 {act=swish} : f32[B,8]\n}\n",
+               "t.tfir:4:27: error: expected none, relu, gelu or gelu_tanh for 'act', found 'swish'");
+  EXPECT_ERROR(HEAD "  %1 = linear %0, %0 {residual=yes} : f32[B,8]\n}\n",
+               "t.tfir:4:32: error: expected true or false for 'residual', found 'yes'");
+  EXPECT_ERROR(HEAD "  %1 = relu %0 {act=relu} : f32[B,8]\n}\n",
+               "t.tfir:4:17: error: attribute 'act' is not allowed for 'relu'");
   EXPECT_ERROR(HEAD "  %1 = add %0, %0, %0, %0, %0, %0 : f32[B,8]\n}\n",
                "t.tfir:4:8: error: 'add' takes 2 operands, got 6");
   EXPECT_ERROR(HEAD "  %1 = relu %0 {eps=1} : f32[B,8]\n}\n",

@@ -84,6 +84,13 @@ static IrGraph *build_all_ops(Arena *a) {
   int qb = ir_build_param(g, "q.bias", ir_type1(IR_F32, 16), L);
   int q = ir_build(g, IR_OP_LINEAR, (int[]){n1, qw, qb}, 3, NULL, L);
   int k = ir_build(g, IR_OP_LINEAR, (int[]){n2, qw}, 2, NULL, L);
+  /* linears with an epilogue: relu(n2 qw^T) + k; gelu_tanh(n1 qw^T + qb) + q */
+  at = attrs0();
+  at.act = IR_ACT_RELU;
+  at.residual = true;
+  int ke = ir_build(g, IR_OP_LINEAR, (int[]){n2, qw, k}, 3, &at, L);
+  at.act = IR_ACT_GELU_TANH;
+  int qe = ir_build(g, IR_OP_LINEAR, (int[]){n1, qw, qb, q}, 4, &at, L);
   int causal = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
                               ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(S), IR_SYM(S)}), L);
   int padm = ir_build_typed(g, IR_OP_RESHAPE, (int[]){pad}, 1, NULL,
@@ -93,9 +100,25 @@ static IrGraph *build_all_ops(Arena *a) {
   at.heads = 4;
   at.scale = 0.5;
   int att = ir_build(g, IR_OP_ATTENTION, (int[]){q, k, k, mask}, 4, &at, L);
-  int att3 = ir_build(g, IR_OP_ATTENTION, (int[]){q, k, k}, 3, &at, L);
+  int att3 = ir_build(g, IR_OP_ATTENTION, (int[]){qe, ke, ke}, 3, &at, L);
   int probs = ir_build(g, IR_OP_ATTN_PROBS, (int[]){q, k, padm}, 3, &at, L);
   int mix = ir_build(g, IR_OP_ATTN_MIX, (int[]){probs, k}, 2, &at, L);
+  /* q and k as one projection over a derived weight, read back through
+   * slices, into the flash form */
+  at = attrs0();
+  at.name = "qk.weight";
+  int qkw = ir_build(g, IR_OP_PARAM_CONCAT, (int[]){qw, qw}, 2, &at, L);
+  int qk = ir_build(g, IR_OP_LINEAR, (int[]){n1, qkw}, 2, NULL, L);
+  at = attrs0();
+  at.axis = 2;
+  at.start = 16;
+  int ks = ir_build_typed(g, IR_OP_SLICE, (int[]){qk}, 1, &at,
+                          ir_type(IR_F32, 3, (IrDim[]){IR_SYM(B), IR_SYM(S), IR_CONST(16)}), L);
+  at = attrs0();
+  at.heads = 4;
+  at.scale = 0.5;
+  int fl = ir_build(g, IR_OP_ATTENTION_FLASH, (int[]){q, ks, ks, mask}, 4, &at, L);
+  mix = ir_build(g, IR_OP_ADD, (int[]){mix, fl}, 2, NULL, L);
   int d1 = ir_build(g, IR_OP_SUB, (int[]){att, mix}, 2, NULL, L);
   int d2 = ir_build(g, IR_OP_DIV, (int[]){d1, c4}, 2, NULL, L);
   at = attrs0();
@@ -147,11 +170,11 @@ static IrGraph *build_all_ops(Arena *a) {
   at.fusion = "add_layernorm";
   at.eps = 1e-6;
   at.unbiased = true;
-  int fl = ir_build(g, IR_OP_FUSED, (int[]){fe, rs, lg, lb}, 4, &at, L);
+  int fu = ir_build(g, IR_OP_FUSED, (int[]){fe, rs, lg, lb}, 4, &at, L);
   ir_graph_add_output(g, "class_logits", cls);
   ir_graph_add_output(g, "hidden", lsm);
   ir_graph_add_output(g, "step", last);
-  ir_graph_add_output(g, "fused", fl);
+  ir_graph_add_output(g, "fused", fu);
   return g;
 }
 

@@ -143,10 +143,17 @@ Test(verify, operands) {
   EXPECT_VERIFY_ERROR(a, g, "%4 (relu): takes 1 operand, got 2");
   g->nodes[4].n_operands = 1;
   g->nodes[3].n_operands = 1;
-  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 or 3 operands, got 1");
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 to 4 operands, got 1");
   g->nodes[3].n_operands = 7;
-  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 or 3 operands, got 7");
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): takes 2 to 4 operands, got 7");
   g->nodes[3].n_operands = 3;
+  /* residual=true makes the last operand (here the bias) the residual */
+  g->nodes[3].attrs.residual = true;
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): linear residual must have the result's type");
+  g->nodes[3].attrs.residual = false;
+  g->nodes[3].attrs.act = (IrAct)7;
+  EXPECT_VERIFY_ERROR(a, g, "%3 (linear): act must be none, relu, gelu or gelu_tanh, got 7");
+  g->nodes[3].attrs.act = IR_ACT_NONE;
   g->nodes[5].n_operands = 1;
   EXPECT_VERIFY_ERROR(a, g, "%5 (mask.causal): takes 0 operands, got 1");
   arena_destroy(a);
@@ -303,6 +310,35 @@ Test(verify, kv_append_views) {
   g->n_outputs--;
   ir_build_typed(g, IR_OP_KV_APPEND, (int[]){st, 0}, 2, NULL, tv, L);
   EXPECT_VERIFY_ERROR(a, g, "%10 (kv.append): state %7 is already appended to by %8");
+  arena_destroy(a);
+}
+
+/* derived params concatenate params only, and are named among the params;
+ * slices lie within their operand's (constant) axis */
+Test(verify, param_concat_and_slice) {
+  Arena *a = arena_create();
+  IrGraph *g = base(a);
+  IrAttrs at = attrs0();
+  at.name = "ww";
+  int cc = ir_build(g, IR_OP_PARAM_CONCAT, (int[]){1, 1}, 2, &at, L); /* f32[16,16] */
+  IrAttrs sl = attrs0();
+  sl.axis = 2;
+  sl.start = 8;
+  IrType t8 = g->nodes[3].type; /* f32[B,S,8] */
+  int s = ir_build_typed(g, IR_OP_SLICE, (int[]){0}, 1, &sl, t8, L);
+  ir_graph_add_output(g, "cc", cc);
+  ir_graph_add_output(g, "s", s);
+  verify_ok(a, g);
+  g->nodes[s].attrs.start = 9; /* 9..17 of 16 */
+  EXPECT_VERIFY_ERROR(a, g, "(slice): slice 9..17 must lie within a constant dim of 16");
+  g->nodes[s].attrs.start = -1;
+  EXPECT_VERIFY_ERROR(a, g, "(slice): slice -1..7 must lie within a constant dim of 16");
+  g->nodes[s].attrs.start = 8;
+  g->nodes[cc].operands[1] = 3; /* the linear's result */
+  EXPECT_VERIFY_ERROR(a, g, "(param.concat): param.concat operand 1 is not a param");
+  g->nodes[cc].operands[1] = 1;
+  g->nodes[cc].attrs.name = "w"; /* a param's name */
+  EXPECT_VERIFY_ERROR(a, g, "(param.concat): duplicate param.concat name \"w\" (also %1)");
   arena_destroy(a);
 }
 

@@ -460,8 +460,10 @@ static inline void ref_ops(const float *in, float *out) {
   }
 }
 
-/* ---- rt_linear: y0 = x w^T + b (pool from args, padded rows, split into
- * the finest pieces: task_macs 1, split_macs 0), then arena = x[1:] w^T
+/* ---- rt_linear: y0 = relu(0.5 (x w^T + b)) + x[:, :N] (an epilogue with
+ * a float scale and a residual read from x at x's stride; pool from args,
+ * padded rows, blocks 8 x 24 x 16, split into the finest pieces: task_macs
+ * 1, split_macs 0), then arena = x[1:] w^T
  * (null pool, null bias, the lowering's default policy) copied into y1 ---- */
 
 enum { LIN_M = 9, LIN_N = 21, LIN_K = 35, LIN_LDX = 40, LIN_LDY = 23, LIN_B = 21 * 35 + 11 };
@@ -478,7 +480,7 @@ static inline LoopProgram *prog_linear(Arena *a) {
   p->weights_floats = LIN_B + LIN_N;
   LKernel *k = loop_kernel_add(p, "k9_linear", "linear", -1);
   k->extent = CI(1);
-  LExpr *args[12] = {lx_pool(p),
+  LExpr *args[19] = {lx_pool(p),
                      CI(LIN_M),
                      CI(LIN_N),
                      CI(LIN_K),
@@ -488,13 +490,20 @@ static inline LoopProgram *prog_linear(Arena *a) {
                      lx_addr(p, b, CI(0)),
                      lx_addr(p, y0, CI(0)),
                      CI(LIN_LDY),
+                     CI(1), /* RT_ACT_RELU */
+                     lx_f32(p, 0.5),
+                     lx_addr(p, x, CI(0)),
+                     CI(LIN_LDX),
+                     CI(8),
+                     CI(24),
+                     CI(16),
                      CI(1),
                      CI(0)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 12));
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args, 19));
 
   k = loop_kernel_add(p, "k10_linear_nobias", "linear without bias", -1);
   k->extent = CI(1);
-  LExpr *args2[12] = {lx_null(p),
+  LExpr *args2[19] = {lx_null(p),
                       CI(LIN_M - 1),
                       CI(LIN_N),
                       CI(LIN_K),
@@ -504,9 +513,16 @@ static inline LoopProgram *prog_linear(Arena *a) {
                       lx_null(p),
                       lx_addr(p, t, CI(0)),
                       CI(LIN_N),
+                      CI(0),
+                      lx_f32(p, 1),
+                      lx_null(p),
+                      CI(0),
+                      CI(128),
+                      CI(2016),
+                      CI(384),
                       CI((int64_t)1 << 17),
                       CI((int64_t)1 << 23)};
-  ls_append(p, k->body, ls_call(p, LC_LINEAR, args2, 12));
+  ls_append(p, k->body, ls_call(p, LC_LINEAR, args2, 19));
 
   k = loop_kernel_add(p, "k11_copy", "copy", -1);
   k->extent = CI((LIN_M - 1) * LIN_N);
@@ -534,7 +550,8 @@ static inline void ref_linear(const Case *c, float *y0, float *y1) {
       double s = 0;
       for (int kk = 0; kk < LIN_K; kk++)
         s += (double)x[m * LIN_LDX + kk] * w[n * LIN_K + kk];
-      y0[m * LIN_LDY + n] = (float)(s + b[n]);
+      double t = 0.5 * (s + b[n]);
+      y0[m * LIN_LDY + n] = (float)((t > 0 ? t : 0) + x[m * LIN_LDX + n]);
       if (m > 0)
         y1[(m - 1) * LIN_N + n] = (float)s;
     }

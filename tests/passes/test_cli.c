@@ -334,3 +334,63 @@ Test(cli, passes_switch_off_by_name) {
                0, "%s", err_text);
   cr_assert_eq(tfmc("compare a.safetensors b.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
 }
+
+/* The tile pass from the command line: the golden through `tfmc ir` with
+ * the golden's target; --tile overrides show in the listing and the
+ * stats; bad keys, values, sizes and thread counts, a key given twice, and
+ * tile options without the tile pass are usage errors that say why. */
+Test(cli, tile_options) {
+  cr_assert_eq(tfmc("ir " GOLDEN "/loop/tile.tfloop --passes=tile --target-cache L1=32K,L2=1M,L3=32M"
+                    " --target-threads 2"),
+               0, "%s", err_text);
+  cr_expect_str_eq(out_text, read_all(GOLDEN "/loop/tile.expected.tfloop"));
+  cr_assert_eq(tfmc("ir " GOLDEN "/loop/tile.tfloop --passes=tile --target-cache L1=48K,L2=2M"
+                    " --target-threads 1 --tile gemm.mc=64 --tile gemm.nc=960,gemm.task_macs=1000"
+                    " --pass-stats"),
+               0, "%s", err_text);
+  /* kc = 48K / 128 = 384; the rest as given; split_macs 1 thread * 2^22 */
+  cr_expect(strstr(out_text, ", 64, 960, 384, 1000, 4194304)"), "%s", out_text);
+  cr_expect(strstr(err_text, "mc=64 nc=960 kc=384 task_macs=1000 split_macs=4194304 (L1 48K, L2 2M,"
+                             " L3 "),
+            "%s", err_text);
+  cr_expect(strstr(err_text, "--tile gemm.mc,gemm.nc,gemm.task_macs)"), "%s", err_text);
+  const char *bad[][2] = {
+      {"--passes=tile --tile gemm.kc=3", "--tile: gemm.kc=3 is not an integer in 8..8192"},
+      {"--passes=tile --tile gemm.kc=12x", "--tile: gemm.kc=12x is not an integer in 8..8192"},
+      {"--passes=tile --tile gemm.bogus=3", "--tile: unknown key 'gemm.bogus' (keys: gemm.mc,"},
+      {"--passes=tile --tile gemm.mc", "--tile: 'gemm.mc' is not KEY=VALUE"},
+      {"--passes=tile --tile gemm.mc=8,gemm.mc=16", "--tile: gemm.mc given twice"},
+      {"--passes=tile --target-cache L4=1M", "'L4=1M' is not L1=SIZE, L2=SIZE or L3=SIZE"},
+      {"--passes=tile --target-cache L1=32Q", "L1=32Q is not a cache size"},
+      {"--passes=tile --target-cache L1=32K,L1=48K", "L1 given twice"},
+      {"--passes=tile --target-threads 0", "'0' is not a thread count 1..1024"},
+      {"--passes=lane-split --tile gemm.mc=64", "need the tile pass in the pipeline"},
+      {"--target-threads 4", "need the tile pass in the pipeline"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char args[512];
+    snprintf(args, sizeof args, "ir " GOLDEN "/loop/tile.tfloop %s", bad[i][0]);
+    cr_expect_eq(tfmc(args), 2, "%s", args);
+    cr_expect(strstr(err_text, bad[i][1]), "%s: %s", args, err_text);
+    cr_expect_str_eq(out_text, "", "%s printed IR", args);
+  }
+}
+
+/* fuse-epilogue from the command line: the golden, and a spec at -O2 whose
+ * FFN's relu and both residual adds of each layer become epilogues (the
+ * pass's note says how many), with the same outputs as -O0 on the JIT. */
+Test(cli, fuse_epilogue_on_a_spec) {
+  cr_assert_eq(tfmc("ir " GOLDEN "/fuse-epilogue.tfir --passes=fuse-epilogue"), 0, "%s", err_text);
+  cr_expect_str_eq(out_text, read_all(GOLDEN "/fuse-epilogue.expected.tfir"));
+  write_file("tiny.tfm", spec_text);
+  cr_assert_eq(tfmc("ir tiny.tfm -O2 --pass-stats"), 0, "%s", err_text);
+  cr_expect(strstr(err_text, "fused 2 activations and 4 residual adds into linear epilogues"), "%s",
+            err_text);
+  cr_expect(strstr(out_text, "{act=relu}"), "%s", out_text);
+  cr_expect(strstr(out_text, "{residual=true}"), "%s", out_text);
+  cr_assert_eq(tfmc("run tiny.tfm --init random --tokens '1 2 3 4 5' -O2 --outputs o2.safetensors"),
+               0, "%s", err_text);
+  cr_assert_eq(tfmc("run tiny.tfm --init random --tokens '1 2 3 4 5' -O0 --outputs o0.safetensors"),
+               0, "%s", err_text);
+  cr_assert_eq(tfmc("compare o2.safetensors o0.safetensors --atol 1e-5 --rtol 1e-5"), 0, "%s%s",
+               out_text, err_text);
+}

@@ -96,10 +96,29 @@ static LoopProgram *parse_loop(Arena *a, const SrcFile *src) {
   return p;
 }
 
-static char *run_loop_pipeline(LoopProgram *p, const PassPipeline *pl, const char *name) {
+/* The target named on the line "# target: --target-cache C --target-threads N"
+ * of a loop golden (so the tile pass decides the same on every machine);
+ * NULL when the file has no such line (the host). */
+static const PassTarget *header_target(Arena *a, const SrcFile *src) {
+  const char *line = strstr(src->text, "\n# target:");
+  if (!line)
+    return NULL;
+  PassTarget *t = arena_alloc(a, sizeof *t);
+  pass_target_generic(t);
+  char cache[128], threads[32], err[256];
+  cr_assert(sscanf(line, "\n# target: --target-cache %127s --target-threads %31s", cache, threads) == 2,
+            "%s: the target line must be '# target: --target-cache C --target-threads N'",
+            src->name);
+  cr_assert(pass_target_parse_cache(t, cache, err, sizeof err), "%s: %s", src->name, err);
+  cr_assert(pass_target_parse_threads(t, threads, err, sizeof err), "%s: %s", src->name, err);
+  return t;
+}
+
+static char *run_loop_pipeline(LoopProgram *p, const PassPipeline *pl, const char *name,
+                               const PassTarget *target) {
   Diags d;
   diags_init(&d, p->arena, NULL);
-  PassContext ctx = {.diags = &d};
+  PassContext ctx = {.diags = &d, .target = target};
   cr_assert(pass_pipeline_run_loop(p, pl, &ctx), "%s: pipeline failed:\n%s", name,
             d.captured ? d.captured : "");
   cr_assert_eq(d.n_errors, 0);
@@ -132,7 +151,8 @@ static int run_loop_goldens(const PassInfo *reg, int pr_n, bool *alone) {
         alone[i] |= pl.passes[0] == &reg[i];
     LoopProgram *in = parse_loop(a, src);
     char *before = print_loop_str(in);
-    char *got = run_loop_pipeline(in, &pl, e->d_name);
+    const PassTarget *target = header_target(a, src);
+    char *got = run_loop_pipeline(in, &pl, e->d_name, target);
     cr_expect_str_eq(got, exp->text, "%s after '%s' differs from its expected file:\n%s",
                      e->d_name, list, got);
     cr_expect_str_neq(got, before, "%s: '%s' changed nothing", e->d_name, list);
@@ -140,7 +160,7 @@ static int run_loop_goldens(const PassInfo *reg, int pr_n, bool *alone) {
     LoopProgram *pe = parse_loop(a, exp);
     char *back = print_loop_str(pe);
     cr_expect_str_eq(back, exp->text, "%s does not print back unchanged", expected_path);
-    char *again = run_loop_pipeline(pe, &pl, expected_path);
+    char *again = run_loop_pipeline(pe, &pl, expected_path, target);
     cr_expect_str_eq(again, exp->text, "'%s' changes %s again", list, expected_path);
     free(before);
     free(got);

@@ -39,7 +39,7 @@ Test(loop_stats, counts_stores_calls_and_kernels) {
       /* a call per row: m = 2, n = 4 floats each, into the output */
       "kernel k3 \"\" serial extent sym0 (outer v0):\n"
       "  vars v0:i64\n"
-      "  call rt_linear(null, 2, 4, 8, &b2[0], 8, &b1[0], null, &b4[(v0 * 8)], 4, 131072, 8388608)\n"
+      "  call rt_linear(null, 2, 4, 8, &b2[0], 8, &b1[0], null, &b4[(v0 * 8)], 4, 2, 1f, &b2[0], 4, 128, 2016, 384, 131072, 8388608)\n"
       /* state and weights-free stores are not activations written */
       "kernel k4 \"\" serial extent 3 (outer v0):\n"
       "  vars v0:i64\n"
@@ -83,20 +83,25 @@ Test(loop_stats, attention_out_and_probs) {
       "  b2 = output[0] : f32  \"probs\"\n"
       "kernel k1 \"\" serial extent 1 (outer v0):\n"
       "  vars v0:i64\n"
-      "  call rt_attention(pool, 1, 2, sym0, sym0, 4, 4, 0.5f, &b0[0], &b0[0], &b0[0], 0, 0, "
-      "null, 0, 0, &b1[0], &b2[0], 64, 16)\n"
+      "  call rt_attention(pool, 1, 2, sym0, sym0, 4, 4, 0.5f, &b0[0], 8, &b0[0], 8, &b0[0], 8, "
+      "0, 0, null, 0, 0, &b1[0], &b2[0], 64, 16)\n"
       "kernel k2 \"\" serial extent 1 (outer v0):\n"
       "  vars v0:i64\n"
-      "  call rt_attention(pool, 1, 2, sym0, sym0, 4, 4, 0.5f, &b0[0], &b0[0], &b0[0], 0, 0, "
-      "null, 0, 0, &b1[0], null, 64, 16)\n";
+      "  call rt_attention(pool, 1, 2, sym0, sym0, 4, 4, 0.5f, &b0[0], 8, &b0[0], 8, &b0[0], 8, "
+      "0, 0, null, 0, 0, &b1[0], null, 64, 16)\n"
+      "kernel k3 \"\" serial extent 1 (outer v0):\n"
+      "  vars v0:i64\n"
+      "  call rt_attention_flash(pool, 1, 2, sym0, sym0, 4, 4, 0.5f, &b0[0], 8, &b0[0], 8, "
+      "&b0[0], 8, 0, 0, null, 0, 0, &b1[0], 64, 128)\n";
   Arena *a = arena_create();
   LoopProgram *p = parse(a, text);
   int64_t syms[1] = {6};
   LoopStats st;
   pass_loop_stats(p, syms, &st);
   cr_expect(st.exact);
-  cr_expect_eq(st.calls, 2);
-  cr_expect_eq(st.bytes_written, 2 * (1 * 2 * 6 * 4 * 4) + 1 * 2 * 6 * 6 * 4, "%lld",
+  cr_expect_eq(st.calls, 3);
+  /* the flash call writes out alone: its scores stay in its scratch */
+  cr_expect_eq(st.bytes_written, 3 * (1 * 2 * 6 * 4 * 4) + 1 * 2 * 6 * 6 * 4, "%lld",
                (long long)st.bytes_written);
   arena_destroy(a);
 }

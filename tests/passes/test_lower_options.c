@@ -2,7 +2,7 @@
  * (LowerLoopsOptions) reaches the program: the defaults are today's tuned
  * values, every field shows up as a kernel grain or a runtime call argument
  * (rt_linear task_macs / split_macs, rt_gelu grain, rt_attention block_q /
- * max_tk_tiled), and max_tk_tiled is the largest key length whose K (dh x
+ * max_tk_tiled, rt_attention_flash block_q / block_k), and max_tk_tiled is the largest key length whose K (dh x
  * tk rounded up to 8) and V (tk x dv) fit in attn_tiled_floats. */
 #include "frontend/spec.h"
 #include "ir/loop.h"
@@ -85,6 +85,24 @@ Test(lower_options, defaults_are_the_tuned_values) {
   cr_assert_eq(o.linear_split_macs, (int64_t)1 << 23);
   cr_assert_eq(o.attn_block_q, 64);
   cr_assert_eq(o.attn_tiled_floats, 16384);
+  cr_assert_eq(o.attn_block_k, 128);
+}
+
+/* attention.flash (after flash-attention) takes block_q and block_k */
+static void check_flash(Arena *a, IrGraph *g, const LowerLoopsOptions *o) {
+  PassPipeline pl;
+  char err[256];
+  cr_assert(pass_pipeline_parse("flash-attention", &pl, err, sizeof err), "%s", err);
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext ctx = {.diags = &d};
+  cr_assert(pass_pipeline_run(g, &pl, &ctx));
+  LoopProgram *p = pass_lower_loops_with(a, g, o);
+  cr_assert_eq(check_calls(p, LC_ATTENTION_FLASH, arg_index(LC_ATTENTION_FLASH, "block_k"),
+                           o->attn_block_k), 1);
+  cr_assert_eq(check_calls(p, LC_ATTENTION_FLASH, arg_index(LC_ATTENTION_FLASH, "block_q"),
+                           o->attn_block_q), 1);
+  cr_assert_eq(check_calls(p, LC_ATTENTION, 0, 0), 0);
 }
 
 Test(lower_options, defaults_reach_the_calls) {
@@ -98,6 +116,7 @@ Test(lower_options, defaults_reach_the_calls) {
   check_program(pass_lower_loops(a, build(a, 24, 1)), &o, 680);
   /* dh = dv = 4 */
   check_program(pass_lower_loops(a, build(a, 16, 4)), &o, 4096);
+  check_flash(a, build(a, 16, 4), &o);
   arena_destroy(a);
 }
 
@@ -108,7 +127,8 @@ Test(lower_options, every_field_reaches_the_program) {
                          .linear_task_macs = 5,
                          .linear_split_macs = 7,
                          .attn_block_q = 2,
-                         .attn_tiled_floats = 16 * 8 * 10};
+                         .attn_tiled_floats = 16 * 8 * 10,
+                         .attn_block_k = 11};
   IrGraph *g = build(a, 32, 2); /* dh = dv = 16: 1280 / 16 = 80 keys */
   LoopProgram *p = pass_lower_loops_with(a, g, &o);
   check_program(p, &o, 80);
@@ -118,5 +138,6 @@ Test(lower_options, every_field_reaches_the_program) {
   p = pass_lower_loops_with(a, g, &o);
   check_program(p, &o, 0);
   cr_assert_eq(layernorm_grain(p), 1);
+  check_flash(a, g, &o);
   arena_destroy(a);
 }

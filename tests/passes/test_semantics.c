@@ -195,7 +195,8 @@ static int count_one_query_attention(const IrGraph *g) {
   int n = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *nd = &g->nodes[i];
-    if (nd->op != IR_OP_ATTENTION && nd->op != IR_OP_ATTN_PROBS)
+    if (nd->op != IR_OP_ATTENTION && nd->op != IR_OP_ATTENTION_FLASH &&
+        nd->op != IR_OP_ATTN_PROBS)
       continue;
     IrDim t = g->nodes[nd->operands[0]].type.dims[1];
     n += t.sym < 0 && t.value == 1;
@@ -226,7 +227,7 @@ static void check(int m, const char *list, int level) {
 
   IrGraph *g = build(a, m);
   int attn_before = count_op(g, IR_OP_ATTENTION), mix_before = count_op(g, IR_OP_ATTN_MIX);
-  int nodes_before = g->n_nodes;
+  int nodes_before = g->n_nodes, linears_before = count_op(g, IR_OP_LINEAR);
   PassPipeline pl;
   char err[512];
   if (list)
@@ -237,9 +238,11 @@ static void check(int m, const char *list, int level) {
   diags_init(&d, a, NULL);
   PassContext ctx = {.diags = &d};
   cr_assert(pass_pipeline_run(g, &pl, &ctx), "%s: %s", what, d.captured ? d.captured : "");
-  bool dce = false, decompose = false, prune = false;
+  bool dce = false, decompose = false, prune = false, fuse = false, flash = false;
   for (int i = 0; i < pl.n; i++) {
     dce |= strcmp(pl.passes[i]->name, "dce") == 0;
+    fuse |= strcmp(pl.passes[i]->name, "fuse-qkv") == 0;
+    flash |= strcmp(pl.passes[i]->name, "flash-attention") == 0;
     decompose |= strcmp(pl.passes[i]->name, "decompose-attention") == 0;
     prune |= strcmp(pl.passes[i]->name, "prune-rows") == 0;
   }
@@ -251,6 +254,14 @@ static void check(int m, const char *list, int level) {
   }
   if (prune && m == 0) /* the classifier's last attention runs one query */
     cr_expect_eq(count_one_query_attention(g), 1, "%s", what);
+  if (fuse && attn_before) /* every attention's projections share inputs */
+    cr_expect_lt(count_op(g, IR_OP_LINEAR), linears_before, "%s: nothing fused", what);
+  if (fuse && !attn_before)
+    cr_expect_eq(count_op(g, IR_OP_PARAM_CONCAT), 0, "%s: attn.probs' projections fused", what);
+  if (flash)
+    cr_expect_eq(count_op(g, IR_OP_ATTENTION_FLASH), attn_before, "%s", what);
+  if (flash || decompose)
+    cr_expect_eq(count_op(g, IR_OP_ATTENTION), 0, "%s", what);
   if (decompose) {
     cr_expect_eq(count_op(g, IR_OP_ATTENTION), 0, "%s", what);
     cr_expect_eq(count_op(g, IR_OP_ATTN_MIX), mix_before + attn_before, "%s", what);
@@ -284,11 +295,14 @@ Test(semantics, every_level_keeps_every_model_s_outputs) {
 }
 
 /* Rewritten graphs also compile (the decomposed attention; -O2's one-query
- * attention and one-row linears): JIT of the rewritten graph against the
+ * attention and one-row linears; fused projections read through slices by
+ * the flash attention): JIT of the rewritten graph against the
  * interpreter on the original one (compiled code differs in rounding). */
 Test(semantics, the_jit_runs_rewritten_graphs) {
-  static const char *const jit_pipelines[] = {"dce,decompose-attention", "prune-rows,dce"};
-  for (int c = 0; c < 2 * N_MODELS; c++) {
+  static const char *const jit_pipelines[] = {"dce,decompose-attention", "prune-rows,dce",
+                                              "prune-rows,fuse-qkv,flash-attention,dce"};
+  enum { N_JIT = sizeof jit_pipelines / sizeof *jit_pipelines };
+  for (int c = 0; c < N_JIT * N_MODELS; c++) {
     int m = c % N_MODELS;
     Arena *a = arena_create();
     IrGraph *ref_g = build(a, m);

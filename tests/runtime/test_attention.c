@@ -9,7 +9,11 @@
  * the OpenBLAS and portable GEMMs, and scratch buffers growing between calls. Nothing may be
  * written outside out and probs. Every shape runs under several policies
  * (block_q, max_tk_tiled): the AVX2 products whenever the CPU and dv allow,
- * never, or up to a key length, in blocks of 64 or of 5 query rows. */
+ * never, or up to a key length, in blocks of 64 or of 5 query rows.
+ * rt_attention_flash runs on every shape too, with key blocks of 1, 3, 7,
+ * 16 and 128 (dividing the lengths or not) and query blocks of 64 and 5;
+ * causal masks, Q/K/V read out of one fused QKV buffer (row strides) and
+ * thread counts have their own tests. */
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
@@ -172,8 +176,22 @@ enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
 
 static void attention(RtPool *pool, const Data *d, float *out, float *probs, Policy pol) {
   const Shape *s = &d->s;
-  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, d->k, d->v,
-               s->tk * s->h * s->dh, s->tk * s->h * s->dv, d->mask, s->mask_b, s->mask_q, out, probs, pol.block_q, pol.max_tk_tiled);
+  rt_attention(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, s->h * s->dh, d->k,
+               s->h * s->dh, d->v, s->h * s->dv, s->tk * s->h * s->dh, s->tk * s->h * s->dv,
+               d->mask, s->mask_b, s->mask_q, out, probs, pol.block_q, pol.max_tk_tiled);
+}
+
+/* rt_attention_flash's keys per block: one key, sizes that divide no
+ * length here, and more than any tk (one block: the plain form) */
+static const int64_t BLOCK_KS[] = {1, 3, 7, 16, 128};
+enum { N_BLOCK_KS = sizeof BLOCK_KS / sizeof *BLOCK_KS };
+
+static void attention_flash(RtPool *pool, const Data *d, float *out, int64_t block_q,
+                            int64_t block_k) {
+  const Shape *s = &d->s;
+  rt_attention_flash(pool, s->b, s->h, s->tq, s->tk, s->dh, s->dv, d->scale, d->q, s->h * s->dh,
+                     d->k, s->h * s->dh, d->v, s->h * s->dv, s->tk * s->h * s->dh,
+                     s->tk * s->h * s->dv, d->mask, s->mask_b, s->mask_q, out, block_q, block_k);
 }
 
 /* Runs rt_attention (with and without probs, under every policy) and
@@ -200,6 +218,12 @@ static float *run_all(Data *d, RtPool *pool) {
                          d->mask, s->mask_b, s->mask_q, out3);
   check_close(out3, d->ref_out, n_out, "rt_attention_streaming out", s);
   check_guard(out3, n_out, "rt_attention_streaming out");
+  for (int i = 0; i < N_BLOCK_KS; i++)
+    for (int64_t bq = 64; bq >= 5; bq -= 59) {
+      attention_flash(pool, d, out3, bq, BLOCK_KS[i]);
+      check_close(out3, d->ref_out, n_out, "rt_attention_flash out", s);
+      check_guard(out3, n_out, "rt_attention_flash out");
+    }
   free(out2);
   free(out3);
   free(probs);
@@ -358,7 +382,7 @@ Test(attention, empty_sizes) {
   for (int i = 0; i < 8; i++)
     q[i] = 1;
   float *out = guarded(2 * 2 * 3);
-  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
   for (int i = 0; i < 12; i++)
     cr_assert_eq(out[i], 0.0f);
   check_guard(out, 12, "tk = 0");
@@ -369,9 +393,9 @@ Test(attention, empty_sizes) {
     cr_assert_eq(out[i], 0.0f);
   for (int i = 0; i < 12; i++)
     out[i] = POISON;
-  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
-  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
-  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, k, v, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 0, 2, 2, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
+  rt_attention(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, NULL, 64, 256);
   check_guard(out, 0, "empty sizes");
   free(out);
 }
@@ -392,8 +416,8 @@ Test(attention, batch_strided_kv) {
     }
   rt_attention_streaming(Bn, H, TQ, TK, DH, DH, 0.3f, q, k, v, NULL, 1, 1, ref);
   for (int pi = 0; pi < N_POLICIES; pi++) {
-    rt_attention(NULL, Bn, H, TQ, TK, DH, DH, 0.3f, q, kc, vc, ROWS * D, ROWS * D, NULL, 1, 1, out,
-                 NULL, POLICIES[pi].block_q, POLICIES[pi].max_tk_tiled);
+    rt_attention(NULL, Bn, H, TQ, TK, DH, DH, 0.3f, q, D, kc, D, vc, D, ROWS * D, ROWS * D, NULL,
+                 1, 1, out, NULL, POLICIES[pi].block_q, POLICIES[pi].max_tk_tiled);
     for (int i = 0; i < Bn * TQ * D; i++)
       cr_assert(fabsf(out[i] - ref[i]) <= 1e-5f, "policy %d out[%d] = %g, expected %g", pi, i,
                 out[i], ref[i]);
@@ -429,5 +453,131 @@ Test(attention, nan_propagates) {
     cr_assert(isnan(probs[j]) && isfinite(probs[s.tq * s.tk + j]), "probs[%lld]", (long long)j);
   free(out);
   free(probs);
+  release(&d);
+}
+
+/* ---- the flash form ---- */
+
+/* A causal mask [1,Tq,Tk] (query t sees keys <= t + Tk - Tq), with a
+ * padding of the last keys on top for batch element 1 ([B,Tq,Tk]):
+ * key blocks that are wholly masked for some rows and not for others. */
+Test(attention, flash_causal_and_padding) {
+  RtPool *pool = rt_pool_create(2);
+  int64_t sizes[][2] = {{37, 37}, {5, 41}, {130, 130}};
+  for (int si = 0; si < 3; si++) {
+    int64_t tq = sizes[si][0], tk = sizes[si][1];
+    for (int padded = 0; padded < 2; padded++) {
+      Shape s = {2, 3, tq, tk, 8, 8, padded ? 2 : 1, tq};
+      Data d = make(s, false);
+      for (int64_t b = 0; b < s.mask_b; b++)
+        for (int64_t t = 0; t < tq; t++)
+          for (int64_t j = 0; j < tk; j++)
+            d.mask[(b * tq + t) * tk + j] = j <= t + tk - tq && !(b == 1 && j >= tk - 4);
+      free(d.ref_out);
+      free(d.ref_probs);
+      reference(&d);
+      free(run_all(&d, pool));
+      release(&d);
+    }
+  }
+  rt_pool_destroy(pool);
+}
+
+/* Q, K and V read in place out of one fused buffer [B, T, 3*D] (what
+ * fuse-qkv's slices compile to): row strides 3*D, batch strides T*3*D, the
+ * same result as contiguous copies, through rt_attention (every policy)
+ * and rt_attention_flash. */
+Test(attention, qkv_from_one_fused_buffer) {
+  Shape s = {2, 3, 19, 19, 8, 8, 2, 1};
+  Data d = make(s, false);
+  int64_t D = s.h * s.dh, T = s.tq, n_out = s.b * T * D;
+  float *qkv = malloc(sizeof(float) * (size_t)(s.b * T * 3 * D));
+  cr_assert_not_null(qkv);
+  for (int64_t r = 0; r < s.b * T; r++)
+    for (int64_t e = 0; e < D; e++) {
+      qkv[r * 3 * D + e] = d.q[r * D + e];
+      qkv[r * 3 * D + D + e] = d.k[r * D + e];
+      qkv[r * 3 * D + 2 * D + e] = d.v[r * D + e];
+    }
+  float *out = guarded(n_out);
+  for (int pi = 0; pi < N_POLICIES; pi++) {
+    rt_attention(NULL, s.b, s.h, T, T, s.dh, s.dv, d.scale, qkv, 3 * D, qkv + D, 3 * D,
+                 qkv + 2 * D, 3 * D, T * 3 * D, T * 3 * D, d.mask, s.mask_b, s.mask_q, out, NULL,
+                 POLICIES[pi].block_q, POLICIES[pi].max_tk_tiled);
+    check_close(out, d.ref_out, n_out, "rt_attention from a fused QKV buffer", &s);
+    check_guard(out, n_out, "rt_attention from a fused QKV buffer");
+  }
+  for (int i = 0; i < N_BLOCK_KS; i++) {
+    rt_attention_flash(NULL, s.b, s.h, T, T, s.dh, s.dv, d.scale, qkv, 3 * D, qkv + D, 3 * D,
+                       qkv + 2 * D, 3 * D, T * 3 * D, T * 3 * D, d.mask, s.mask_b, s.mask_q, out,
+                       64, BLOCK_KS[i]);
+    check_close(out, d.ref_out, n_out, "rt_attention_flash from a fused QKV buffer", &s);
+    check_guard(out, n_out, "rt_attention_flash from a fused QKV buffer");
+  }
+  free(qkv);
+  free(out);
+  release(&d);
+}
+
+/* Key blocks and query blocks do not depend on the number of threads. */
+Test(attention, flash_same_bits_for_any_thread_count) {
+  Shape shapes[2] = {{3, 4, 70, 45, 16, 12, 3, 1}, {2, 4, 70, 300, 16, 16, 2, 70}};
+  for (int si = 0; si < 2; si++) {
+    Shape s = shapes[si];
+    Data d = make(s, false);
+    int64_t n = s.b * s.tq * s.h * s.dv;
+    float *o1 = guarded(n), *o = guarded(n);
+    attention_flash(NULL, &d, o1, 64, 128);
+    for (int threads = 1; threads <= 3; threads++) {
+      RtPool *pool = rt_pool_create(threads);
+      attention_flash(pool, &d, o, 64, 128);
+      cr_assert(memcmp(o, o1, sizeof(float) * (size_t)n) == 0,
+                "shape %d: %d threads changed the result", si, threads);
+      rt_pool_destroy(pool);
+    }
+    free(o);
+    free(o1);
+    release(&d);
+  }
+}
+
+/* No keys: zeros; empty batches, heads or queries: nothing written; block
+ * sizes below 1 count as 1; a NaN key makes its rows NaN. */
+Test(attention, flash_edge_cases) {
+  float q[8], k[1], v[1];
+  for (int i = 0; i < 8; i++)
+    q[i] = 1;
+  float *out = guarded(12);
+  rt_attention_flash(NULL, 1, 2, 2, 0, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, 64, 128);
+  for (int i = 0; i < 12; i++)
+    cr_assert_eq(out[i], 0.0f);
+  check_guard(out, 12, "flash tk = 0");
+  for (int i = 0; i < 12; i++)
+    out[i] = POISON;
+  rt_attention_flash(NULL, 0, 2, 2, 2, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, 64, 128);
+  rt_attention_flash(NULL, 1, 2, 0, 2, 2, 3, 1.0f, q, 4, k, 4, v, 6, 0, 0, NULL, 1, 1, out, 64, 128);
+  for (int i = 0; i < 12; i++)
+    cr_assert_eq(out[i], POISON);
+  free(out);
+
+  Shape s = {2, 3, 9, 11, 8, 8, 2, 1};
+  Data d = make(s, false);
+  int64_t n = s.b * s.tq * s.h * s.dv;
+  float *o = guarded(n);
+  attention_flash(NULL, &d, o, 0, -2);
+  check_close(o, d.ref_out, n, "flash block_q 0, block_k -2", &s);
+  check_guard(o, n, "flash block sizes below 1");
+  d.k[(5 * s.h) * s.dh + 1] = NAN; /* batch 0, key 5, head 0 */
+  attention_flash(NULL, &d, o, 64, 4);
+  for (int64_t t = 0; t < s.tq; t++)
+    for (int64_t h = 0; h < s.h; h++) {
+      float x = o[t * s.h * s.dv + h * s.dv];
+      bool sees = d.mask[5] != 0; /* mask [B,1,Tk]: batch 0's row */
+      if (h == 0 && sees)
+        cr_assert(isnan(x), "t=%lld: a NaN key left %g", (long long)t, x);
+      if (h != 0)
+        cr_assert(isfinite(x), "t=%lld head %lld: %g", (long long)t, (long long)h, x);
+    }
+  free(o);
   release(&d);
 }

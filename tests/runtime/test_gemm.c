@@ -6,9 +6,13 @@
  * every ISA path through TFMC_GEMM_ISA=avx512 / avx2 / scalar, each in its
  * own test process; a path the CPU cannot run is reported and skipped),
  * rt_linear's decode path (M <= 8) and odd shapes (M, N, K in 1..130,
- * padded x and y, bias or not). Errors must be
+ * padded x and y, bias or not); rt_linear's epilogue (act, scale, residual
+ * with its own stride) under odd cache blocks (M, N, K not multiples of
+ * mc, nc, kc), and that the fused call gives the bits of the separate
+ * steps on tfmc's own GEMM. Errors must be
  * within 1e-4 of the magnitude of the terms summed (|alpha| sum |a||b| +
  * |beta c|). Also prints measured GFLOP/s (not asserted). */
+#include "runtime/rt_act.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
 
@@ -170,9 +174,11 @@ static const LinearPolicy POLICIES[] = {
     {(int64_t)1 << 17, (int64_t)1 << 23}, {1, 0}, {64, INT64_MAX}, {INT64_MAX, 0}, {0, -1}};
 enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
 
+/* The plain product (no epilogue) with the lowering's default blocks. */
 static void linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                    const float *w, const float *bias, float *y, int64_t ldy, LinearPolicy pol) {
-  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, pol.task_macs, pol.split_macs);
+  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 128, 2016, 384,
+            pol.task_macs, pol.split_macs);
 }
 
 static void check_linear_policy(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
@@ -295,6 +301,149 @@ Test(gemm, linear_split_invariance_report) {
           linear_is_split_invariant(0) ? "identical" : "differ");
 }
 
+/* ---- rt_linear's epilogue: y = act(scale (x w^T + b)) + r ---- */
+
+static double ref_act(int act, double v) {
+  switch (act) {
+  case RT_ACT_RELU: return v < 0 ? 0 : v;
+  case RT_ACT_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+  case RT_ACT_GELU_TANH:
+    return 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+  default: return v;
+  }
+}
+
+typedef struct EpiCase {
+  int64_t m, n, k;
+  int act;
+  float scale;
+  int residual, bias;
+  int64_t mc, nc, kc; /* the caller's blocks */
+} EpiCase;
+
+/* One call against the double reference: every element within the sum's
+ * error (1e-4 of the terms' magnitude, times gelu's largest slope 1.13 and
+ * |scale|) plus rt_act's approximation (2e-7 relative) and the residual's
+ * rounding; y's padding and the residual untouched. */
+static void check_epilogue(RtPool *pool, const EpiCase *c, int64_t pad) {
+  int64_t m = c->m, n = c->n, k = c->k, ldx = k + pad, ldy = n + pad, ldr = n + 2 * pad + 1;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *bias = c->bias ? rand_buf(n) : NULL;
+  float *r = c->residual ? rand_buf(m * ldr) : NULL;
+  float *r0 = r ? malloc(sizeof(float) * (size_t)(m * ldr)) : NULL;
+  if (r)
+    memcpy(r0, r, sizeof(float) * (size_t)(m * ldr));
+  float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, c->act, c->scale, r, r ? ldr : 0, c->mc, c->nc,
+            c->kc, 1, 0);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0;
+      for (int64_t p = 0; p < k; p++) {
+        double t = (double)x[i * ldx + p] * w[j * k + p];
+        s += t;
+        mag += fabs(t);
+      }
+      double t = ref_act(c->act, (double)c->scale * s);
+      double rv = r ? r[i * ldr + j] : 0, want = t + rv;
+      double tol = 1.2e-4 * fabs(c->scale) * mag + 1e-6 * (fabs(t) + fabs(rv)) + 1e-30;
+      cr_assert(fabs(y[i * ldy + j] - want) <= tol,
+                "rt_linear epilogue m=%lld n=%lld k=%lld act=%d scale=%g residual=%d bias=%d "
+                "blocks %lld,%lld,%lld threads=%d: y[%lld,%lld] = %.9g, reference %.9g",
+                (long long)m, (long long)n, (long long)k, c->act, c->scale, c->residual, c->bias,
+                (long long)c->mc, (long long)c->nc, (long long)c->kc, rt_pool_size(pool),
+                (long long)i, (long long)j, y[i * ldy + j], want);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "rt_linear wrote into y's padding");
+  }
+  if (r)
+    cr_assert(memcmp(r, r0, sizeof(float) * (size_t)(m * ldr)) == 0, "the residual was written");
+  free(x);
+  free(w);
+  free(bias);
+  free(r);
+  free(r0);
+  free(y);
+  free(y0);
+}
+
+/* Odd shapes (decode-path rows, register-tile and block remainders) under
+ * blocks that do not divide them, each activation, scales, residual or
+ * not, on the calling thread and pools of 1-3 threads. */
+static void epilogue_sweep(void) {
+  static const int64_t shapes[][3] = {{1, 7, 17},   {3, 50, 9},    {8, 97, 130}, {9, 31, 47},
+                                      {13, 130, 5}, {33, 49, 200}, {130, 95, 64}, {61, 300, 129}};
+  static const int64_t blocks[][3] = {{128, 2016, 384}, {5, 30, 20}, {1, 1, 1}, {0, 0, 0},
+                                      {12, 64, 48},     {100000, 1 << 20, 100000}};
+  static const float scales[] = {1.0f, 0.5f, -1.25f};
+  RtPool *pools[4] = {NULL, rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  int r = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int act = 0; act < RT_ACT_COUNT; act++, r++) {
+      EpiCase c = {shapes[s][0], shapes[s][1], shapes[s][2], act, scales[r % 3], r % 2, r % 5 != 0,
+                   blocks[r % 6][0], blocks[r % 6][1], blocks[r % 6][2]};
+      check_epilogue(pools[r % 4], &c, (int64_t)(r % 3));
+      c.residual = !c.residual;
+      c.mc = blocks[(r + 1) % 6][0], c.nc = blocks[(r + 1) % 6][1], c.kc = blocks[(r + 1) % 6][2];
+      check_epilogue(pools[(r + 1) % 4], &c, (int64_t)(r % 2) * 4);
+    }
+  for (int p = 0; p < 4; p++)
+    rt_pool_destroy(pools[p]);
+}
+
+Test(gemm, linear_epilogue_matches_reference, .timeout = 120) {
+  epilogue_sweep();
+}
+
+/* The fused call against its steps: y = x w^T + b (rt_linear), then
+ * rt_gelu or relu (max(v, 0)), scale first, then + r. On tfmc's own GEMM
+ * the bits must match (the same sums, the same activation code); returns
+ * whether they did (for OpenBLAS, whose sgemm per block is only reported). */
+static int epilogue_is_composition(int assert_it) {
+  static const int64_t shapes[][3] = {{130, 95, 64}, {9, 300, 129}, {4, 50, 33}, {64, 768, 200}};
+  RtPool *pool = rt_pool_create(2);
+  int same = 1;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int act = 0; act < RT_ACT_COUNT; act++) {
+      int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ldr = n + 3;
+      float *x = rand_buf(m * k), *w = rand_buf(n * k), *b = rand_buf(n), *r = rand_buf(m * ldr);
+      float *y = rand_buf(m * n), *t = rand_buf(m * n), *u = rand_buf(m * n);
+      float scale = act % 2 ? 0.75f : 1.0f;
+      rt_linear(pool, m, n, k, x, k, w, b, y, n, act, scale, r, ldr, 40, 100, 64, 1, 0);
+      rt_linear(pool, m, n, k, x, k, w, b, t, n, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100, 64, 1, 0);
+      for (int64_t i = 0; i < m * n; i++)
+        t[i] *= scale;
+      if (act == RT_ACT_GELU || act == RT_ACT_GELU_TANH)
+        rt_gelu(pool, m * n, t, u, act == RT_ACT_GELU_TANH, 1);
+      else
+        for (int64_t i = 0; i < m * n; i++)
+          u[i] = act == RT_ACT_RELU ? fmaxf(t[i], 0.0f) : t[i];
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+          u[i * n + j] += r[i * ldr + j];
+      int eq = memcmp(y, u, sizeof(float) * (size_t)(m * n)) == 0;
+      if (assert_it)
+        cr_assert(eq, "m=%lld n=%lld k=%lld act=%d: the fused epilogue differs from its steps",
+                  (long long)m, (long long)n, (long long)k, act);
+      same &= eq;
+      free(x);
+      free(w);
+      free(b);
+      free(r);
+      free(y);
+      free(t);
+      free(u);
+    }
+  rt_pool_destroy(pool);
+  return same;
+}
+
+Test(gemm, linear_epilogue_composition_report) {
+  fprintf(stderr, "gemm: %s: the fused epilogue %s its separate steps\n", rt_gemm_backend(),
+          epilogue_is_composition(0) ? "gives the bits of" : "differs in bits from");
+}
+
 static void use_portable(void) {
   setenv("TFMC_GEMM", "portable", 1);
 }
@@ -307,6 +456,8 @@ Test(gemm, portable_backend_via_environment, .init = use_portable, .timeout = 12
   sweep(rt_sgemm, "rt_sgemm (portable backend)");
   linear_sweep();
   linear_is_split_invariant(1);
+  epilogue_sweep();
+  epilogue_is_composition(1);
 }
 
 static void use_baseline(void) {
@@ -319,6 +470,8 @@ Test(gemm, portable_baseline_kernels, .init = use_baseline, .timeout = 120) {
   cr_assert(strstr(name, "baseline kernels"), "backend is '%s'", name);
   sweep(rt_sgemm, "rt_sgemm (baseline kernels)");
   linear_sweep();
+  epilogue_sweep();
+  epilogue_is_composition(1);
 }
 
 /* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
@@ -337,6 +490,8 @@ static void isa_suite(const char *isa_name) {
   linear_sweep();
   linear_odd_sweep();
   linear_is_split_invariant(1);
+  epilogue_sweep();
+  epilogue_is_composition(1);
 }
 
 static void use_isa(const char *isa) {

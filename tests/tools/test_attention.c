@@ -13,6 +13,7 @@
 #include "runtime/rt_safetensors.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,4 +347,60 @@ Test(attention, refuses_bad_requests_and_keeps_inputs) {
   cr_assert_eq(tfmc("attention enc.tfm --init random --tokens '3 4' -o m.svg --head all"), 0,
                "%s", err_text);
   cr_assert(exists("m.svg"));
+}
+
+/* The picture in README.md (examples/sort/attention.svg) is what tfmc draws
+ * today for the README's command: the same cells, each within one step of
+ * the printed probability (4 decimals) of a fresh run (the kernels' float
+ * summation order may differ between CPUs), and the same text outside the
+ * cells. Regenerate it with the command in README.md "Attention maps". */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert(f, "cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
+  s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+Test(attention, readme_picture_is_what_tfmc_draws) {
+  cr_assert_eq(tfmc("attention " TFMC_SOURCE_DIR "/examples/sort/model.tfm --weights " TFMC_SOURCE_DIR
+                    "/examples/sort/weights.safetensors --vocab " TFMC_SOURCE_DIR
+                    "/examples/sort/vocab.txt --text '7 3 9 1 3 0 8 2' --backend interp -o fresh.svg"),
+               0, "%s", err_text);
+  char *old = slurp(TFMC_SOURCE_DIR "/examples/sort/attention.svg");
+  read_svg("fresh.svg");
+  int n = count(svg, "<rect class=\"cell\"");
+  cr_assert_eq(n, 2 * 4 * 8 * 8, "2 layers x 4 heads x 8 x 8 cells, got %d", n);
+  cr_assert_eq(count(old, "<rect class=\"cell\""), n, "README picture: stale cell count");
+  const char *a = old, *b = svg;
+  for (int k = 0; k < n; k++) {
+    a = strstr(a, "<rect class=\"cell\"");
+    b = strstr(b, "<rect class=\"cell\"");
+    cr_assert(a && b);
+    const char *ta = strstr(a, "<title>"), *tb = strstr(b, "<title>");
+    const char *ea = ta ? strstr(ta, "</title>") : NULL, *eb = tb ? strstr(tb, "</title>") : NULL;
+    cr_assert(ea && eb, "cell %d has no tooltip", k);
+    /* the tooltip is "QUERY → KEY: P"; the fill colour follows P */
+    const char *pa = NULL, *pb = NULL;
+    for (const char *q = ta; q < ea; q++)
+      if (q[0] == ':' && q[1] == ' ') pa = q;
+    for (const char *q = tb; q < eb; q++)
+      if (q[0] == ':' && q[1] == ' ') pb = q;
+    cr_assert(pa && pb, "cell %d: no probability in its tooltip", k);
+    float va = strtof(pa + 2, NULL), vb = strtof(pb + 2, NULL);
+    cr_assert(fabsf(va - vb) <= 1.5e-4f, "cell %d: README picture %.4f, tfmc now %.4f", k, va,
+              vb);
+    cr_assert_eq(pa - ta, pb - tb, "cell %d: different labels", k);
+    cr_assert(strncmp(ta, tb, (size_t)(pa - ta)) == 0, "cell %d: different labels", k);
+    a = ea;
+    b = eb;
+  }
+  /* everything after the last cell (legend, labels) is identical */
+  cr_assert_str_eq(a, b, "README picture: the text after the cells differs");
+  free(old);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,6 +108,45 @@ Test(resources, weights_too_big_are_a_message) {
       cr_assert(strstr(err_text, m ? "9753857344" : "41258850651456"), "%s", err_text);
     }
   cr_assert_neq(sh("ls exe* proj"), 0, "a refused build left outputs");
+}
+
+/* The sort model with maxima of 256 sequences of 200000 tokens: its arena,
+ * planned at the maximum dims, is 78.6 GB, more than the machine has. A
+ * 3-token run commits only what its dims touch, through the JIT and an
+ * executable; without the address space to reserve the plan, the refusal
+ * names the size. */
+Test(resources, arena_follows_the_run_s_dims) {
+  put("wide.tfm", "model wide {\n  arch encoder\n  vocab 11\n  d_model 64\n  heads 4\n"
+                  "  layers 2\n  ffn 128 relu\n  norm pre eps 1e-5\n  final_norm yes\n"
+                  "  position learned max 200000\n  tokens pad 0\n  mask encoder padding\n"
+                  "  head logits\n  max_batch 256\n}\n");
+  /* the plan's size (it depends on what the passes fuse): tens of GB */
+  cr_assert_eq(sh(TFMC " check wide.tfm > check.txt"), 0, "%s", err_text);
+  char path[512], check[8192], want[64];
+  snprintf(path, sizeof path, "%s/check.txt", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert(f);
+  size_t k = fread(check, 1, sizeof check - 1, f);
+  check[k] = 0;
+  fclose(f);
+  const char *at = strstr(check, "  arena ");
+  cr_assert(at, "%s", check);
+  long long plan = strtoll(at + 8, NULL, 10);
+  cr_assert_gt(plan, 64LL << 30, "the plan is not the one this test is about:\n%s", check);
+  snprintf(want, sizeof want, "%lld-byte activation arena", plan);
+  cr_assert_eq(sh(TFMC " run wide.tfm --init random --tokens '1 2 3'"), 0, "%s", err_text);
+  cr_assert_eq(sh(TFMC " build wide.tfm --init random -o exe && ./exe --tokens '1 2 3 4'"), 0,
+               "%s", err_text);
+#ifndef TFMC_SANITIZE_BUILD
+  /* what the runs used: the weights (51 MB), LLVM, and a few pages per buffer */
+  struct rusage ru;
+  cr_assert_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+  cr_assert_lt(ru.ru_maxrss, 1500 * 1024L, "a child's peak RSS was %ld KB", ru.ru_maxrss);
+  EXPECT_ERR(sh("ulimit -v 2000000; " TFMC " run wide.tfm --init random --tokens '1 2 3'"),
+             want);
+  cr_assert(strstr(err_text, "address space"), "%s", err_text);
+  EXPECT_ERR(sh("ulimit -v 2000000; ./exe --tokens '1 2 3'"), want);
+#endif
 }
 
 /* The sort checkpoint with NaN and Inf written into two weights. */
