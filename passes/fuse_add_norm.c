@@ -16,11 +16,16 @@
  * the layernorm reads the sum (the fused node takes the layernorm's place in
  * the node order, so such a reader would come before it: left alone). An add
  * read by several layernorms is fused with the first; the others read the
- * sum. Every new node carries the layernorm's location; outputs keep names
+ * sum. An add both of whose operands fuse-elementwise would compute inside
+ * the add's tree (an embedding sum: gathers by tokens, types, positions) is
+ * left to that pass, which -O2 runs next: one loop nest then computes the
+ * whole sum from the tables, one kernel fewer than this row kernel plus a
+ * kernel for each operand, and the gathers never stored. Every new node carries the layernorm's location; outputs keep names
  * and order (an output that was the sum becomes the result node).
  */
 #include "passes/passes.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct AddNorm {
@@ -75,7 +80,7 @@ bool pass_fuse_add_norm_run(IrGraph *g, PassContext *ctx) {
       if (first_reader[o] < 0)
         first_reader[o] = i;
     }
-  int fused = 0, with_sum = 0, skipped = 0;
+  int fused = 0, with_sum = 0, skipped = 0, left_to_elementwise = 0;
   for (int i = 0; i < n; i++) {
     const IrNode *ln = &g->nodes[i];
     if (ln->op != IR_OP_LAYERNORM)
@@ -87,23 +92,29 @@ bool pass_fuse_add_norm_run(IrGraph *g, PassContext *ctx) {
       skipped++;
       continue;
     }
+    if (pass_fuse_elementwise_joins(g, g->nodes[s].operands[0], s, 0) &&
+        pass_fuse_elementwise_joins(g, g->nodes[s].operands[1], s, 1)) {
+      left_to_elementwise++;
+      continue;
+    }
     an.add_of[i] = s;
     an.claimed[s] = true;
     an.sum_read[s] = readers[s] > 1 || is_output[s];
     fused++;
     with_sum += an.sum_read[s];
   }
+  char extra[160] = "";
+  if (skipped)
+    snprintf(extra, sizeof extra, "; %d left alone (the sum read before its norm)", skipped);
+  if (left_to_elementwise)
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+             "; %d left to fuse-elementwise (an elementwise sum)", left_to_elementwise);
   if (!fused) {
-    pass_note(ctx, "no add + layernorm to fuse");
+    pass_note(ctx, "no add + layernorm to fuse%s", extra);
     return true;
   }
   pass_rewrite(g, NULL, rewrite, &an);
-  if (skipped)
-    pass_note(ctx, "fused %d add + layernorm pair%s into row kernels (%d also write the sum); "
-              "%d left alone (the sum is read before its norm)",
-              fused, fused == 1 ? "" : "s", with_sum, skipped);
-  else
-    pass_note(ctx, "fused %d add + layernorm pair%s into row kernels (%d also write the sum)",
-              fused, fused == 1 ? "" : "s", with_sum);
+  pass_note(ctx, "fused %d add + layernorm pair%s into row kernels (%d also write the sum)%s",
+            fused, fused == 1 ? "" : "s", with_sum, extra);
   return true;
 }

@@ -107,6 +107,18 @@ static bool dims_writable(const IrGraph *g, const IrType *t) {
 }
 
 /* May node p (read once, by c as operand k) be computed inside c's tree? */
+static bool joins(const IrGraph *g, int p, int c, int k);
+
+bool pass_fuse_elementwise_joins(const IrGraph *g, int p, int c, int k) {
+  int readers = 0;
+  for (int i = p + 1; i < g->n_nodes; i++)
+    for (int j = 0; j < g->nodes[i].n_operands; j++)
+      readers += g->nodes[i].operands[j] == p;
+  for (int i = 0; i < g->n_outputs; i++)
+    readers += 2 * (g->outputs[i].value == p);
+  return readers == 1 && joins(g, p, c, k);
+}
+
 static bool joins(const IrGraph *g, int p, int c, int k) {
   const IrNode *pn = &g->nodes[p], *cn = &g->nodes[c];
   if (!fusable(pn->op) || !fusable(cn->op))

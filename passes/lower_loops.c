@@ -11,8 +11,11 @@
  * Each node becomes one kernel whose outer loop runs over rows (all dims but
  * the last), so the inner loop over the last dim is contiguous and the
  * vectoriser can work on it; matmuls call the runtime's rt_linear and
- * attention its rt_attention (runtime functions: ir/callees.def). The
- * formula each kernel implements is quoted above its lowering function.
+ * attention its rt_attention (runtime functions: ir/callees.def). A fused
+ * node (ir/fused.def) is one kernel too, computing what its decomposition
+ * computes; its `result` nodes get their buffers with it and have no
+ * kernel of their own. The formula each kernel implements is quoted above
+ * its lowering function.
  *
  * Policy (parallel grains, how rt_linear splits a product, rt_attention's
  * query blocks and kernel choice) comes from LowerLoopsOptions (passes.h)

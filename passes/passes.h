@@ -329,12 +329,17 @@ bool pass_fuse_epilogue_run(IrGraph *g, PassContext *ctx);
 
 /* fuse_add_norm.c: layernorm(add(a, b)) -> fused "add_layernorm" (one row
  * kernel); "add_layernorm_sum" plus a `result {index=1}` for the sum when
- * something else reads it (pre-norm). Same values up to rounding. */
+ * something else reads it (pre-norm). An add both of whose operands would
+ * join its elementwise tree (embedding sums) is left to fuse-elementwise.
+ * Same values up to rounding. */
 bool pass_fuse_add_norm_run(IrGraph *g, PassContext *ctx);
 /* fuse_elementwise.c: trees of single-reader elementwise ops, gathers
  * (embed) and index sources (arange, mask.causal) -> fused "elementwise"
  * nodes, one loop nest each (at most 8 operands). Same values. */
 bool pass_fuse_elementwise_run(IrGraph *g, PassContext *ctx);
+/* Whether fuse-elementwise would compute node p inside the tree of its
+ * reader c (p read once, as c's operand k, and not an output). */
+bool pass_fuse_elementwise_joins(const IrGraph *g, int p, int c, int k);
 
 /* ---- loop passes (one file each) ---- */
 

@@ -111,7 +111,8 @@ Test(resources, weights_too_big_are_a_message) {
 }
 
 /* The sort model with maxima of 256 sequences of 200000 tokens: its arena,
- * planned at the maximum dims, is 78.6 GB, more than the machine has. A
+ * planned at the maximum dims, is 65.5 GB at -O2 (the embedding sum one
+ * fused loop nest; 78.6 GB unfused), more than the machine has. A
  * 3-token run commits only what its dims touch, through the JIT and an
  * executable; without the address space to reserve the plan, the refusal
  * names the size. */
@@ -132,7 +133,7 @@ Test(resources, arena_follows_the_run_s_dims) {
   const char *at = strstr(check, "  arena ");
   cr_assert(at, "%s", check);
   long long plan = strtoll(at + 8, NULL, 10);
-  cr_assert_gt(plan, 64LL << 30, "the plan is not the one this test is about:\n%s", check);
+  cr_assert_gt(plan, 48LL << 30, "the plan is not the one this test is about:\n%s", check);
   snprintf(want, sizeof want, "%lld-byte activation arena", plan);
   cr_assert_eq(sh(TFMC " run wide.tfm --init random --tokens '1 2 3'"), 0, "%s", err_text);
   cr_assert_eq(sh(TFMC " build wide.tfm --init random -o exe && ./exe --tokens '1 2 3 4'"), 0,
