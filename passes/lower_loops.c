@@ -310,6 +310,20 @@ static void lower_binary(Lw *L, int node) {
 /* per row: mean = sum(x)/D; c = x - mean;
  *   unbiased=false: y = g c / sqrt(sum(c^2)/D + eps) + b
  *   unbiased=true:  y = g c / (sqrt(sum(c^2)/(D-1)) + eps) + b */
+/* A layernorm's denominator from its row's sum of squared deviations ss
+ * (D values): sqrt(ss/D + eps), or with `unbiased` (the Annotated
+ * Transformer's) sqrt(ss/(D-1)) + eps. Shared by layernorm and the fused
+ * add_layernorm kinds. */
+static LExpr *ln_denom(Lw *L, const IrNode *n, int ss, int64_t D) {
+  LoopProgram *p = L->p;
+  if (n->attrs.unbiased) {
+    LExpr *var_u = D > 1 ? lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)(D - 1))) : f32(L, 0);
+    return lx_bin(p, LB_ADD, lx_un(p, LU_SQRT, var_u), f32(L, n->attrs.eps));
+  }
+  return lx_un(p, LU_SQRT, lx_bin(p, LB_ADD, lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)D)),
+                                  f32(L, n->attrs.eps)));
+}
+
 static void lower_layernorm(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   const IrType *t = &n->type;
@@ -328,14 +342,7 @@ static void lower_layernorm(Lw *L, int node) {
   LStmt *f2 = for_(L, NULL, j2, I(L, D));
   LExpr *c2 = lx_bin(p, LB_SUB, load(L, x, add(L, base, V(L, j2))), V(L, mean));
   emit(L, f2, ls_set(p, ss, lx_bin_reassoc(p, LB_ADD, V(L, ss), lx_bin(p, LB_MUL, c2, c2))));
-  LExpr *denom;
-  if (n->attrs.unbiased) {
-    LExpr *var_u = D > 1 ? lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)(D - 1))) : f32(L, 0);
-    denom = lx_bin(p, LB_ADD, lx_un(p, LU_SQRT, var_u), f32(L, n->attrs.eps));
-  } else {
-    denom = lx_un(p, LU_SQRT, lx_bin(p, LB_ADD, lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)D)),
-                                     f32(L, n->attrs.eps)));
-  }
+  LExpr *denom = ln_denom(L, n, ss, D);
   /* one division per row, not per element: g ((x - mean) * (1 / den)) + b,
    * as PyTorch's kernel multiplies by rstd */
   emit(L, NULL, ls_let(p, den, LT_F32, lx_bin(p, LB_DIV, f32(L, 1), denom)));
@@ -901,14 +908,7 @@ static void lower_fused_add_layernorm(Lw *L, int node) {
   LStmt *f2 = for_(L, NULL, j2, I(L, D));
   LExpr *c2 = lx_bin(p, LB_SUB, X_AT(j2), V(L, mean));
   emit(L, f2, ls_set(p, ss, lx_bin_reassoc(p, LB_ADD, V(L, ss), lx_bin(p, LB_MUL, c2, c2))));
-  LExpr *denom;
-  if (n->attrs.unbiased) {
-    LExpr *var_u = D > 1 ? lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)(D - 1))) : f32(L, 0);
-    denom = lx_bin(p, LB_ADD, lx_un(p, LU_SQRT, var_u), f32(L, n->attrs.eps));
-  } else {
-    denom = lx_un(p, LU_SQRT, lx_bin(p, LB_ADD, lx_bin(p, LB_DIV, V(L, ss), f32(L, (double)D)),
-                                     f32(L, n->attrs.eps)));
-  }
+  LExpr *denom = ln_denom(L, n, ss, D);
   emit(L, NULL, ls_let(p, den, LT_F32, lx_bin(p, LB_DIV, f32(L, 1), denom)));
   LStmt *f3 = for_(L, NULL, j3, I(L, D));
   LExpr *c3 = lx_bin(p, LB_SUB, X_AT(j3), V(L, mean));
