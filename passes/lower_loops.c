@@ -501,10 +501,12 @@ static LExpr *row_elem(Lw *L, int value, LExpr *r, LExpr *j) {
   return L->view[value] ? add(L, at, I(L, n->attrs.start)) : at;
 }
 
-/* slice(x) {axis, start} -> y (a copy; slices read in place have no
- * kernel): x as (outer, n, inner), y (outer, m, inner) =
- * x[:, start:start+m, :]; flat y index o = (hi * m + i) * inner + lo */
-static void lower_slice(Lw *L, int node) {
+/* A window of x along one axis, copied: x as (outer, n, inner), y (outer,
+ * m, inner) = x[:, w:w+m, :], flat y index o = (hi * m + i) * inner + lo;
+ * w = n - m (tail: the last m) or the slice's start.
+ *   tail(x) {axis} -> y
+ *   slice(x) {axis, start} -> y (slices read in place have no kernel) */
+static void lower_window(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
   const IrType *t = &n->type, *ti = &L->g->nodes[n->operands[0]].type;
   int axis = n->attrs.axis;
@@ -514,7 +516,8 @@ static void lower_slice(Lw *L, int node) {
   LExpr *o = V(L, k->outer_var);
   LExpr *lo = lx_bin(L->p, LB_REM, o, inner), *ri = lx_bin(L->p, LB_DIV, o, inner);
   LExpr *i = lx_bin(L->p, LB_REM, ri, m), *hi = lx_bin(L->p, LB_DIV, ri, m);
-  LExpr *src = add(L, mul(L, add(L, mul(L, hi, nn), add(L, I(L, n->attrs.start), i)), inner), lo);
+  LExpr *w = n->op == IR_OP_TAIL ? lx_bin(L->p, LB_SUB, nn, m) : I(L, n->attrs.start);
+  LExpr *src = add(L, mul(L, add(L, mul(L, hi, nn), add(L, w, i)), inner), lo);
   emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], src)));
 }
 
@@ -534,22 +537,6 @@ static void lower_kv_append(Lw *L, int node) {
   LStmt *f = for_(L, NULL, j, I(L, D));
   emit(L, f, ls_store(L->p, L->buf[node], add(L, mul(L, row, I(L, D)), V(L, j)),
                       load(L, n->operands[1], row_elem(L, n->operands[1], r, V(L, j)))));
-}
-
-/* tail(x) {axis} -> y: x as (outer, n, inner), y (outer, m, inner) =
- * x[:, n-m:n, :]; flat y index o = (hi * m + i) * inner + lo */
-static void lower_tail(Lw *L, int node) {
-  const IrNode *n = &L->g->nodes[node];
-  const IrType *t = &n->type, *ti = &L->g->nodes[n->operands[0]].type;
-  int axis = n->attrs.axis;
-  LKernel *k = kernel(L, node, prodx(L, t, 0, t->rank), true);
-  LExpr *inner = prodx(L, t, axis + 1, t->rank), *m = dimx(L, t->dims[axis]),
-        *nn = dimx(L, ti->dims[axis]);
-  LExpr *o = V(L, k->outer_var);
-  LExpr *lo = lx_bin(L->p, LB_REM, o, inner), *ri = lx_bin(L->p, LB_DIV, o, inner);
-  LExpr *i = lx_bin(L->p, LB_REM, ri, m), *hi = lx_bin(L->p, LB_DIV, ri, m);
-  LExpr *src = add(L, mul(L, add(L, mul(L, hi, nn), add(L, lx_bin(L->p, LB_SUB, nn, m), i)), inner), lo);
-  emit(L, NULL, ls_store(L->p, L->buf[node], o, load(L, n->operands[0], src)));
 }
 
 typedef struct AttnIdx {
@@ -1139,7 +1126,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     case IR_OP_ATTENTION: lower_attention(&L, i); break;
     case IR_OP_ATTN_PROBS: lower_attn_probs(&L, i); break;
     case IR_OP_ATTN_MIX: lower_attn_mix(&L, i); break;
-    case IR_OP_TAIL: lower_tail(&L, i); break;
+    case IR_OP_TAIL: lower_window(&L, i); break;
     case IR_OP_STATE: break;
     case IR_OP_KV_APPEND: lower_kv_append(&L, i); break;
     case IR_OP_FUSED: lower_fused(&L, i); break;
@@ -1147,7 +1134,7 @@ LoopProgram *pass_lower_loops_with(Arena *a, const IrGraph *g, const LowerLoopsO
     case IR_OP_ATTENTION_FLASH: lower_attention(&L, i); break;
     case IR_OP_PARAM_CONCAT: break; /* packed: ir_weights_derive */
     case IR_OP_SLICE:
-      if (!L.view[i]) lower_slice(&L, i);
+      if (!L.view[i]) lower_window(&L, i);
       break;
     case IR_OP_COUNT: TFMC_ASSERT(!"op count");
     }

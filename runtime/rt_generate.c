@@ -15,12 +15,9 @@ int32_t rt_argmax(const float *x, int64_t n) {
   return (int32_t)best;
 }
 
-int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
-                const int32_t *prompt, int64_t n_prompt, int32_t *out, RtTokenFn on_token,
-                void *token_user, RtGenerateResult *res, char *err, size_t errlen) {
-  res->n = 0;
-  res->stop = RT_STOP_COUNT;
-  res->prefill_ms = res->decode_ms = 0;
+/* What both decoders refuse: nothing to generate, an empty prompt, a
+ * prompt longer than max_len. */
+static int gen_check(const RtGenerateOptions *o, int64_t n_prompt, char *err, size_t errlen) {
   if (o->max_new < 1)
     return rt_errorf(err, errlen, "nothing to generate: --generate must be >= 1, got %lld",
                      (long long)o->max_new);
@@ -29,6 +26,16 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
     return rt_errorf(err, errlen,
                      "the prompt has %lld tokens, more than the model's max_len %lld",
                      (long long)n_prompt, (long long)o->max_len);
+  return 0;
+}
+
+int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
+                const int32_t *prompt, int64_t n_prompt, int32_t *out, RtTokenFn on_token,
+                void *token_user, RtGenerateResult *res, char *err, size_t errlen) {
+  res->n = 0;
+  res->stop = RT_STOP_COUNT;
+  res->prefill_ms = res->decode_ms = 0;
+  if (gen_check(o, n_prompt, err, errlen)) return 1;
   int sampling = o->sample && o->sample->sample;
   if (sampling && (!o->rng || !o->scratch))
     return rt_errorf(err, errlen, "internal: sampling without a generator or scratch");
@@ -79,14 +86,7 @@ int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalt
   if (o->sample && o->sample->sample)
     return rt_errorf(err, errlen, "--beams and --sample do not go together: beam search is "
                                   "deterministic");
-  if (o->max_new < 1)
-    return rt_errorf(err, errlen, "nothing to generate: --generate must be >= 1, got %lld",
-                     (long long)o->max_new);
-  if (n_prompt < 1) return rt_errorf(err, errlen, "generation needs a prompt of at least one token");
-  if (n_prompt > o->max_len)
-    return rt_errorf(err, errlen,
-                     "the prompt has %lld tokens, more than the model's max_len %lld",
-                     (long long)n_prompt, (long long)o->max_len);
+  if (gen_check(o, n_prompt, err, errlen)) return 1;
   /* as rt_generate: prompt + generated stays within max_len (one id at least) */
   int64_t room = o->max_len - n_prompt > 1 ? o->max_len - n_prompt : 1;
   int64_t max_new = o->max_new < room ? o->max_new : room;
