@@ -1631,20 +1631,11 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
 /* `emit-c --static --size-cc CC`: each object's sections and the total,
  * compiled as the project's Makefile compiles it. Returns 0 or 1 (said). */
 static int print_static_size(const char *dir, const LoopProgram *p, bool embed, const char *cc) {
-  bool used[LC_CALLEE_COUNT];
-  const char *rt[32], *files[40];
-  char err[1024], path[64][64];
-  int n = 0;
-  files[n++] = "model.c";
-  files[n++] = "api.c";
-  int nrt = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, rt, 32);
-  for (int i = 0; i < nrt; i++)
-    if (ends_with(rt[i], ".c")) {
-      snprintf(path[n], sizeof path[n], "runtime/%s", rt[i]);
-      files[n] = path[n];
-      n++;
-    }
-  if (embed) files[n++] = "weights.c";
+  char err[1024], path[40][64];
+  const char *files[40];
+  int n = c_static_sources(p, embed, path, 40);
+  TFMC_ASSERT(n > 0);
+  for (int i = 0; i < n; i++) files[i] = path[i];
   CSize sz[40];
   if (c_static_measure(dir, cc, files, n, sz, err, sizeof err)) {
     fprintf(stderr, "tfmc emit-c: the project in %s is complete, but measuring its size failed: %s\n",

@@ -97,6 +97,12 @@ int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, 
  * Returns their number, or -1 when cap is too small. */
 int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap);
 
+/* The static project's translation units, as its Makefile compiles them:
+ * model.c, api.c, runtime/rt_*.c of the pieces the program calls, and
+ * weights.c when embedded. Returns their number, or -1 when cap is too
+ * small. */
+int c_static_sources(const LoopProgram *p, bool embed, char (*files)[64], int cap);
+
 /* ---- size.c: code size, measured with the target's compiler ---- */
 
 typedef struct CSize {

@@ -13,6 +13,7 @@
  * elements at the maximum dims rounded up to 8, as api_static.c does. */
 #include "backends/c/c_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define STATIC_ALIGN 64
@@ -110,5 +111,22 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
       list[j - 1] = t;
     }
   memcpy(files, list, (size_t)n * sizeof *files);
+  return n;
+}
+
+int c_static_sources(const LoopProgram *p, bool embed, char (*files)[64], int cap) {
+  bool used[LC_CALLEE_COUNT];
+  const char *rt[32];
+  char err[256];
+  int nrt = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, rt, 32);
+  int n = 0;
+  if (cap < 3 + (nrt > 0 ? nrt : 0)) return -1;
+  snprintf(files[n++], 64, "model.c");
+  snprintf(files[n++], 64, "api.c");
+  for (int i = 0; i < nrt; i++) {
+    size_t len = strlen(rt[i]);
+    if (len > 2 && strcmp(rt[i] + len - 2, ".c") == 0) snprintf(files[n++], 64, "runtime/%s", rt[i]);
+  }
+  if (embed) snprintf(files[n++], 64, "weights.c");
   return n;
 }
