@@ -76,16 +76,16 @@
  * ones rt_sgemm uses and what rt_linear takes for values below 1. KC is
  * the same for every kernel set. */
 #define GEMM_MR 4
-#define GEMM_NR 24
-#define GEMM_MC 128      /* rounded down to a multiple of a set's MR */
-#define GEMM_KC 384      /* at most; K is cut into equal blocks (multiples of 8) */
-#define GEMM_NC 2016     /* rounded down to a multiple of a set's NR */
+#define GEMM_NR 16   /* one panel (GEMM_PANEL) */
+#define GEMM_MC 128  /* rounded down to a multiple of a set's MR */
+#define GEMM_KC 384  /* at most; K is cut into equal blocks (multiples of 8) */
+#define GEMM_NC 2016 /* rounded down to a multiple of a set's NR */
 /* What rt_linear accepts of its caller's blocks (larger ones are clamped:
  * a block is a per-thread packing buffer, mc x kc and kc x nc floats) */
 #define GEMM_MC_MAX 4096
 #define GEMM_KC_MAX 8192
 #define GEMM_NC_MAX 65536
-#define GEMV_NB 64       /* columns per register block in the no-transpose gemv */
+#define GEMV_NB 64               /* columns per register block in the no-transpose gemv */
 #define DECODE_BYTES (24 * 1024) /* w rows per decode block: about this much of L1 */
 
 /* rt_linear's column blocks are multiples of this (a multiple of 16 for
@@ -109,33 +109,37 @@
 #endif
 #define MADD_FMA(a, b, c) fmaf(a, b, c)
 
-/* Micro-kernel: C[mr,nr] (ldc) += A_p[kc,MR]^T B_p[kc,NR] where A_p and B_p
- * are packed panels; mr <= MR and nr <= NR say how much of the tile is real.
+/* The baseline micro-kernel: C[mr,nr] (ldc) += A_p[kc,MR]^T B_p[kc,NR]
+ * where A_p and B_p are packed panels (one panel of B: NR = GEMM_PANEL);
+ * mr <= MR and nr <= NR say how much of the tile is real. The compiler
+ * vectorises it for the target's base ISA. */
+static void gemm_micro_base(int64_t kc, const float *restrict a, const float *restrict b,
+                            int64_t bs, float *restrict c, int64_t ldc, int mr, int nr) {
+  (void)bs; /* one panel */
+  float acc[GEMM_MR][GEMM_NR] = {{0}};
+  for (int64_t p = 0; p < kc; p++) {
+    const float *bp = b + p * GEMM_NR, *ap = a + p * GEMM_MR;
+    _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++) {
+      float ai = ap[i];
+      _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) acc[i][j] =
+          MADD_BASE(ai, bp[j], acc[i][j]);
+    }
+  }
+  if (mr == GEMM_MR && nr == GEMM_NR) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++)
+        _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) c[i * ldc + j] += acc[i][j];
+  } else {
+    for (int i = 0; i < mr; i++)
+      for (int j = 0; j < nr; j++)
+        c[i * ldc + j] += acc[i][j];
+  }
+}
+
+/* Per ISA:
  * gemv_t: y[j] = alpha * dot(x[0..k), w[j*ldw..]) + beta*y[j] for j < n.
- * gemv_n: y[j] = alpha * sum_p x[p] b[p*ldb + j] + beta*y[j] for j < n. */
+ * gemv_n: y[j] = alpha * sum_p x[p] b[p*ldb + j] + beta*y[j] for j < n.
+ * rows:   the decode path on unpacked w (rt_gemm_kernels.h). */
 #define GEMM_DEFINE_KERNELS(SUFFIX, ATTR, MADD)                                                    \
-  ATTR static void gemm_micro_##SUFFIX(int64_t kc, const float *restrict a,                        \
-                                       const float *restrict b, float *restrict c, int64_t ldc,    \
-                                       int mr, int nr) {                                           \
-    float acc[GEMM_MR][GEMM_NR] = {{0}};                                                           \
-    for (int64_t p = 0; p < kc; p++) {                                                             \
-      const float *bp = b + p * GEMM_NR, *ap = a + p * GEMM_MR;                                    \
-      _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++) {                                  \
-        float ai = ap[i];                                                                          \
-        _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) acc[i][j] =                     \
-            MADD(ai, bp[j], acc[i][j]);                                                            \
-      }                                                                                            \
-    }                                                                                              \
-    if (mr == GEMM_MR && nr == GEMM_NR) {                                                          \
-      _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++)                                    \
-          _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) c[i * ldc + j] += acc[i][j];  \
-    } else {                                                                                       \
-      for (int i = 0; i < mr; i++)                                                                 \
-        for (int j = 0; j < nr; j++)                                                               \
-          c[i * ldc + j] += acc[i][j];                                                             \
-    }                                                                                              \
-  }                                                                                                \
-                                                                                                   \
   ATTR static void gemv_t_##SUFFIX(int64_t n, int64_t k, float alpha, const float *restrict x,     \
                                    const float *restrict w, int64_t ldw, float beta,               \
                                    float *restrict y) {                                            \
@@ -213,7 +217,7 @@
     }                                                                                              \
   }                                                                                                \
                                                                                                    \
-  /* decode: gemv_t per row of x over blocks of w rows that stay in L1, so                        \
+  /* decode: gemv_t per row of x over blocks of w rows that stay in L1, so                         \
    * w streams from memory once and each y[i, j] is gemv_t's value */                              \
   ATTR static void gemm_rows_##SUFFIX(int64_t m, int64_t n, int64_t k, const float *x,             \
                                       int64_t ldx, const float *w, int64_t ldw, float *y,          \
@@ -223,7 +227,7 @@
       jb = 4;                                                                                      \
     for (int64_t j0 = 0; j0 < n; j0 += jb)                                                         \
       for (int64_t i = 0; i < m; i++)                                                              \
-        gemv_t_##SUFFIX(n - j0 < jb ? n - j0 : jb, k, 1.0f, x + i * ldx, w + j0 * ldw, ldw, 0.0f,   \
+        gemv_t_##SUFFIX(n - j0 < jb ? n - j0 : jb, k, 1.0f, x + i * ldx, w + j0 * ldw, ldw, 0.0f,  \
                         y + i * ldy + j0);                                                         \
   }
 
@@ -232,20 +236,53 @@ GEMM_DEFINE_KERNELS(base, , MADD_BASE)
 GEMM_DEFINE_KERNELS(avx2, __attribute__((target("avx2,fma"))), MADD_FMA)
 #endif
 
-static const GemmKernels kernels_base = {
-    "baseline",  GEMM_MR,     GEMM_NR,     GEMM_MC,       GEMM_NC,
-    gemm_micro_base, gemv_t_base, gemv_n_base, gemm_rows_base};
+/* Decode on prepacked panels, the portable way: y[r, 16q + l] = one MADD
+ * chain over p in order, all m rows over one panel at a time (the panel
+ * streams from memory once; the compiler vectorises the 16 lanes). */
+static void gemm_rows_p_base(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                             const float *wp, float *y, int64_t ldy) {
+  for (int64_t j = 0; j < n; j += GEMM_PANEL) {
+    const float *w = wp + j * k;
+    int cols = (int)(n - j < GEMM_PANEL ? n - j : GEMM_PANEL);
+    float acc[GEMM_DECODE_ROWS][GEMM_PANEL] = {{0}};
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t r = 0; r < m; r++) {
+        float xr = x[r * ldx + p];
+        _Pragma("GCC unroll 16") for (int l = 0; l < GEMM_PANEL; l++) acc[r][l] =
+            MADD_BASE(xr, w[p * GEMM_PANEL + l], acc[r][l]);
+      }
+    for (int64_t r = 0; r < m; r++)
+      memcpy(y + r * ldy + j, acc[r], sizeof(float) * (size_t)cols);
+  }
+}
+
+static const GemmKernels kernels_base = {"baseline",     GEMM_MR,         GEMM_NR,     GEMM_MC,
+                                         GEMM_NC,        gemm_micro_base, gemv_t_base, gemv_n_base,
+                                         gemm_rows_base, gemm_rows_p_base};
 #ifdef GEMM_X86
-static const GemmKernels kernels_avx2 = {
-    "avx2+fma",  GEMM_MR,     GEMM_NR,     GEMM_MC,       GEMM_NC,
-    gemm_micro_avx2, gemv_t_avx2, gemv_n_avx2, gemm_rows_avx2};
+static const GemmKernels kernels_avx2 = {"avx2+fma",
+                                         GEMM_AVX2_MR,
+                                         GEMM_AVX2_NR,
+                                         GEMM_MC / GEMM_AVX2_MR *GEMM_AVX2_MR,
+                                         GEMM_NC / GEMM_AVX2_NR *GEMM_AVX2_NR,
+                                         rt_gemm_micro_avx2,
+                                         gemv_t_avx2,
+                                         gemv_n_avx2,
+                                         gemm_rows_avx2,
+                                         rt_gemm_rows_p_avx2};
 #endif
 #ifdef GEMM_AVX512
 /* the single-row sgemm kernels stay AVX2: they are bound by memory */
-static const GemmKernels kernels_avx512 = {
-    "avx512f", GEMM_AVX512_MR, GEMM_AVX512_NR, GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
-    GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR,
-    rt_gemm_micro_avx512, gemv_t_avx2, gemv_n_avx2, rt_gemm_rows_avx512};
+static const GemmKernels kernels_avx512 = {"avx512f",
+                                           GEMM_AVX512_MR,
+                                           GEMM_AVX512_NR,
+                                           GEMM_MC / GEMM_AVX512_MR *GEMM_AVX512_MR,
+                                           GEMM_NC / GEMM_AVX512_NR *GEMM_AVX512_NR,
+                                           rt_gemm_micro_avx512,
+                                           gemv_t_avx2,
+                                           gemv_n_avx2,
+                                           rt_gemm_rows_avx512,
+                                           rt_gemm_rows_p_avx512};
 #endif
 
 /* ---- backend selection ---- */
@@ -332,8 +369,7 @@ static const GemmKernels *gemm_kernels_for(GemmIsa isa) {
 #endif
     /* fall through */
   case GEMM_ISA_BASELINE:
-  case GEMM_ISA_COUNT:
-    break;
+  case GEMM_ISA_COUNT: break;
   }
   return &kernels_base;
 }
@@ -425,8 +461,7 @@ static int gemm_load_openblas(char *why, size_t whylen) {
     memcpy(&gemm.sgemm32, &sgemm, sizeof sgemm);
   gemm.blas_handle = h;
   snprintf(gemm.name, sizeof gemm.name, "openblas (core %s%s; %s kernels for few rows)",
-           core ? core : "unknown", set_core ? ", coretype SkylakeX set by tfmc" : "",
-           gemm.k->isa);
+           core ? core : "unknown", set_core ? ", coretype SkylakeX set by tfmc" : "", gemm.k->isa);
   return 0;
 }
 #else
@@ -477,8 +512,7 @@ static void gemm_init(void) {
   } else if (gemm_load_openblas(why, sizeof why) == 0) {
     return;
   }
-  snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s%s)", gemm.k->isa, why,
-           isa_note);
+  snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s%s)", gemm.k->isa, why, isa_note);
 }
 
 static void gemm_ensure_init(void) {
@@ -683,33 +717,34 @@ static void gemm_pack_a(int trans, const float *a, int64_t lda, int64_t i0, int6
   }
 }
 
-/* Packs op(B)[p0.., j0..] (kc x nc) as nr-column panels: panel q holds
- * columns q*nr.. as kc groups of nr values, zero past nc. */
+/* Packs op(B)[p0.., j0..] (kc x nc) as B_p (rt_gemm_kernels.h): panels of
+ * GEMM_PANEL columns, kc * 16 floats apart, zero past nc. */
 static void gemm_pack_b(int trans, const float *b, int64_t ldb, int64_t p0, int64_t j0, int64_t kc,
-                        int64_t nc, int nr, float *restrict dst) {
-  for (int64_t q = 0; q < nc; q += nr) {
-    int64_t cols = nc - q < nr ? nc - q : nr;
+                        int64_t nc, float *restrict dst) {
+  enum { W = GEMM_PANEL };
+  for (int64_t q = 0; q < nc; q += W) {
+    int64_t cols = nc - q < W ? nc - q : W;
     float *d = dst + q * kc;
     if (!trans) { /* B[p, j] = b[p*ldb + j]: rows of the panel are contiguous */
       for (int64_t p = 0; p < kc; p++) {
         const float *s = b + (p0 + p) * ldb + j0 + q;
-        memcpy(d + p * nr, s, sizeof(float) * (size_t)cols);
-        for (int64_t j = cols; j < nr; j++)
-          d[p * nr + j] = 0.0f;
+        memcpy(d + p * W, s, sizeof(float) * (size_t)cols);
+        for (int64_t j = cols; j < W; j++)
+          d[p * W + j] = 0.0f;
       }
     } else { /* B[p, j] = b[j*ldb + p]: a transpose, done in 8-deep strips */
-      if (cols < nr)
-        memset(d, 0, sizeof(float) * (size_t)(kc * nr));
+      if (cols < W)
+        memset(d, 0, sizeof(float) * (size_t)(kc * W));
       int64_t p = 0;
       for (; p + 8 <= kc; p += 8)
         for (int64_t j = 0; j < cols; j++) {
           const float *s = b + (j0 + q + j) * ldb + p0 + p;
           for (int l = 0; l < 8; l++)
-            d[(p + l) * nr + j] = s[l];
+            d[(p + l) * W + j] = s[l];
         }
       for (; p < kc; p++)
         for (int64_t j = 0; j < cols; j++)
-          d[p * nr + j] = b[(j0 + q + j) * ldb + p0 + p];
+          d[p * W + j] = b[(j0 + q + j) * ldb + p0 + p];
     }
   }
 }
@@ -728,6 +763,20 @@ static void gemm_unblocked(int ta, int tb, int64_t m, int64_t n, int64_t k, floa
       float s = 0;
       for (int64_t p = 0; p < k; p++)
         s += gemm_at(ta, a, lda, i, p) * gemm_at(tb, b, ldb, p, j);
+      c[i * ldc + j] += alpha * s;
+    }
+}
+
+/* C += alpha A B for prepacked B (wp: panels k * 16 floats apart), without
+ * packing A (only when buffers are missing). */
+static void gemm_unblocked_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                  int64_t lda, const float *wp, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      const float *w = wp + (j / GEMM_PANEL) * k * GEMM_PANEL + j % GEMM_PANEL;
+      float s = 0;
+      for (int64_t p = 0; p < k; p++)
+        s += a[i * lda + p] * w[p * GEMM_PANEL];
       c[i * ldc + j] += alpha * s;
     }
 }
@@ -775,16 +824,18 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
  * blocking depends on k and kc only), so splitting a product into row or
  * column blocks gives the same bits as computing it whole. */
 static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-                              float alpha, const float *a, int64_t lda, const float *b,
-                              int64_t ldb, float beta, float *c, int64_t ldc,
+                              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                              const float *bp_all, float beta, float *c, int64_t ldc,
                               const GemmBlocks *bl, const LinearEpi *epi) {
   gemm_scale_c(m, n, beta, c, ldc);
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
-  if (pb && !pack_reserve(pb, bl->mc * bl->kc, bl->kc * bl->nc))
+  if (pb && !pack_reserve(pb, bl->mc * bl->kc, bp_all ? 0 : bl->kc * bl->nc))
     pb = NULL;
   if (!pb) {
-    if (k > 0 && alpha != 0)
+    if (k > 0 && alpha != 0 && bp_all)
+      gemm_unblocked_packed(m, n, k, alpha, a, lda, bp_all, c, ldc);
+    else if (k > 0 && alpha != 0)
       gemm_unblocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     if (with_epi)
       epi_apply(epi, c, ldc, 0, 0, m, n);
@@ -802,17 +853,28 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
     for (int64_t pc = 0; pc < k; pc += kc_step) {
       int64_t kc = k - pc < kc_step ? k - pc : kc_step;
       int last = pc + kc >= k;
-      gemm_pack_b(trans_b, b, ldb, pc, jc, kc, nc, gk->nr, pb->b);
+      /* the panels of this block: op(B) packed now, or the prepacked
+       * weights' panels from row pc on */
+      const float *bblk;
+      int64_t bs;
+      if (bp_all) {
+        bblk = bp_all + jc * k + pc * GEMM_PANEL;
+        bs = k * GEMM_PANEL;
+      } else {
+        gemm_pack_b(trans_b, b, ldb, pc, jc, kc, nc, pb->b);
+        bblk = pb->b;
+        bs = kc * GEMM_PANEL;
+      }
       for (int64_t ic = 0; ic < m; ic += MC) {
         int64_t mc = m - ic < MC ? m - ic : MC;
         gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, gk->mr, pb->a);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           int nr = (int)(nc - jr < NR ? nc - jr : NR);
-          const float *bp = pb->b + jr * kc;
+          const float *bp = bblk + jr / GEMM_PANEL * bs;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
-            gk->micro(kc, pb->a + ir * kc, bp, ct, ldc, mr, nr);
+            gk->micro(kc, pb->a + ir * kc, bp, bs, ct, ldc, mr, nr);
             if (last && with_epi)
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }
@@ -826,7 +888,8 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc) {
   GemmBlocks bl = {gemm.k->mc, gemm.k->nc, GEMM_KC};
-  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &bl, NULL);
+  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, NULL, beta, c, ldc, &bl,
+                    NULL);
 }
 
 void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -890,6 +953,7 @@ void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 typedef struct LinearJob {
   int64_t m, n, k, ldx, ldy, unit; /* unit: columns (split_n) or rows per index */
   const float *x, *w, *bias;
+  int packed; /* w is prepacked (rt_gemm_pack), not [N, K] */
   float *y;
   int split_n;
   LinearEpi epi;
@@ -901,15 +965,14 @@ typedef struct LinearJob {
  * sgemm over the whole product would leave it to be read back from
  * memory). */
 static void linear_blas_blocks(const LinearJob *j, int64_t r0, int64_t c0, int64_t rows,
-                               int64_t cols, const float *x, const float *w, float *y,
-                               float beta) {
+                               int64_t cols, const float *x, const float *w, float *y, float beta) {
   for (int64_t jc = 0; jc < cols; jc += j->bl.nc) {
     int64_t nc = cols - jc < j->bl.nc ? cols - jc : j->bl.nc;
     for (int64_t ic = 0; ic < rows; ic += j->bl.mc) {
       int64_t mc = rows - ic < j->bl.mc ? rows - ic : j->bl.mc;
       float *yb = y + ic * j->ldy + jc;
-      gemm_rows(0, 1, mc, nc, j->k, 1.0f, x + ic * j->ldx, j->ldx, w + jc * j->k, j->k, beta,
-                yb, j->ldy);
+      gemm_rows(0, 1, mc, nc, j->k, 1.0f, x + ic * j->ldx, j->ldx, w + jc * j->k, j->k, beta, yb,
+                j->ldy);
       epi_apply(&j->epi, yb, j->ldy, r0 + ic, c0 + jc, mc, nc);
     }
   }
@@ -918,11 +981,17 @@ static void linear_blas_blocks(const LinearJob *j, int64_t r0, int64_t c0, int64
 /* y[r0..r1, c0..c1] = epilogue(x[r0..r1] w[c0..c1]^T + bias[c0..c1]). */
 static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   int64_t rows = r1 - r0, cols = c1 - c0;
+  /* prepacked: column c0 (a multiple of GEMM_PANEL) starts c0 * k floats
+   * in, as does row c0 of an unpacked w */
   const float *x = j->x + r0 * j->ldx, *w = j->w + c0 * j->k;
   float *y = j->y + r0 * j->ldy + c0;
   int with_epi = epi_active(&j->epi);
-  if (GEMM_ROWS_ONLY || j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
-    gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
+  if (GEMM_ROWS_ONLY ||
+      j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
+    if (j->packed)
+      gemm.k->rows_p(rows, cols, j->k, x, j->ldx, w, y, j->ldy);
+    else
+      gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
     if (j->bias)
       for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
@@ -939,7 +1008,7 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   }
   /* a one-row block of a taller product still takes the GEMM path, so the
    * split never changes the result */
-  if (gemm.sgemm32 || gemm.sgemm64) {
+  if (!j->packed && (gemm.sgemm32 || gemm.sgemm64)) {
     if (with_epi)
       linear_blas_blocks(j, r0, c0, rows, cols, x, w, y, beta);
     else
@@ -949,8 +1018,8 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   LinearEpi epi = j->epi; /* the residual at this block's origin */
   if (epi.r)
     epi.r += r0 * epi.ldr + c0;
-  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, beta, y, j->ldy, &j->bl,
-                    &epi);
+  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, j->packed ? w : NULL, beta, y,
+                    j->ldy, &j->bl, &epi);
 }
 
 static void linear_task(void *ctx, int64_t lo, int64_t hi) {
@@ -963,14 +1032,26 @@ static void linear_task(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
-               const float *w, const float *bias, float *y, int64_t ldy, int64_t act,
-               float scale, const float *residual, int64_t ldr, int64_t mc, int64_t nc,
-               int64_t kc, int64_t task_macs, int64_t split_macs) {
+static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                       const float *w, int packed, const float *bias, float *y, int64_t ldy,
+                       int64_t act, float scale, const float *residual, int64_t ldr, int64_t mc,
+                       int64_t nc, int64_t kc, int64_t task_macs, int64_t split_macs) {
   gemm_ensure_init();
   if (m <= 0 || n <= 0)
     return;
-  LinearJob j = {m, n, k, ldx, ldy, 1, x, w, bias, y, 0, {act, scale, residual, ldr},
+  LinearJob j = {m,
+                 n,
+                 k,
+                 ldx,
+                 ldy,
+                 1,
+                 x,
+                 w,
+                 bias,
+                 packed,
+                 y,
+                 0,
+                 {act, scale, residual, ldr},
                  gemm_blocks_fit(gemm.k, mc, nc, kc)};
   int threads = rt_pool_size(pool);
   int64_t macs = m * n * (k > 0 ? k : 1);
@@ -1014,4 +1095,38 @@ void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, in
       grain = two_per_thread;
   }
   rt_pool_parallel_for(pool, units, grain, linear_task, &j);
+}
+
+void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+               const float *w, const float *bias, float *y, int64_t ldy, int64_t act, float scale,
+               const float *residual, int64_t ldr, int64_t mc, int64_t nc, int64_t kc,
+               int64_t task_macs, int64_t split_macs) {
+  linear_run(pool, m, n, k, x, ldx, w, 0, bias, y, ldy, act, scale, residual, ldr, mc, nc, kc,
+             task_macs, split_macs);
+}
+
+void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                      const float *wp, const float *bias, float *y, int64_t ldy, int64_t act,
+                      float scale, const float *residual, int64_t ldr, int64_t mc, int64_t nc,
+                      int64_t kc, int64_t task_macs, int64_t split_macs) {
+  linear_run(pool, m, n, k, x, ldx, wp, 1, bias, y, ldy, act, scale, residual, ldr, mc, nc, kc,
+             task_macs, split_macs);
+}
+
+/* ---- prepacked weights ---- */
+
+int64_t rt_gemm_packed_floats(int64_t n, int64_t k) {
+  return (n + GEMM_PANEL - 1) / GEMM_PANEL * GEMM_PANEL * k;
+}
+
+void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst) {
+  for (int64_t q = 0; q < n; q += GEMM_PANEL) {
+    float *d = dst + q * k;
+    int64_t cols = n - q < GEMM_PANEL ? n - q : GEMM_PANEL;
+    for (int64_t j = 0; j < GEMM_PANEL; j++) {
+      const float *src = w + (q + j) * k;
+      for (int64_t p = 0; p < k; p++)
+        d[p * GEMM_PANEL + j] = j < cols ? src[p] : 0.0f;
+    }
+  }
 }

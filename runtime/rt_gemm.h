@@ -59,22 +59,40 @@
  * Splitting never changes the result: the same bits for any task_macs,
  * split_macs and thread count (the blocks mc, nc may change the bits of
  * OpenBLAS's products; kc those of tfmc's own). */
-void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
-               int64_t ldx, const float *w, const float *bias, float *y, int64_t ldy,
-               int64_t act, float scale, const float *residual, int64_t ldr, int64_t mc,
-               int64_t nc, int64_t kc, int64_t task_macs, int64_t split_macs);
+void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+               const float *w, const float *bias, float *y, int64_t ldy, int64_t act, float scale,
+               const float *residual, int64_t ldr, int64_t mc, int64_t nc, int64_t kc,
+               int64_t task_macs, int64_t split_macs);
+
+/* rt_linear with w prepacked by rt_gemm_pack: the same y, bit for bit
+ * (the same kernels read the same values), but the weights are never
+ * repacked and never go through BLAS (TFMC_GEMM=openblas applies to
+ * rt_linear only: compile with --disable-pass=pack-weights for that). */
+void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                      const float *wp, const float *bias, float *y, int64_t ldy, int64_t act,
+                      float scale, const float *residual, int64_t ldr, int64_t mc, int64_t nc,
+                      int64_t kc, int64_t task_macs, int64_t split_macs);
+
+/* The packed form of a linear's weights w[N, K] (what rt_linear_packed
+ * reads; written once, at build or load time): panels of 16 output
+ * columns, panel q holding w[16q + j, p] at [q * K * 16 + p * 16 + j],
+ * columns past N zero. The layout is the same on every ISA (the kernels
+ * read 1 or 4 panels at a time), so a packed file runs on any CPU.
+ * rt_gemm_packed_floats is its size: ceil(N / 16) * 16 * K. */
+int64_t rt_gemm_packed_floats(int64_t n, int64_t k);
+void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst);
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),
  * single-threaded (callers parallelise over independent products). */
 void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-              const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-              float *c, int64_t ldc);
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc);
 
 /* The portable blocked GEMM alone (what rt_sgemm falls back to), exposed
  * for tests and benchmarks. */
-void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-                       float alpha, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float beta, float *c, int64_t ldc);
+void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                       float *c, int64_t ldc);
 
 /* "openblas (coretype SkylakeX)", "portable", ... for reports. */
 const char *rt_gemm_backend(void);

@@ -1,9 +1,10 @@
 /* runtime/rt_gemm_avx512.c — the AVX-512F kernels of the portable GEMM
  * (rt_gemm_kernels.h says what each computes and the packed layouts).
  *
- *   micro  C[6,64] += A_p^T B_p: 24 zmm accumulators (6 rows x 4 vectors of
- *          16 columns), 4 loads of B and 6 broadcasts of A per step of k,
- *          24 FMAs; 29 of the 32 zmm registers. The ragged edge of C is
+ *   micro  C[6,64] += A_p^T B_p: 24 zmm accumulators (6 rows x 4 panels of
+ *          16 columns), 4 loads of B (one per panel) and 6 broadcasts of A
+ *          per step of k, 24 FMAs; 29 of the 32 zmm registers; a ragged
+ *          tile of 1-3 panels has its own instance. The ragged edge of C is
  *          written through lane masks, not a scratch tile. Measured
  *          against 8x48, 12x32 and 14x32 (bench/gemm, one thread, M = 128,
  *          N,K at bert/gpt2 sizes, best of 3 interleaved runs on a loaded
@@ -15,6 +16,8 @@
  *          4 w rows (16 accumulators, x and w chunks in registers: 8 loads
  *          per 16 FMAs), k in chunks of 16 with a masked last chunk; each
  *          dot product is summed across its 16 lanes at the end.
+ *   rows_p decode on prepacked panels: each lane is one output column, so
+ *          no horizontal sums; all m rows pass over 2-4 panels at a time.
  *
  * Per output element the operations are the same wherever it lies (full
  * or ragged tile, any block), so splits never change results: micro is
@@ -43,35 +46,56 @@ AVX512 static inline __mmask16 lanes(int n) {
   return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, float *c,
+/* C[mr,nr] += A_p^T B_p for a tile of NV panels (NV*16 columns); the
+ * panels past nr are never read (the last tile of prepacked weights may
+ * have fewer than 4). */
+#define MICRO(NV)                                                                                  \
+  AVX512 static void micro_##NV(int64_t kc, const float *a, const float *b, int64_t bs, float *c,  \
+                                int64_t ldc, int mr, int nr) {                                     \
+    __m512 acc[MR][NV];                                                                            \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                          \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
+    for (int64_t p = 0; p < kc; p++) {                                                             \
+      __m512 bv[NV];                                                                               \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                 \
+          _mm512_load_ps(b + v * bs + p * 16);                                                     \
+      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                      \
+        __m512 ai = _mm512_set1_ps(a[p * MR + i]);                                                 \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =                           \
+            _mm512_fmadd_ps(ai, bv[v], acc[i][v]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    if (mr == MR && nr == NV * 16) {                                                               \
+      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                        \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                   \
+        float *ci = c + i * ldc + 16 * v;                                                          \
+        _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][v]));                       \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int i = 0; i < mr; i++)                                                                   \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
+        __mmask16 m = lanes(nr - 16 * v);                                                          \
+        float *ci = c + i * ldc + 16 * v;                                                          \
+        _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));      \
+      }                                                                                            \
+  }
+
+MICRO(1)
+MICRO(2)
+MICRO(3)
+MICRO(4)
+
+_Static_assert(NV == 4, "the dispatch below covers tiles of 1-4 panels");
+
+AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                  int64_t ldc, int mr, int nr) {
-  __m512 acc[MR][NV];
-  _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kc; p++) {
-    __m512 bv[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =
-        _mm512_load_ps(b + p * NR + 16 * v);
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
-      __m512 ai = _mm512_set1_ps(a[p * MR + i]);
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =
-          _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
-    }
+  switch ((nr + 15) / 16) {
+  case 4: micro_4(kc, a, b, bs, c, ldc, mr, nr); break;
+  case 3: micro_3(kc, a, b, bs, c, ldc, mr, nr); break;
+  case 2: micro_2(kc, a, b, bs, c, ldc, mr, nr); break;
+  default: micro_1(kc, a, b, bs, c, ldc, mr, nr); break;
   }
-  if (mr == MR && nr == NR) {
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
-      float *ci = c + i * ldc + 16 * v;
-      _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][v]));
-    }
-    return;
-  }
-  for (int i = 0; i < mr; i++)
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
-      __mmask16 m = lanes(nr - 16 * v);
-      float *ci = c + i * ldc + 16 * v;
-      _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));
-    }
 }
 
 AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {
@@ -93,7 +117,7 @@ AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {
 
 /* y[i, j0+jj] for R rows of x and J rows of w starting at w (ldw apart). */
 #define ROWS_TILE(R, J)                                                                            \
-  AVX512 static void rows_tile_##R##x##J(int64_t k, const float *x, int64_t ldx, const float *w,  \
+  AVX512 static void rows_tile_##R##x##J(int64_t k, const float *x, int64_t ldx, const float *w,   \
                                          int64_t ldw, float *y, int64_t ldy) {                     \
     __m512 acc[R][J];                                                                              \
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
@@ -147,6 +171,62 @@ AVX512 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x,
     }
   }
 }
+
+/* Decode on prepacked panels: y[r, 16q + l] = sum_p x[r, p] wp[q][p*16 + l],
+ * one fma chain per element over p in order. P panels at a time (P = 4
+ * for up to 4 rows, else 2) so that 8-16 chains are in flight: every
+ * panel streams from memory once for all m rows. */
+#define ROWS_P(R, P)                                                                               \
+  AVX512 static void rows_p_##R##x##P(int64_t k, const float *x, int64_t ldx, const float *wp,     \
+                                      float *y, int64_t ldy, int ncols) {                          \
+    __m512 acc[R][P];                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] = _mm512_setzero_ps();       \
+    const int64_t ps = k * 16;                                                                     \
+    for (int64_t p = 0; p < k; p++) {                                                              \
+      __m512 wv[P];                                                                                \
+      _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) wv[v] =                                  \
+          _mm512_load_ps(wp + v * ps + p * 16);                                                    \
+      _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                        \
+        __m512 xr = _mm512_set1_ps(x[r * ldx + p]);                                                \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] =                            \
+            _mm512_fmadd_ps(xr, wv[v], acc[r][v]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++)                                        \
+            _mm512_mask_storeu_ps(y + r * ldy + 16 * v, lanes(ncols - 16 * v), acc[r][v]);         \
+  }
+
+#define ROWS_P_R(R, P) ROWS_P(R, P) ROWS_P(R, 1)
+ROWS_P_R(1, 4)
+ROWS_P_R(2, 4)
+ROWS_P_R(3, 4)
+ROWS_P_R(4, 4)
+ROWS_P_R(5, 2)
+ROWS_P_R(6, 2)
+ROWS_P_R(7, 2)
+ROWS_P_R(8, 2)
+
+typedef void (*RowsP)(int64_t k, const float *x, int64_t ldx, const float *wp, float *y,
+                      int64_t ldy, int ncols);
+static const RowsP rows_p_wide[GEMM_DECODE_ROWS] = {rows_p_1x4, rows_p_2x4, rows_p_3x4, rows_p_4x4,
+                                                    rows_p_5x2, rows_p_6x2, rows_p_7x2, rows_p_8x2};
+static const RowsP rows_p_one[GEMM_DECODE_ROWS] = {rows_p_1x1, rows_p_2x1, rows_p_3x1, rows_p_4x1,
+                                                   rows_p_5x1, rows_p_6x1, rows_p_7x1, rows_p_8x1};
+
+AVX512 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                                  const float *wp, float *y, int64_t ldy) {
+  if (m <= 0 || n <= 0)
+    return;
+  const int64_t wide = m <= 4 ? 64 : 32; /* columns per call of the wide kernel */
+  int64_t j = 0;
+  for (; j + wide <= n; j += wide)
+    rows_p_wide[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)wide);
+  for (; j < n; j += 16)
+    rows_p_one[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)(n - j < 16 ? n - j : 16));
+}
+
 #else
 /* ISO C wants at least one declaration in a translation unit. */
 typedef int rt_gemm_avx512_unused;

@@ -5,9 +5,16 @@
  * Packed layouts (written by rt_gemm.c's pack functions, read by micro):
  *   A_p  one MR-row panel of alpha*op(A): kc groups of mr floats
  *        (A_p[p*mr + i] = alpha*op(A)[i, p]), rows past the matrix zero
- *   B_p  one NR-column panel of op(B): kc groups of nr floats
- *        (B_p[p*nr + j] = op(B)[p, j]), columns past the matrix zero;
- *        64-byte aligned when nr*4 is a multiple of 64
+ *   B_p  op(B) in panels of GEMM_PANEL (16) columns: panel q holds columns
+ *        16q..16q+15 as consecutive groups of 16 floats, one per step of k
+ *        (B_p[q][p*16 + j] = op(B)[p, 16q + j]), columns past the matrix
+ *        zero; panels `bs` floats apart, each 64-byte aligned. A kernel
+ *        with a register tile of NR = 16v columns reads v panels at once.
+ *        The GEMM packs a kc x nc block of op(B) this way per call (bs =
+ *        kc * 16); a linear's weights w[N, K] are packed once this way
+ *        over the whole of K (rt_gemm_pack: bs = K * 16, and a block at
+ *        row p0 of K starts p0 * 16 floats into each panel), so both run
+ *        the same micro-kernel and prepacked weights are never repacked.
  *
  * Every kernel computes each output element with the same operations in
  * the same order wherever the element lies in its tile or block, so how a
@@ -20,15 +27,18 @@
 /* rt_linear's decode path (GEMV-like, weights streamed once) takes products
  * of at most this many rows. */
 #define GEMM_DECODE_ROWS 8
+/* Columns per panel of B_p (and of prepacked weights). */
+#define GEMM_PANEL 16
 
 typedef struct GemmKernels {
   const char *isa; /* "avx512f", "avx2+fma", "baseline" */
-  int mr, nr;      /* the micro-kernel's register tile */
+  int mr, nr;      /* the micro-kernel's register tile; nr a multiple of GEMM_PANEL */
   int64_t mc, nc;  /* cache blocks: multiples of mr and nr */
-  /* C[mr',nr'] (ldc) += A_p^T B_p over kc; mr' <= mr and nr' <= nr say how
-   * much of the tile is inside C. */
-  void (*micro)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                int nr);
+  /* C[mr',nr'] (ldc) += A_p^T B_p over kc, B_p's panels bs floats apart;
+   * mr' <= mr and nr' <= nr say how much of the tile is inside C (only
+   * the panels holding columns < nr' are read). */
+  void (*micro)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
+                int mr, int nr);
   /* y[j] = alpha dot(x[0..k), w[j*ldw..]) + beta y[j] for j < n */
   void (*gemv_t)(int64_t n, int64_t k, float alpha, const float *x, const float *w, int64_t ldw,
                  float beta, float *y);
@@ -39,20 +49,39 @@ typedef struct GemmKernels {
    * j < n; reads each row of w from memory once for all m rows of x */
   void (*rows)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *w,
                int64_t ldw, float *y, int64_t ldy);
+  /* decode on prepacked weights: the same y for w packed as B_p over all of
+   * k (panels k*16 floats apart, wp at the panel of column 0); each
+   * element is one fma chain over p in order */
+  void (*rows_p)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *wp,
+                 float *y, int64_t ldy);
 } GemmKernels;
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
+/* rt_gemm_avx2.c: built with target("avx2,fma"); call only when the CPU
+ * and the OS support AVX2 and FMA. A 6x16 tile. */
+#define GEMM_AVX2 1
+#define GEMM_AVX2_MR 6
+#define GEMM_AVX2_NR 16
+void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                        int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                         const float *wp, float *y, int64_t ldy);
+#endif
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(TFMC_STATIC)
-#define GEMM_AVX512 1
 /* rt_gemm_avx512.c: built with target("avx512f"); call only when the CPU
  * and the OS support AVX-512F (rt_gemm.c checks cpuid and xgetbv). */
+#define GEMM_AVX512 1
 #ifndef GEMM_AVX512_MR /* the tile; -D overrides are for measuring others */
 #define GEMM_AVX512_MR 6
 #define GEMM_AVX512_NR 64
 #endif
-void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                          int mr, int nr);
+void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                          int64_t ldc, int mr, int nr);
 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *w, int64_t ldw, float *y, int64_t ldy);
+void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                           const float *wp, float *y, int64_t ldy);
 #endif
 
 #endif

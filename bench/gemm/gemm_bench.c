@@ -6,6 +6,8 @@
  *   gemm_bench tfmc     [--threads T] [--quick] [--label L]   rt_linear on a pool of T
  *       threads with the lowering's default policy; backend and kernels as
  *       the runtime chooses them (TFMC_GEMM, TFMC_GEMM_ISA)
+ *   gemm_bench packed   [--threads T] [--quick] [--label L]   rt_linear_packed on weights
+ *       packed once by rt_gemm_pack (what the pack-weights pass compiles to)
  *   gemm_bench openblas [--threads T] [--quick] [--label L]   cblas_sgemm (cblas_sgemv
  *       for M = 1) from libopenblas.so.0, its own T threads, the core type
  *       its OPENBLAS_CORETYPE and CPU detection give (printed)
@@ -121,13 +123,17 @@ static float *filled(size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-  int threads = 2, quick = 0, use_blas = 0;
+  int threads = 2, quick = 0, use_blas = 0, use_packed = 0;
+  int64_t only_m = 0, only_n = 0, only_k = 0;
   const char *label = argc > 1 ? argv[1] : "";
-  if (argc < 2 || (strcmp(argv[1], "tfmc") != 0 && strcmp(argv[1], "openblas") != 0)) {
-    fprintf(stderr, "usage: gemm_bench tfmc|openblas [--threads T] [--quick] [--label L]\n");
+  if (argc < 2 || (strcmp(argv[1], "tfmc") != 0 && strcmp(argv[1], "openblas") != 0 &&
+                   strcmp(argv[1], "packed") != 0)) {
+    fprintf(stderr, "usage: gemm_bench tfmc|packed|openblas [--threads T] [--quick] [--label L] "
+                    "[--shape MxNxK]\n");
     return 2;
   }
   use_blas = strcmp(argv[1], "openblas") == 0;
+  use_packed = strcmp(argv[1], "packed") == 0;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
       threads = atoi(argv[++i]);
@@ -135,6 +141,14 @@ int main(int argc, char **argv) {
       label = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
+    else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+      long long a, b, c;
+      if (sscanf(argv[++i], "%lldx%lldx%lld", &a, &b, &c) != 3 || a < 1 || b < 1 || c < 1) {
+        fprintf(stderr, "gemm_bench: --shape wants MxNxK\n");
+        return 2;
+      }
+      only_m = a, only_n = b, only_k = c;
+    }
     else {
       fprintf(stderr, "gemm_bench: unknown argument '%s'\n", argv[i]);
       return 2;
@@ -160,13 +174,24 @@ int main(int argc, char **argv) {
   for (size_t s = 0; s < sizeof nks / sizeof *nks; s++)
     for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
       int64_t m = ms[mi], n = nks[s][0], k = nks[s][1];
-      if (quick && (m == 1024 || (n == 50257 && m >= 128)))
+      if (only_m && (s > 0 || mi > 0))
+        continue;
+      if (only_m)
+        m = only_m, n = only_n, k = only_k;
+      else if (quick && (m == 1024 || (n == 50257 && m >= 128)))
         continue;
       size_t wfloats = (size_t)(n * k);
       int copies = (int)((256u << 20) / (wfloats * sizeof(float))) + 1;
       float **w = malloc(sizeof *w * (size_t)copies);
-      for (int c = 0; c < copies; c++)
+      for (int c = 0; c < copies; c++) {
         w[c] = filled(wfloats, 7u * (unsigned)c + 1);
+        if (use_packed) { /* packed once, as the pack-weights pass does */
+          float *wp = filled((size_t)rt_gemm_packed_floats(n, k), 0);
+          rt_gemm_pack(n, k, w[c], wp);
+          free(w[c]);
+          w[c] = wp;
+        }
+      }
       float *x = filled((size_t)(m * k), 3), *bias = filled((size_t)n, 5);
       float *y = filled((size_t)(m * n), 9);
       double times[4096];
@@ -175,7 +200,10 @@ int main(int argc, char **argv) {
       for (int it = -copies; calls < (int)(sizeof times / sizeof *times); it++) {
         const float *wc = w[(it + copies) % copies];
         double t0 = now();
-        if (!use_blas) {
+        if (use_packed) {
+          rt_linear_packed(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+                           (int64_t)1 << 17, (int64_t)1 << 23);
+        } else if (!use_blas) {
           rt_linear(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
                     (int64_t)1 << 17, (int64_t)1 << 23);
         } else {

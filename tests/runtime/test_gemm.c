@@ -174,11 +174,34 @@ static const LinearPolicy POLICIES[] = {
     {(int64_t)1 << 17, (int64_t)1 << 23}, {1, 0}, {64, INT64_MAX}, {INT64_MAX, 0}, {0, -1}};
 enum { N_POLICIES = sizeof POLICIES / sizeof *POLICIES };
 
+/* When set, every product below goes through rt_linear_packed on weights
+ * packed by rt_gemm_pack (the pack-weights pass's form) instead of
+ * rt_linear: the same checks then pin the packed path. */
+static int use_packed;
+
+static void lin(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                const float *w, const float *bias, float *y, int64_t ldy, int64_t act, float scale,
+                const float *r, int64_t ldr, int64_t mc, int64_t nc, int64_t kc, int64_t task_macs,
+                int64_t split_macs) {
+  if (!use_packed) {
+    rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, act, scale, r, ldr, mc, nc, kc, task_macs,
+              split_macs);
+    return;
+  }
+  int64_t floats = rt_gemm_packed_floats(n, k);
+  float *wp = aligned_alloc(64, ((size_t)(floats > 0 ? floats : 1) * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack(n, k, w, wp);
+  rt_linear_packed(pool, m, n, k, x, ldx, wp, bias, y, ldy, act, scale, r, ldr, mc, nc, kc,
+                   task_macs, split_macs);
+  free(wp);
+}
+
 /* The plain product (no epilogue) with the lowering's default blocks. */
 static void linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                    const float *w, const float *bias, float *y, int64_t ldy, LinearPolicy pol) {
-  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 128, 2016, 384,
-            pol.task_macs, pol.split_macs);
+  lin(pool, m, n, k, x, ldx, w, bias, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 128, 2016, 384,
+      pol.task_macs, pol.split_macs);
 }
 
 static void check_linear_policy(RtPool *pool, int64_t m, int64_t n, int64_t k, int with_bias,
@@ -241,7 +264,7 @@ Test(gemm, linear_matches_reference, .timeout = 120) {
 }
 
 /* Odd shapes around the decode path (M <= 8) and the register tiles
- * (4x24, 8x48): M, N, K in 1..130, leading dimensions padded or not, bias
+ * (4x16, 6x16, 6x64): M, N, K in 1..130, leading dimensions padded or not, bias
  * or not, on the calling thread and pools of 1-3 threads. */
 static void linear_odd_sweep(void) {
   static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 33, 130};
@@ -334,8 +357,8 @@ static void check_epilogue(RtPool *pool, const EpiCase *c, int64_t pad) {
     memcpy(r0, r, sizeof(float) * (size_t)(m * ldr));
   float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
   memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
-  rt_linear(pool, m, n, k, x, ldx, w, bias, y, ldy, c->act, c->scale, r, r ? ldr : 0, c->mc, c->nc,
-            c->kc, 1, 0);
+  lin(pool, m, n, k, x, ldx, w, bias, y, ldy, c->act, c->scale, r, r ? ldr : 0, c->mc, c->nc, c->kc,
+      1, 0);
   for (int64_t i = 0; i < m; i++) {
     for (int64_t j = 0; j < n; j++) {
       double s = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0;
@@ -410,8 +433,8 @@ static int epilogue_is_composition(int assert_it) {
       float *x = rand_buf(m * k), *w = rand_buf(n * k), *b = rand_buf(n), *r = rand_buf(m * ldr);
       float *y = rand_buf(m * n), *t = rand_buf(m * n), *u = rand_buf(m * n);
       float scale = act % 2 ? 0.75f : 1.0f;
-      rt_linear(pool, m, n, k, x, k, w, b, y, n, act, scale, r, ldr, 40, 100, 64, 1, 0);
-      rt_linear(pool, m, n, k, x, k, w, b, t, n, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100, 64, 1, 0);
+      lin(pool, m, n, k, x, k, w, b, y, n, act, scale, r, ldr, 40, 100, 64, 1, 0);
+      lin(pool, m, n, k, x, k, w, b, t, n, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100, 64, 1, 0);
       for (int64_t i = 0; i < m * n; i++)
         t[i] *= scale;
       if (act == RT_ACT_GELU || act == RT_ACT_GELU_TANH)
@@ -474,6 +497,46 @@ Test(gemm, portable_baseline_kernels, .init = use_baseline, .timeout = 120) {
   epilogue_is_composition(1);
 }
 
+/* On tfmc's own GEMM, prepacked weights give the bits of packing per call
+ * (the same micro-kernel over the same panels and K blocks) wherever the
+ * GEMM runs (M > 8; the decode path reads the two layouts with different
+ * kernels, each checked against the reference above). */
+static void packed_equals_unpacked(void) {
+  const int64_t shapes[][3] = {{9, 768, 64}, {130, 95, 64}, {33, 300, 500}, {64, 17, 1000}};
+  RtPool *pool = rt_pool_create(2);
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *x = rand_buf(m * k), *w = rand_buf(n * k), *b = rand_buf(n), *r = rand_buf(m * n);
+    float *y0 = rand_buf(m * n), *y1 = rand_buf(m * n);
+    use_packed = 0;
+    lin(pool, m, n, k, x, k, w, b, y0, n, RT_ACT_GELU, 0.5f, r, n, 40, 100, 64, 1, 0);
+    use_packed = 1;
+    lin(pool, m, n, k, x, k, w, b, y1, n, RT_ACT_GELU, 0.5f, r, n, 40, 100, 64, 1, 0);
+    use_packed = 0;
+    cr_assert(memcmp(y0, y1, sizeof(float) * (size_t)(m * n)) == 0,
+              "m=%lld n=%lld k=%lld: prepacked weights differ from packing per call", (long long)m,
+              (long long)n, (long long)k);
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    free(y0);
+    free(y1);
+  }
+  rt_pool_destroy(pool);
+}
+
+/* The packed path on the default backend: always tfmc's kernels. */
+Test(gemm, packed_linear_matches_reference, .timeout = 240) {
+  use_packed = 1;
+  linear_sweep();
+  linear_odd_sweep();
+  linear_is_split_invariant(1);
+  epilogue_sweep();
+  epilogue_is_composition(1);
+  use_packed = 0;
+}
+
 /* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
  * process: every entry point, every split, against the reference. Returns
  * early (reporting it) when this CPU cannot run the path. */
@@ -487,11 +550,15 @@ static void isa_suite(const char *isa_name) {
   fprintf(stderr, "gemm: testing %s\n", name);
   sweep(rt_sgemm, name);
   sweep(rt_sgemm_portable, name);
-  linear_sweep();
-  linear_odd_sweep();
-  linear_is_split_invariant(1);
-  epilogue_sweep();
-  epilogue_is_composition(1);
+  for (use_packed = 0; use_packed < 2; use_packed++) {
+    linear_sweep();
+    linear_odd_sweep();
+    linear_is_split_invariant(1);
+    epilogue_sweep();
+    epilogue_is_composition(1);
+  }
+  use_packed = 0;
+  packed_equals_unpacked();
 }
 
 static void use_isa(const char *isa) {

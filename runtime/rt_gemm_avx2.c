@@ -1,0 +1,133 @@
+/* runtime/rt_gemm_avx2.c — the AVX2+FMA kernels of the portable GEMM
+ * (rt_gemm_kernels.h says what each computes and the packed layouts).
+ *
+ *   micro   C[6,16] += A_p^T B_p: 12 ymm accumulators (6 rows x 2 vectors
+ *           of 8 columns: one panel), 2 loads of B and 6 broadcasts of A
+ *           per step of k, 12 FMAs; 15 of the 16 ymm registers.
+ *   rows_p  decode on prepacked panels: each lane one output column; up to
+ *           4 rows of x pass over 2 panels (2 rows) or 1 panel (3-4 rows)
+ *           at a time, 8 accumulators; 5-8 rows run as two passes of at
+ *           most 4 rows, the second reading the panel from cache.
+ *
+ * Per output element: acc = fma(a, b, acc) over p in order, then C += acc
+ * (micro) or y = acc (rows_p), wherever the element lies, so splits never
+ * change results.
+ *
+ * Built with __attribute__((target("avx2,fma"))) only; rt_gemm.c calls
+ * these after cpuid and xgetbv say the CPU and OS support AVX2 and FMA. On
+ * other targets this file compiles to nothing. */
+#include "runtime/rt_gemm_kernels.h"
+
+#ifdef GEMM_AVX2
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define MR GEMM_AVX2_MR
+
+_Static_assert(GEMM_AVX2_NR == 16, "the AVX2 tile is one panel wide");
+
+/* an 8-lane load mask for lanes [0, n), n clamped to 0..8 */
+AVX2 static inline __m256i lanes8(int n) {
+  n = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                             int64_t ldc, int mr, int nr) {
+  (void)bs; /* one panel */
+  __m256 acc[MR][2];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; p++) {
+    __m256 b0 = _mm256_load_ps(b + p * 16), b1 = _mm256_load_ps(b + p * 16 + 8);
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+      __m256 ai = _mm256_broadcast_ss(a + p * MR + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  if (mr == MR && nr == 16) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+      float *ci = c + i * ldc;
+      _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]));
+      _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]));
+    }
+    return;
+  }
+  __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+  for (int i = 0; i < mr; i++) {
+    float *ci = c + i * ldc;
+    _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));
+    _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));
+  }
+}
+
+/* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */
+#define ROWS_P(R, P)                                                                               \
+  AVX2 static void rows_p_##R##x##P(int64_t k, const float *x, int64_t ldx, const float *wp,       \
+                                    float *y, int64_t ldy, int ncols) {                            \
+    __m256 acc[R][2 * P];                                                                          \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) acc[r][v] = _mm256_setzero_ps();   \
+    const int64_t ps = k * 16;                                                                     \
+    for (int64_t p = 0; p < k; p++) {                                                              \
+      __m256 wv[2 * P];                                                                            \
+      _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) wv[v] =                              \
+          _mm256_load_ps(wp + (v / 2) * ps + p * 16 + 8 * (v % 2));                                \
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                        \
+        __m256 xr = _mm256_broadcast_ss(x + r * ldx + p);                                          \
+        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) acc[r][v] =                        \
+            _mm256_fmadd_ps(xr, wv[v], acc[r][v]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++)                                    \
+            _mm256_maskstore_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v), acc[r][v]);            \
+  }
+
+ROWS_P(1, 2)
+ROWS_P(2, 2)
+ROWS_P(1, 1)
+ROWS_P(2, 1)
+ROWS_P(3, 1)
+ROWS_P(4, 1)
+
+typedef void (*RowsP)(int64_t k, const float *x, int64_t ldx, const float *wp, float *y,
+                      int64_t ldy, int ncols);
+static const RowsP rows_p_one[4] = {rows_p_1x1, rows_p_2x1, rows_p_3x1, rows_p_4x1};
+
+/* m rows (1..4) over columns [0, n) of the panels at wp */
+AVX2 static void rows_p_group(int m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                              const float *wp, float *y, int64_t ldy) {
+  int64_t j = 0;
+  if (m <= 2)
+    for (; j + 32 <= n; j += 32)
+      (m == 1 ? rows_p_1x2 : rows_p_2x2)(k, x, ldx, wp + j * k, y + j, ldy, 32);
+  for (; j < n; j += 16)
+    rows_p_one[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)(n - j < 16 ? n - j : 16));
+}
+
+/* Column blocks of at most this many floats of panels, so that the second
+ * group of rows (m > 4) reads them from L2, not memory. */
+#define ROWS_P_BLOCK (256 * 1024 / 4)
+
+AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                              const float *wp, float *y, int64_t ldy) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (m <= 4) {
+    rows_p_group((int)m, n, k, x, ldx, wp, y, ldy);
+    return;
+  }
+  int64_t jb = ROWS_P_BLOCK / (k > 0 ? k : 1) & ~(int64_t)15;
+  if (jb < 16)
+    jb = 16;
+  for (int64_t j0 = 0; j0 < n; j0 += jb) {
+    int64_t cols = n - j0 < jb ? n - j0 : jb;
+    rows_p_group(4, cols, k, x, ldx, wp + j0 * k, y + j0, ldy);
+    rows_p_group((int)m - 4, cols, k, x + 4 * ldx, ldx, wp + j0 * k, y + 4 * ldy + j0, ldy);
+  }
+}
+#else
+/* ISO C wants at least one declaration in a translation unit. */
+typedef int rt_gemm_avx2_unused;
+#endif
