@@ -180,7 +180,12 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
     TFMC_ASSERT(wt); /* the program's params are the graph's, all loaded */
     int64_t n = 1;
     for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;
-    memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
+    if (lb->layout == LW_PANELS) { /* pack-weights: panels for rt_linear_packed */
+      TFMC_ASSERT(lb->rows * lb->cols == n);
+      rt_gemm_pack(lb->rows, lb->cols, wt->data, dst + lb->offset);
+    } else {
+      memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
+    }
   }
 }
 

@@ -50,7 +50,13 @@ int loop_buffer_add(LoopProgram *p, LBufKind kind, int index, int64_t offset, LE
   b->offset = offset;
   b->elem = elem;
   b->name = arena_strdup(p->arena, name ? name : "");
+  b->layout = LW_PLAIN;
+  b->rows = b->cols = 0;
   return p->n_bufs++;
+}
+
+int64_t loop_panels_floats(int64_t rows, int64_t cols) {
+  return (rows + 15) / 16 * 16 * cols;
 }
 
 LKernel *loop_kernel_add(LoopProgram *p, const char *name, const char *comment, int node) {
@@ -482,7 +488,9 @@ void loop_program_print(const LoopProgram *p, FILE *out) {
     fprintf(out, "  b%d = %s", i, kinds[b->kind]);
     if (b->kind == LB_INPUT || b->kind == LB_OUTPUT) fprintf(out, "[%d]", b->index);
     else fprintf(out, "+%lld", (long long)b->offset);
-    fprintf(out, " : %s  \"", elems[b->elem]);
+    fprintf(out, " : %s", elems[b->elem]);
+    if (b->layout == LW_PANELS) fprintf(out, " panels[%lld,%lld]", (long long)b->rows, (long long)b->cols);
+    fprintf(out, "  \"");
     print_escaped(b->name, out);
     fprintf(out, "\"\n");
   }

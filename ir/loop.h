@@ -55,13 +55,28 @@ typedef enum LBufKind {
   LB_KIND_COUNT
 } LBufKind;
 
+/* How a weight buffer's floats are laid out (LB_WEIGHT only; the packer,
+ * backends/exec.c backend_pack_weights, writes them so):
+ *   LW_PLAIN   the param's values in row-major order, as the graph has them
+ *   LW_PANELS  the param, a matrix of rows x cols (a linear's w[N, K]), in
+ *              rt_gemm_pack's panels of 16 rows (runtime/rt_gemm.h):
+ *              loop_panels_floats(rows, cols) floats; only rt_linear_packed
+ *              reads it (the pack-weights pass) */
+typedef enum LWLayout { LW_PLAIN, LW_PANELS, LW_LAYOUT_COUNT } LWLayout;
+
 typedef struct LBuffer {
   LBufKind kind;
   int index;      /* LB_INPUT / LB_OUTPUT */
   int64_t offset; /* LB_WEIGHT: floats; LB_ARENA, LB_STATE: bytes */
   LElem elem;
   const char *name; /* for comments: the graph value or param name */
+  LWLayout layout;  /* LB_WEIGHT; LW_PLAIN for every other kind */
+  int64_t rows, cols; /* LW_PANELS: the matrix packed (> 0); else 0 */
 } LBuffer;
+
+/* Floats of a rows x cols matrix in LW_PANELS layout: rows rounded up to
+ * whole panels of 16, times cols (rt_gemm_packed_floats). */
+int64_t loop_panels_floats(int64_t rows, int64_t cols);
 
 typedef enum LExprKind {
   LX_CONST_I,  /* i64 constant: ival */
@@ -128,7 +143,9 @@ typedef enum LCallee {
 
 /* What a call argument may be, and the C type of the parameter:
  * X(KIND, C type, what the argument must be).  Pointer kinds take LX_ADDR
- * (or LX_NULL when the kind says so); *_OUT kinds are written by the callee
+ * (or LX_NULL when the kind says so); F32_PANELS takes the address of
+ * element 0 of an LW_PANELS weight, the one place such a weight may be
+ * read; *_OUT kinds are written by the callee
  * (never into the weights or an input), the others only read; POOL takes
  * LX_POOL or LX_NULL (run on the calling thread). */
 #define LOOP_ARG_KINDS(X)                                                          \
@@ -139,7 +156,8 @@ typedef enum LCallee {
   X(F32_PTR_OR_NULL, const float *, "the address of an f32 buffer or null")        \
   X(F32_OUT, float *, "the address of an f32 buffer")                              \
   X(F32_OUT_OR_NULL, float *, "the address of an f32 buffer or null")              \
-  X(U8_PTR_OR_NULL, const uint8_t *, "the address of a u8 buffer or null")
+  X(U8_PTR_OR_NULL, const uint8_t *, "the address of a u8 buffer or null")          \
+  X(F32_PANELS, const float *, "a weight in panels layout, whole")
 
 typedef enum LArgKind {
 #define LOOP_ARG_KIND_ENUM(k, ctype, what) LA_##k,
@@ -295,6 +313,7 @@ int loop_program_functions(const LoopProgram *p);
  *     its buffers print as  bN = state+OFFSET : f32  "name")
  *     b0 = input[0] : i32  "tokens"
  *     b1 = weights+0 : f32  "embed.weight"
+ *     (a weight in LW_PANELS layout: "b5 = weights+1024 : f32 panels[768,768]  "w"")
  *     b2 = arena+0 : f32  "%3"
  *   kernel k3_layernorm "layernorm %3 @\"m.tfm\":4:1" node 3 parallel extent (sym0 * sym1) grain 4 (outer v0):
  *     vars v0:i64 v1:f32 v2:i64

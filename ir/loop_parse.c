@@ -9,7 +9,8 @@
  *   header  := 'loop' 'program' STRING '(' 'arena' INT 'bytes' ',' 'weights' INT 'floats'
  *              ',' 'syms' INT ')'
  *   buffer  := BUF '=' ('input' '[' INT ']' | 'output' '[' INT ']' | 'weights' '+' INT
- *              | 'arena' '+' INT) ':' ELEM STRING                      (depth 1, b0, b1, ...)
+ *              | 'arena' '+' INT) ':' ELEM ['panels' '[' INT ',' INT ']'] STRING
+ *                                                                     (depth 1, b0, b1, ...)
  *   kernel  := 'kernel' (IDENT | STRING) STRING ['node' INT] ('parallel' | 'serial')
  *              'extent' expr ['grain' INT] ['shares' (IDENT | STRING)]
  *              '(' 'outer' VAR ')' ':'                                (depth 0)
@@ -625,9 +626,19 @@ static void parse_buffer(LP *P) {
     error_at(P, P->s, "expected an element type (f32, i32, u8)");
     return;
   }
+  int64_t rows = 0, cols = 0;
+  bool panels = accept(P, "panels");
+  if (panels && (!expect(P, "[") || !parse_int(P, &rows) || !expect(P, ",") ||
+                 !parse_int(P, &cols) || !expect(P, "]")))
+    return;
   const char *name = parse_string(P);
   if (!name || !at_eol(P)) return;
-  loop_buffer_add(P->p, (LBufKind)kind, (int)index, offset, (LElem)elem, name);
+  int b = loop_buffer_add(P->p, (LBufKind)kind, (int)index, offset, (LElem)elem, name);
+  if (panels) { /* the verifier checks where panels may be and their size */
+    P->p->bufs[b].layout = LW_PANELS;
+    P->p->bufs[b].rows = rows;
+    P->p->bufs[b].cols = cols;
+  }
 }
 
 static void parse_kernel(LP *P) {

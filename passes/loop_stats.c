@@ -133,6 +133,7 @@ static bool call_out_bytes(const Counter *c, const LStmt *s, int64_t *bytes) {
   int64_t m, n, b, h, tq, tk, dv;
   switch (s->callee) {
   case LC_LINEAR: /* y[M,N] */
+  case LC_LINEAR_PACKED:
     if (!call_arg(c, s, "m", &m) || !call_arg(c, s, "n", &n)) return false;
     *bytes = out_bytes(c, s, "y", m * n);
     return true;

@@ -54,6 +54,9 @@ static const PassInfo pass_table[] = {
     {"fuse-epilogue",
      "linear + relu/gelu/gelu_tanh (+ residual add) -> one linear whose GEMM epilogue applies them",
      pass_fuse_epilogue_run},
+    {"pack-weights",
+     "rt_linear on a whole weight -> rt_linear_packed on it packed once into GEMM panels (loop IR)",
+     NULL, PASS_LOOP, pass_pack_weights_run},
     {"tile",
      "rt_linear's cache blocks, parallel grain and thread split from the target's caches (loop IR)",
      NULL, PASS_LOOP, pass_tile_run},
@@ -74,9 +77,9 @@ static const char *const level_pipelines[4] = {
     [0] = "",    /* -O0: the graph as the frontend built it */
     [1] = "dce,lane-split,share-kernels",            /* -O1 */
     [2] = "prune-rows,fuse-qkv,fuse-epilogue,fuse-add-norm,fuse-elementwise,flash-attention,dce,"
-          "tile,lane-split,share-kernels", /* -O2 */
+          "pack-weights,tile,lane-split,share-kernels", /* -O2 */
     [3] = "prune-rows,fuse-qkv,fuse-epilogue,fuse-add-norm,fuse-elementwise,flash-attention,dce,"
-          "tile,lane-split,share-kernels", /* -O3 */
+          "pack-weights,tile,lane-split,share-kernels", /* -O3 */
 };
 
 const PassInfo *pass_registry(int *n) {

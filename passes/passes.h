@@ -353,6 +353,12 @@ bool pass_fuse_elementwise_joins(const IrGraph *g, int p, int c, int k);
  * nothing). Loops with a constant trip count below 8 stay as they are. */
 bool pass_lane_split_run(struct LoopProgram *p, PassContext *ctx);
 
+/* pack_weights.c: every rt_linear whose w is a whole weight becomes
+ * rt_linear_packed on that weight in LW_PANELS layout (packed once by the
+ * packer, never per call); a weight also read otherwise keeps its plain
+ * copy; the weights are laid out again. Same values. */
+bool pass_pack_weights_run(struct LoopProgram *p, PassContext *ctx);
+
 /* tile.c: chooses rt_linear's cache blocks (mc, nc, kc), its parallel
  * grain (task_macs) and its thread split (split_macs) from ctx->target (the
  * host when NULL) and writes them into every rt_linear call, where the

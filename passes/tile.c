@@ -284,7 +284,7 @@ static int arg_index(LCallee c, const char *name) {
 static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
   if (!s)
     return;
-  if (s->kind == LS_CALL && s->callee == LC_LINEAR) {
+  if (s->kind == LS_CALL && (s->callee == LC_LINEAR || s->callee == LC_LINEAR_PACKED)) {
     for (int k = 0; k < TILE_KEY_COUNT; k++) {
       const char *arg = NULL;
       switch ((TileKey)k) {
@@ -296,7 +296,7 @@ static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
       case TILE_KEY_COUNT: break;
       }
       if (arg)
-        s->args[arg_index(LC_LINEAR, arg)] = lx_i(p, v[k]);
+        s->args[arg_index(s->callee, arg)] = lx_i(p, v[k]);
     }
     (*calls)++;
   }

@@ -27,11 +27,14 @@
  *         pack alpha*op(A)[ic.., pc..] into MR-row panels (zero-padded)
  *         for jr (B panel, in L1), for ir (A panel): C[MR,NR] += A_p B_p
  * C is scaled by beta once first (beta == 0 stores zeros, so NaNs in C
- * vanish, as BLAS does). The C micro-kernel is plain C that the compiler
- * vectorises: 4x24 accumulators (12 AVX2 registers); on x86 it is built
- * twice, for the baseline ISA and with target("avx2,fma"). On x86-64 an
- * AVX-512F set (rt_gemm_avx512.c: a 6x64 intrinsics tile) is the third;
- * the set (GemmKernels, rt_gemm_kernels.h) carries its tile, and packing
+ * vanish, as BLAS does). B is packed in panels of 16 columns for every
+ * kernel set (rt_gemm_kernels.h); a linear's weights may come prepacked
+ * in that layout over all of K (rt_gemm_pack, rt_linear_packed: the
+ * pack-weights pass), and then only A is packed. The baseline
+ * micro-kernel is plain C that the compiler vectorises (a 4x16 tile); on
+ * x86 the AVX2+FMA set (rt_gemm_avx2.c, a 6x16 intrinsics tile) and on
+ * x86-64 the AVX-512F set (rt_gemm_avx512.c, 6x64: four panels) come
+ * beside it; the set (GemmKernels) carries its tile, and packing A
  * follows it. Packing buffers are per thread (pthread key, freed at thread
  * exit), so nothing is allocated on the hot path after the first call.
  *
@@ -244,15 +247,20 @@ static void gemm_rows_p_base(int64_t m, int64_t n, int64_t k, const float *x, in
   for (int64_t j = 0; j < n; j += GEMM_PANEL) {
     const float *w = wp + j * k;
     int cols = (int)(n - j < GEMM_PANEL ? n - j : GEMM_PANEL);
-    float acc[GEMM_DECODE_ROWS][GEMM_PANEL] = {{0}};
-    for (int64_t p = 0; p < k; p++)
-      for (int64_t r = 0; r < m; r++) {
-        float xr = x[r * ldx + p];
-        _Pragma("GCC unroll 16") for (int l = 0; l < GEMM_PANEL; l++) acc[r][l] =
-            MADD_BASE(xr, w[p * GEMM_PANEL + l], acc[r][l]);
-      }
-    for (int64_t r = 0; r < m; r++)
-      memcpy(y + r * ldy + j, acc[r], sizeof(float) * (size_t)cols);
+    /* up to 8 rows per pass (the static build sends every M here) */
+    for (int64_t r0 = 0; r0 < m; r0 += GEMM_DECODE_ROWS) {
+      int64_t rows = m - r0 < GEMM_DECODE_ROWS ? m - r0 : GEMM_DECODE_ROWS;
+      const float *xr0 = x + r0 * ldx;
+      float acc[GEMM_DECODE_ROWS][GEMM_PANEL] = {{0}};
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t r = 0; r < rows; r++) {
+          float xr = xr0[r * ldx + p];
+          _Pragma("GCC unroll 16") for (int l = 0; l < GEMM_PANEL; l++) acc[r][l] =
+              MADD_BASE(xr, w[p * GEMM_PANEL + l], acc[r][l]);
+        }
+      for (int64_t r = 0; r < rows; r++)
+        memcpy(y + (r0 + r) * ldy + j, acc[r], sizeof(float) * (size_t)cols);
+    }
   }
 }
 

@@ -52,8 +52,27 @@ uint64_t rt_model_layout_hash(const RtWeightInfo *w, int n) {
     for (int d = 0; d < rank; d++)
       h = fnv1a_i64(h, w[i].shape[d]);
     h = fnv1a_i64(h, w[i].offset);
+    if (w[i].layout != RT_WEIGHT_PLAIN) /* plain layouts hash as before layouts existed */
+      h = fnv1a_i64(h, 0x4c41594f55540000ll + w[i].layout);
   }
   return h;
+}
+
+int64_t rt_weight_floats(const RtWeightInfo *w) {
+  if (w->rank < 0 || w->rank > RT_MAX_RANK || (unsigned)w->layout >= RT_WEIGHT_LAYOUT_COUNT)
+    return -1;
+  if (w->layout == RT_WEIGHT_PANELS && w->rank != 2)
+    return -1;
+  int64_t n = 1;
+  for (int d = 0; d < w->rank; d++) {
+    int64_t s = w->shape[d];
+    if (w->layout == RT_WEIGHT_PANELS && d == 0)
+      s = s > INT64_MAX - 15 ? -1 : (s + 15) / 16 * 16;
+    if (s < 0 || (s && n > INT64_MAX / s))
+      return -1;
+    n *= s;
+  }
+  return n;
 }
 
 /* ---- dims ---- */

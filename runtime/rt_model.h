@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 5 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
-                            5: RtModelInfo.arena_blocks */
+#define RT_ABI_VERSION 6 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
+                            5: RtModelInfo.arena_blocks; 6: RtWeightInfo.layout */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -74,12 +74,23 @@ typedef struct RtTensorInfo {
   const char *lengths_name; /* RT_INPUT_MASK: the alternative lengths tensor name */
 } RtTensorInfo;
 
+/* How a weight's floats are stored (the loop IR's LWLayout): as the
+ * param's values in row-major order, or, for a matrix [N, K] that only
+ * rt_linear_packed reads, in rt_gemm_pack's panels of 16 rows
+ * (runtime/rt_gemm.h: ceil(N / 16) * 16 * K floats). A weight read both
+ * ways is listed twice, once per layout. */
+typedef enum RtWeightLayout { RT_WEIGHT_PLAIN, RT_WEIGHT_PANELS, RT_WEIGHT_LAYOUT_COUNT } RtWeightLayout;
+
 typedef struct RtWeightInfo {
   const char *name;
   int rank;
-  int64_t shape[RT_MAX_RANK];
+  int64_t shape[RT_MAX_RANK]; /* the param's shape, whatever its layout */
   int64_t offset; /* in floats from the weights base; a multiple of 16 */
+  int layout;     /* RtWeightLayout */
 } RtWeightInfo;
+
+/* Floats a weight takes in its layout (-1 for a malformed entry). */
+int64_t rt_weight_floats(const RtWeightInfo *w);
 
 /* One kernel of the compiled forward pass, in the order tfmc_model_run
  * runs them (kernel i is the `kernel` argument rt_kernel_run gets). */

@@ -510,9 +510,15 @@ static int cmd_ir(int argc, char **argv) {
     const PassInfo *pi = pass_registry(&n);
     for (int i = 0; i < n; i++)
       printf("  %-20s %-5s %s\n", pi[i].name, pass_level_name(pi[i].level), pi[i].description);
-    puts("Levels: -O1 dce,lane-split,share-kernels;\n"
-         "        -O2 and -O3 prune-rows,fuse-epilogue,dce,tile,lane-split,share-kernels.\n"
-         "--tile KEY=VALUE (repeatable, or a comma list) sets one of the tile pass's\n"
+    puts("Levels:");
+    for (int level = 1; level <= 3; level++) {
+      PassPipeline pl;
+      pass_pipeline_level(level, &pl);
+      printf("  -O%d ", level);
+      for (int i = 0; i < pl.n; i++) printf("%s%s", i ? "," : "", pl.passes[i]->name);
+      putchar('\n');
+    }
+    puts("--tile KEY=VALUE (repeatable, or a comma list) sets one of the tile pass's\n"
          "choices instead of letting it derive it from the target's caches; keys:");
     char keys[256];
     pass_tile_keys_list(keys, sizeof keys);

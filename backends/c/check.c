@@ -85,12 +85,8 @@ int c_info_check(const RtModelInfo *info, const LoopProgram *p, char *err, size_
     if (!w->name) return c_fail(err, errlen, "c: model info: weight %d has no name", i);
     if (w->rank < 0 || w->rank > RT_MAX_RANK)
       return c_fail(err, errlen, "c: model info: weight %d has rank %d", i, w->rank);
-    int64_t n = 1;
-    for (int d = 0; d < w->rank; d++) {
-      if (w->shape[d] < 0 || (w->shape[d] && n > INT64_MAX / w->shape[d]))
-        return c_fail(err, errlen, "c: model info: weight %d has a bad shape", i);
-      n *= w->shape[d];
-    }
+    int64_t n = rt_weight_floats(w);
+    if (n < 0) return c_fail(err, errlen, "c: model info: weight %d has a bad shape or layout", i);
     if (w->offset < 0 || w->offset > info->weights_floats || n > info->weights_floats - w->offset)
       return c_fail(err, errlen, "c: model info: weight %d lies outside the %lld weight floats", i,
                     (long long)info->weights_floats);

@@ -375,7 +375,7 @@ Test(static_c, runtime_pieces_and_refusal) {
       cr_assert(strstr(err, "--static does not write attention maps"), "%s", err);
     } else {
       cr_assert_eq(rc, 0, "%s", err);
-      cr_assert(used[LC_LINEAR] && !used[LC_GELU]);
+      cr_assert(used[LC_LINEAR_PACKED] && !used[LC_GELU]); /* pack-weights: all of them */
       cr_assert(i == 0 ? used[LC_ATTENTION_FLASH] && !used[LC_ATTENTION]
                        : used[LC_ATTENTION] && !used[LC_ATTENTION_FLASH]);
       const char *files[32];

@@ -36,7 +36,7 @@ typedef struct Tiny {
   LoopProgram *p;
   LKernel *k;
   LStmt *store;
-  int bin, bout, bw, ba, tv;
+  int bin, bout, bw, ba, bp, tv;
 } Tiny;
 
 static Tiny tiny(void) {
@@ -50,6 +50,7 @@ static Tiny tiny(void) {
   t.bout = loop_buffer_add(p, LB_OUTPUT, 0, 0, LE_F32, "out");
   t.bw = loop_buffer_add(p, LB_WEIGHT, 0, 0, LE_F32, "w");
   t.ba = loop_buffer_add(p, LB_ARENA, 0, 0, LE_F32, "tmp");
+  t.bp = -1;
   LKernel *k = t.k = loop_kernel_add(p, "k0_mul", "mul", 0);
   k->extent = lx_sym(p, 0);
   t.tv = loop_var_new(p, k, LT_F32);
@@ -65,6 +66,18 @@ static Tiny tiny(void) {
 
 static LExpr *addr(Tiny *t, int buf) { return lx_addr(t->p, buf, lx_i(t->p, 0)); }
 
+/* The next buffer, once: weights +16 f32 panels[1,1] (16 more floats of
+ * weights), for rt_linear_packed's w. */
+static int panels_buf(Tiny *t) {
+  if (t->bp < 0) {
+    t->bp = loop_buffer_add(t->p, LB_WEIGHT, 0, 16, LE_F32, "wp");
+    t->p->bufs[t->bp].layout = LW_PANELS;
+    t->p->bufs[t->bp].rows = t->p->bufs[t->bp].cols = 1;
+    t->p->weights_floats = 32;
+  }
+  return t->bp;
+}
+
 /* A valid call of callee built from its ir/callees.def row (so rows may
  * grow): pointers into the arena buffer, written ones into the output,
  * nullable ones null, values 1. */
@@ -78,6 +91,7 @@ static LStmt *call_of(Tiny *t, LCallee callee) {
     case LA_F32: args[i] = lx_f32(t->p, 1); break;
     case LA_F32_PTR: args[i] = addr(t, t->ba); break;
     case LA_F32_OUT: args[i] = addr(t, t->bout); break;
+    case LA_F32_PANELS: args[i] = addr(t, panels_buf(t)); break;
     case LA_F32_PTR_OR_NULL:
     case LA_F32_OUT_OR_NULL:
     case LA_U8_PTR_OR_NULL:
@@ -689,6 +703,53 @@ Test(loop_verify, statements) {
 }
 
 /* ---- runtime calls ---- */
+
+/* A weight in panels layout is read whole by rt_linear_packed and by
+ * nothing else, and fits the weights. */
+Test(loop_verify, panels_weights) {
+  Tiny t = tiny();
+  ls_append(t.p, t.k->body, call_of(&t, LC_LINEAR_PACKED));
+  accepted(t.p);
+  arena_destroy(t.a);
+
+  t = tiny();
+  ls_append(t.p, t.k->body, ls_let(t.p, t.tv, LT_F32, lx_load(t.p, panels_buf(&t), lx_i(t.p, 0))));
+  refused(t.p, "loads from b4, which is in panels layout");
+  arena_destroy(t.a);
+
+  t = tiny();
+  linear_with(&t, "w", addr(&t, panels_buf(&t)));
+  refused(t.p, linear_msg("w", " points into b4, which is in panels layout"));
+  arena_destroy(t.a);
+
+  t = tiny();
+  {
+    LStmt *s = call_of(&t, LC_LINEAR_PACKED);
+    s->args[arg_at(LC_LINEAR_PACKED, "w")] = addr(&t, t.bw);
+    ls_append(t.p, t.k->body, s);
+  }
+  refused(t.p, "points into b2, which is not in panels layout");
+  arena_destroy(t.a);
+
+  t = tiny();
+  {
+    LStmt *s = call_of(&t, LC_LINEAR_PACKED);
+    s->args[arg_at(LC_LINEAR_PACKED, "w")] = lx_addr(t.p, t.bp, lx_i(t.p, 1));
+    ls_append(t.p, t.k->body, s);
+  }
+  refused(t.p, "must be the whole of b4");
+  arena_destroy(t.a);
+
+  t = tiny();
+  t.p->bufs[panels_buf(&t)].rows = 17; /* two panels: 32 floats from offset 16 */
+  refused(t.p, "buffer b4: panels of 17 x 1 at offset 16 do not fit 32 floats");
+  arena_destroy(t.a);
+
+  t = tiny();
+  t.p->bufs[t.ba].layout = LW_PANELS; /* only weights have a layout */
+  refused(t.p, "buffer b3");
+  arena_destroy(t.a);
+}
 
 Test(loop_verify, calls) {
   Tiny t;

@@ -140,12 +140,15 @@ Test(pipeline, levels) {
     cr_expect(dce, "-O%d lacks dce", level);
     /* the loop passes, last: lane-split before share-kernels, which must
      * compare the bodies lane-split leaves */
-    /* -O2 and -O3 also tile (the blocks share-kernels compares are chosen
-     * by then) */
-    cr_expect_eq(pass_pipeline_count(&pl, PASS_LOOP), level >= 2 ? 3 : 2,
+    /* -O2 and -O3 also pack the weights and tile (tile sizes the calls
+     * pack-weights made; the blocks share-kernels compares are chosen by
+     * then) */
+    cr_expect_eq(pass_pipeline_count(&pl, PASS_LOOP), level >= 2 ? 4 : 2,
                  "-O%d lacks a loop pass", level);
-    if (level >= 2)
+    if (level >= 2) {
+      cr_expect_str_eq(pl.passes[pl.n - 4]->name, "pack-weights");
       cr_expect_str_eq(pl.passes[pl.n - 3]->name, "tile");
+    }
     cr_expect_str_eq(pl.passes[pl.n - 2]->name, "lane-split");
     cr_expect_str_eq(pl.passes[pl.n - 1]->name, "share-kernels");
   }

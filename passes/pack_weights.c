@@ -1,0 +1,219 @@
+/* passes/pack_weights.c — loop pass "pack-weights": a linear's weights are
+ * packed once, into the panels its GEMM kernels read, instead of on every
+ * call.
+ *
+ * rt_linear (runtime/rt_gemm.h) copies its w[N, K] into panels of 16
+ * columns for every block of every call (or hands it to OpenBLAS's sgemm,
+ * which does the same): for bert-base that is all 85M weights repacked per
+ * forward. This pass turns every rt_linear call whose w is a whole weight
+ * (element 0 of an LB_WEIGHT buffer, N and K constants, the buffer N x K
+ * floats) into rt_linear_packed on the same weight in LW_PANELS layout
+ * (ir/loop.h), which the packer (backends/exec.c backend_pack_weights)
+ * writes once with rt_gemm_pack: when the JIT loads the weights, and into
+ * the packed-weights file `tfmc build` and `tfmc emit-c` write. The layout
+ * is the same on every ISA, so one file runs on AVX2, AVX-512 and scalar
+ * machines.
+ *
+ * A weight read only by such calls changes layout in place; one also read
+ * by something else (GPT-2's token embedding, gathered by the embedding and
+ * multiplied by the tied LM head) is kept as it is and gets a packed copy
+ * beside it. Then every weight is laid out again, in buffer order, at
+ * multiples of 16 floats (a panels buffer rounds N up to whole panels).
+ *
+ * The values computed do not change: rt_linear_packed runs the kernels
+ * rt_linear's portable GEMM runs, on the same panels (bit for bit where
+ * both take tfmc's GEMM; OpenBLAS's sgemm sums in its own order). With
+ * `--disable-pass=pack-weights` the products stay rt_linear calls, which
+ * follow TFMC_GEMM at run time (OpenBLAS, when it is found).
+ *
+ * Invariant: running the pass again changes nothing (it rewrites rt_linear
+ * calls only, and leaves none it can rewrite). */
+#include "ir/loop.h"
+#include "passes/passes.h"
+
+#include <string.h>
+
+typedef struct PackState {
+  LoopProgram *p;
+  int n_bufs;       /* buffers when the pass began */
+  int64_t *size;    /* per buffer: floats a weight takes now (before re-planning) */
+  int *refs;        /* per buffer: reads anywhere (loads, addresses) */
+  int *linear_refs; /* per buffer: reads as the w of a packable rt_linear */
+  int64_t *n, *k;   /* per buffer: the N x K those calls agree on (-1: they disagree) */
+  int *packed_as;   /* per buffer: the panels buffer its calls read, or -1 */
+  bool *plain;      /* per buffer: an f32 weight in LW_PLAIN layout when the pass began */
+} PackState;
+
+static void count_expr(PackState *S, const LExpr *e) {
+  if (!e)
+    return;
+  if (e->kind == LX_LOAD || e->kind == LX_ADDR)
+    S->refs[e->buf]++;
+  count_expr(S, e->a);
+  count_expr(S, e->b);
+  count_expr(S, e->c);
+}
+
+static int arg_index(LCallee c, const char *name) {
+  const LCalleeInfo *ci = &loop_callee_info[c];
+  for (int i = 0; i < ci->n_args; i++)
+    if (strcmp(ci->args[i].name, name) == 0)
+      return i;
+  TFMC_ASSERT(!"no such callee argument");
+  return -1;
+}
+
+/* The weight buffer an rt_linear call's w is the whole of, with its N, K;
+ * -1 when the call does not qualify. */
+static int packable(const PackState *S, const LStmt *s, int64_t *n, int64_t *k) {
+  if (s->kind != LS_CALL || s->callee != LC_LINEAR)
+    return -1;
+  const LExpr *w = s->args[arg_index(LC_LINEAR, "w")];
+  const LExpr *en = s->args[arg_index(LC_LINEAR, "n")], *ek = s->args[arg_index(LC_LINEAR, "k")];
+  if (w->kind != LX_ADDR || !w->a || w->a->kind != LX_CONST_I || w->a->ival != 0)
+    return -1;
+  if (en->kind != LX_CONST_I || ek->kind != LX_CONST_I || en->ival < 1 || ek->ival < 1)
+    return -1;
+  if (w->buf >= S->n_bufs || !S->plain[w->buf])
+    return -1;
+  /* the whole weight: N x K floats, up to the 16-float alignment of the plan */
+  if (en->ival > S->size[w->buf] / ek->ival || S->size[w->buf] - en->ival * ek->ival >= 16)
+    return -1;
+  *n = en->ival;
+  *k = ek->ival;
+  return w->buf;
+}
+
+static void count_stmt(PackState *S, const LStmt *s) {
+  if (!s)
+    return;
+  count_expr(S, s->lo);
+  count_expr(S, s->hi);
+  count_expr(S, s->value);
+  count_expr(S, s->index);
+  if (s->kind == LS_STORE)
+    S->refs[s->buf]++;
+  for (int i = 0; i < s->n_args; i++)
+    count_expr(S, s->args[i]);
+  int64_t n, k;
+  int b = packable(S, s, &n, &k);
+  if (b >= 0) {
+    if (S->linear_refs[b]++ == 0) {
+      S->n[b] = n;
+      S->k[b] = k;
+    } else if (S->n[b] != n || S->k[b] != k) {
+      S->n[b] = S->k[b] = -1;
+    }
+  }
+  for (int i = 0; i < s->n_stmts; i++)
+    count_stmt(S, s->stmts[i]);
+}
+
+static void rewrite_stmt(PackState *S, LStmt *s, int *calls) {
+  if (!s)
+    return;
+  int64_t n, k;
+  int b = packable(S, s, &n, &k);
+  if (b >= 0 && S->packed_as[b] >= 0) {
+    /* rt_linear_packed takes rt_linear's arguments in the same order */
+    s->callee = LC_LINEAR_PACKED;
+    s->args[arg_index(LC_LINEAR_PACKED, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
+    (*calls)++;
+  }
+  for (int i = 0; i < s->n_stmts; i++)
+    rewrite_stmt(S, s->stmts[i], calls);
+}
+
+/* Buffer indices by weights offset: insertion sort (a program has a few
+ * hundred weights at most, already in order when they come from the
+ * lowering). */
+static void sort_by_offset(int *idx, int n, const LoopProgram *p) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && p->bufs[idx[j - 1]].offset > p->bufs[idx[j]].offset; j--) {
+      int t = idx[j];
+      idx[j] = idx[j - 1];
+      idx[j - 1] = t;
+    }
+}
+
+bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
+  int nb = p->n_bufs;
+  PackState S = {p, nb};
+  S.size = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.size);
+  S.refs = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.refs);
+  S.linear_refs = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.linear_refs);
+  S.n = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.n);
+  S.k = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.k);
+  S.packed_as = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.packed_as);
+  S.plain = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *S.plain);
+  /* each weight's extent: up to the next weight's offset (the plan lays
+   * them out in order, without gaps beyond alignment), panels by their
+   * formula */
+  int *order = arena_alloc(p->arena, (size_t)(nb + 1) * sizeof *order), nw = 0;
+  for (int b = 0; b < nb; b++) {
+    S.refs[b] = S.linear_refs[b] = 0;
+    S.packed_as[b] = -1;
+    S.size[b] = 0;
+    S.plain[b] = p->bufs[b].kind == LB_WEIGHT && p->bufs[b].layout == LW_PLAIN &&
+                 p->bufs[b].elem == LE_F32;
+    if (p->bufs[b].kind == LB_WEIGHT)
+      order[nw++] = b;
+  }
+  sort_by_offset(order, nw, p);
+  for (int i = 0; i < nw; i++) {
+    const LBuffer *b = &p->bufs[order[i]];
+    int64_t end = p->weights_floats;
+    for (int j = i + 1; j < nw && end == p->weights_floats; j++)
+      if (p->bufs[order[j]].offset > b->offset)
+        end = p->bufs[order[j]].offset;
+    S.size[order[i]] = b->layout == LW_PANELS ? loop_panels_floats(b->rows, b->cols)
+                                              : end - b->offset;
+  }
+  for (int i = 0; i < p->n_kernels; i++) {
+    count_expr(&S, p->kernels[i].extent);
+    count_stmt(&S, p->kernels[i].body);
+  }
+  /* choose: in place when only such calls read the weight, else a copy */
+  int in_place = 0, copies = 0;
+  for (int b = 0; b < nb; b++) {
+    if (!S.linear_refs[b] || S.n[b] < 0)
+      continue;
+    int target = b;
+    if (S.refs[b] == S.linear_refs[b]) {
+      in_place++;
+    } else {
+      LBuffer src = p->bufs[b];
+      target = loop_buffer_add(p, LB_WEIGHT, 0, src.offset, LE_F32, src.name);
+      copies++;
+    }
+    LBuffer *t = &p->bufs[target];
+    t->layout = LW_PANELS;
+    t->rows = S.n[b];
+    t->cols = S.k[b];
+    S.packed_as[b] = target;
+  }
+  if (!in_place && !copies) {
+    pass_note(ctx, "no rt_linear reads a whole weight: nothing packed");
+    return true;
+  }
+  int calls = 0;
+  for (int i = 0; i < p->n_kernels; i++)
+    rewrite_stmt(&S, p->kernels[i].body, &calls);
+  /* lay the weights out again, in buffer order */
+  int64_t ofs = 0, before = p->weights_floats;
+  for (int b = 0; b < p->n_bufs; b++) {
+    LBuffer *w = &p->bufs[b];
+    if (w->kind != LB_WEIGHT)
+      continue;
+    int64_t floats = w->layout == LW_PANELS ? loop_panels_floats(w->rows, w->cols) : S.size[b];
+    TFMC_ASSERT(w->layout == LW_PANELS || b < nb); /* the copies added are panels */
+    w->offset = ofs;
+    ofs += (floats + 15) & ~(int64_t)15;
+  }
+  p->weights_floats = ofs;
+  pass_note(ctx,
+            "%d rt_linear calls read prepacked panels of %d weights (%d packed in place, %d "
+            "copies beside a weight also read otherwise); weights %lld -> %lld floats",
+            calls, in_place + copies, in_place, copies, (long long)before, (long long)ofs);
+  return true;
+}
