@@ -183,6 +183,9 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
     if (lb->layout == LW_PANELS) { /* pack-weights: panels for rt_linear_packed */
       TFMC_ASSERT(lb->rows * lb->cols == n);
       rt_gemm_pack(lb->rows, lb->cols, wt->data, dst + lb->offset);
+    } else if (lb->layout == LW_PANELS_BF16) { /* --weights-dtype bf16 */
+      TFMC_ASSERT(lb->rows * lb->cols == n);
+      rt_gemm_pack_bf16(lb->rows, lb->cols, wt->data, dst + lb->offset);
     } else {
       memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
     }

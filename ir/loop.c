@@ -59,6 +59,30 @@ int64_t loop_panels_floats(int64_t rows, int64_t cols) {
   return (rows + 15) / 16 * 16 * cols;
 }
 
+int64_t loop_panels_floats_bf16(int64_t rows, int64_t cols) {
+  return (rows + 15) / 16 * 16 * ((cols + 1) / 2);
+}
+
+int64_t loop_weight_layout_floats(const LBuffer *b) {
+  switch (b->layout) {
+  case LW_PANELS: return loop_panels_floats(b->rows, b->cols);
+  case LW_PANELS_BF16: return loop_panels_floats_bf16(b->rows, b->cols);
+  case LW_PLAIN:
+  case LW_LAYOUT_COUNT: break;
+  }
+  return 0;
+}
+
+const char *loop_layout_str(LWLayout l) {
+  switch (l) {
+  case LW_PANELS: return "panels";
+  case LW_PANELS_BF16: return "panels_bf16";
+  case LW_PLAIN:
+  case LW_LAYOUT_COUNT: break;
+  }
+  return NULL;
+}
+
 LKernel *loop_kernel_add(LoopProgram *p, const char *name, const char *comment, int node) {
   arena_grow(p->arena, (void **)&p->kernels, &p->cap_kernels, p->n_kernels + 1,
              sizeof *p->kernels);
@@ -489,7 +513,9 @@ void loop_program_print(const LoopProgram *p, FILE *out) {
     if (b->kind == LB_INPUT || b->kind == LB_OUTPUT) fprintf(out, "[%d]", b->index);
     else fprintf(out, "+%lld", (long long)b->offset);
     fprintf(out, " : %s", elems[b->elem]);
-    if (b->layout == LW_PANELS) fprintf(out, " panels[%lld,%lld]", (long long)b->rows, (long long)b->cols);
+    if (loop_layout_str(b->layout))
+      fprintf(out, " %s[%lld,%lld]", loop_layout_str(b->layout), (long long)b->rows,
+              (long long)b->cols);
     fprintf(out, "  \"");
     print_escaped(b->name, out);
     fprintf(out, "\"\n");

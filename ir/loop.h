@@ -61,8 +61,12 @@ typedef enum LBufKind {
  *   LW_PANELS  the param, a matrix of rows x cols (a linear's w[N, K]), in
  *              rt_gemm_pack's panels of 16 rows (runtime/rt_gemm.h):
  *              loop_panels_floats(rows, cols) floats; only rt_linear_packed
- *              reads it (the pack-weights pass) */
-typedef enum LWLayout { LW_PLAIN, LW_PANELS, LW_LAYOUT_COUNT } LWLayout;
+ *              reads it (the pack-weights pass)
+ *   LW_PANELS_BF16  the same panels holding bf16 pairs of steps of K
+ *              (rt_gemm_pack_bf16): loop_panels_floats_bf16(rows, cols)
+ *              floats; only rt_linear_packed_bf16 reads it (pack-weights
+ *              under --weights-dtype bf16) */
+typedef enum LWLayout { LW_PLAIN, LW_PANELS, LW_PANELS_BF16, LW_LAYOUT_COUNT } LWLayout;
 
 typedef struct LBuffer {
   LBufKind kind;
@@ -77,6 +81,12 @@ typedef struct LBuffer {
 /* Floats of a rows x cols matrix in LW_PANELS layout: rows rounded up to
  * whole panels of 16, times cols (rt_gemm_packed_floats). */
 int64_t loop_panels_floats(int64_t rows, int64_t cols);
+int64_t loop_panels_floats_bf16(int64_t rows, int64_t cols); /* ceil(rows/16)*16*ceil(cols/2) */
+/* Floats of a weight buffer in a panels layout (0 for LW_PLAIN, whose size
+ * the graph's param gives). */
+int64_t loop_weight_layout_floats(const LBuffer *b);
+/* "panels", "panels_bf16" (NULL for LW_PLAIN): the listing's word. */
+const char *loop_layout_str(LWLayout l);
 
 typedef enum LExprKind {
   LX_CONST_I,  /* i64 constant: ival */
@@ -157,7 +167,8 @@ typedef enum LCallee {
   X(F32_OUT, float *, "the address of an f32 buffer")                              \
   X(F32_OUT_OR_NULL, float *, "the address of an f32 buffer or null")              \
   X(U8_PTR_OR_NULL, const uint8_t *, "the address of a u8 buffer or null")          \
-  X(F32_PANELS, const float *, "a weight in panels layout, whole")
+  X(F32_PANELS, const float *, "a weight in panels layout, whole")                 \
+  X(BF16_PANELS, const float *, "a weight in panels_bf16 layout, whole")
 
 typedef enum LArgKind {
 #define LOOP_ARG_KIND_ENUM(k, ctype, what) LA_##k,

@@ -9,7 +9,7 @@
  *   header  := 'loop' 'program' STRING '(' 'arena' INT 'bytes' ',' 'weights' INT 'floats'
  *              ',' 'syms' INT ')'
  *   buffer  := BUF '=' ('input' '[' INT ']' | 'output' '[' INT ']' | 'weights' '+' INT
- *              | 'arena' '+' INT) ':' ELEM ['panels' '[' INT ',' INT ']'] STRING
+ *              | 'arena' '+' INT) ':' ELEM [('panels' | 'panels_bf16') '[' INT ',' INT ']'] STRING
  *                                                                     (depth 1, b0, b1, ...)
  *   kernel  := 'kernel' (IDENT | STRING) STRING ['node' INT] ('parallel' | 'serial')
  *              'extent' expr ['grain' INT] ['shares' (IDENT | STRING)]
@@ -627,7 +627,10 @@ static void parse_buffer(LP *P) {
     return;
   }
   int64_t rows = 0, cols = 0;
-  bool panels = accept(P, "panels");
+  LWLayout layout = accept(P, "panels_bf16") ? LW_PANELS_BF16
+                    : accept(P, "panels")    ? LW_PANELS
+                                             : LW_PLAIN;
+  bool panels = layout != LW_PLAIN;
   if (panels && (!expect(P, "[") || !parse_int(P, &rows) || !expect(P, ",") ||
                  !parse_int(P, &cols) || !expect(P, "]")))
     return;
@@ -635,7 +638,7 @@ static void parse_buffer(LP *P) {
   if (!name || !at_eol(P)) return;
   int b = loop_buffer_add(P->p, (LBufKind)kind, (int)index, offset, (LElem)elem, name);
   if (panels) { /* the verifier checks where panels may be and their size */
-    P->p->bufs[b].layout = LW_PANELS;
+    P->p->bufs[b].layout = layout;
     P->p->bufs[b].rows = rows;
     P->p->bufs[b].cols = cols;
   }

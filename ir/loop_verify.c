@@ -115,9 +115,10 @@ static bool check_expr(Vf *V, const LExpr *e, bool as_arg) {
     return e->t == LT_I64 || bad(V, "symbol read as %s", loop_type_str(e->t));
   case LX_LOAD: {
     if (!check_index(V, e->buf, e->a)) return false;
-    if (V->p->bufs[e->buf].layout == LW_PANELS)
-      return bad(V, "loads from b%d, which is in panels layout (only rt_linear_packed reads it)",
-                 e->buf);
+    if (V->p->bufs[e->buf].layout != LW_PLAIN)
+      return bad(V, "loads from b%d, which is in %s layout (only rt_linear_packed%s reads it)",
+                 e->buf, loop_layout_str(V->p->bufs[e->buf].layout),
+                 V->p->bufs[e->buf].layout == LW_PANELS_BF16 ? "_bf16" : "");
     LType want = V->p->bufs[e->buf].elem == LE_F32 ? LT_F32 : LT_I64;
     if (e->t != want)
       return bad(V, "load from b%d has type %s, expected %s", e->buf, loop_type_str(e->t),
@@ -194,10 +195,17 @@ static bool arg_kind_pointer(LArgKind k, LElem *elem, bool *nullable, bool *writ
   case LA_F32_OUT: *written = true; return true;
   case LA_F32_OUT_OR_NULL: *nullable = *written = true; return true;
   case LA_U8_PTR_OR_NULL: *elem = LE_U8; *nullable = true; return true;
-  case LA_F32_PANELS: return true;
+  case LA_F32_PANELS:
+  case LA_BF16_PANELS: return true;
   case LA_KIND_COUNT: break;
   }
   return false;
+}
+
+/* The layout a pointer kind's buffer must have (a panels kind takes only
+ * its own; every other pointer only plain buffers). */
+static LWLayout arg_layout(LArgKind k) {
+  return k == LA_F32_PANELS ? LW_PANELS : k == LA_BF16_PANELS ? LW_PANELS_BF16 : LW_PLAIN;
 }
 
 static bool is_pointer_expr(const LExpr *e) {
@@ -249,10 +257,13 @@ static bool check_call_row(Vf *V, const LStmt *s) {
     } else if (V->p->bufs[a->buf].elem != elem) {
       return bad(V, "%s argument %d (%s) points into b%d, which is not %s", fn, i, an, a->buf,
                  loop_elem_str(elem));
-    } else if ((kind == LA_F32_PANELS) != (V->p->bufs[a->buf].layout == LW_PANELS)) {
-      return bad(V, "%s argument %d (%s) points into b%d, which is %sin panels layout", fn, i, an,
-                 a->buf, kind == LA_F32_PANELS ? "not " : "");
-    } else if (kind == LA_F32_PANELS && (!a->a || a->a->kind != LX_CONST_I || a->a->ival != 0)) {
+    } else if (arg_layout(kind) != V->p->bufs[a->buf].layout) {
+      LWLayout has = V->p->bufs[a->buf].layout;
+      return bad(V, "%s argument %d (%s) points into b%d, which is %s%s layout", fn, i, an, a->buf,
+                 has == LW_PLAIN ? "not in " : "in ",
+                 loop_layout_str(has == LW_PLAIN ? arg_layout(kind) : has));
+    } else if (arg_layout(kind) != LW_PLAIN &&
+               (!a->a || a->a->kind != LX_CONST_I || a->a->ival != 0)) {
       return bad(V, "%s argument %d (%s) must be the whole of b%d (element 0)", fn, i, an, a->buf);
     } else if (written) {
       char how[96];
@@ -421,15 +432,16 @@ static bool check_buffer(Vf *V, int i) {
                  (long long)b->offset, (long long)p->weights_floats);
     if ((unsigned)b->layout >= LW_LAYOUT_COUNT)
       return bad(V, "buffer b%d has an unknown layout %d", i, (int)b->layout);
-    if (b->layout == LW_PANELS) {
+    if (b->layout != LW_PLAIN) {
       const int64_t lim = (int64_t)1 << 40;
       if (b->elem != LE_F32 || b->rows < 1 || b->cols < 1 || b->rows > lim || b->cols > lim)
-        return bad(V, "buffer b%d: panels of %lld x %lld %s values", i, (long long)b->rows,
-                   (long long)b->cols, loop_elem_str(b->elem));
-      if (b->offset % 16 || loop_panels_floats(b->rows, b->cols) > p->weights_floats - b->offset)
-        return bad(V, "buffer b%d: panels of %lld x %lld at offset %lld do not fit %lld floats "
-                   "of weights at a multiple of 16", i, (long long)b->rows, (long long)b->cols,
-                   (long long)b->offset, (long long)p->weights_floats);
+        return bad(V, "buffer b%d: %s of %lld x %lld %s values", i, loop_layout_str(b->layout),
+                   (long long)b->rows, (long long)b->cols, loop_elem_str(b->elem));
+      if (b->offset % 16 || loop_weight_layout_floats(b) > p->weights_floats - b->offset)
+        return bad(V, "buffer b%d: %s of %lld x %lld at offset %lld do not fit %lld floats "
+                   "of weights at a multiple of 16", i, loop_layout_str(b->layout),
+                   (long long)b->rows, (long long)b->cols, (long long)b->offset,
+                   (long long)p->weights_floats);
     }
     return true;
   case LB_ARENA:

@@ -153,7 +153,9 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
     w[j].rank = pn->type.rank;
     for (int d = 0; d < pn->type.rank; d++) w[j].shape[d] = pn->type.dims[d].value;
     w[j].offset = lb->offset;
-    _Static_assert((int)LW_PANELS == (int)RT_WEIGHT_PANELS && (int)LW_PLAIN == (int)RT_WEIGHT_PLAIN,
+    _Static_assert((int)LW_PANELS == (int)RT_WEIGHT_PANELS && (int)LW_PLAIN == (int)RT_WEIGHT_PLAIN &&
+                       (int)LW_PANELS_BF16 == (int)RT_WEIGHT_PANELS_BF16 &&
+                       (int)LW_LAYOUT_COUNT == (int)RT_WEIGHT_LAYOUT_COUNT,
                    "LWLayout and RtWeightLayout differ");
     w[j].layout = (int)lb->layout;
     j++;

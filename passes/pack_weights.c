@@ -26,6 +26,10 @@
  * `--disable-pass=pack-weights` the products stay rt_linear calls, which
  * follow TFMC_GEMM at run time (OpenBLAS, when it is found).
  *
+ * Under --weights-dtype bf16 (ctx->weights_dtype) the panels hold bf16
+ * pairs (LW_PANELS_BF16, rt_gemm_pack_bf16: half the bytes) and the calls
+ * become rt_linear_packed_bf16; everything else stays f32.
+ *
  * Invariant: running the pass again changes nothing (it rewrites rt_linear
  * calls only, and leaves none it can rewrite). */
 #include "ir/loop.h"
@@ -116,8 +120,9 @@ static void rewrite_stmt(PackState *S, LStmt *s, int *calls) {
   int b = packable(S, s, &n, &k);
   if (b >= 0 && S->packed_as[b] >= 0) {
     /* rt_linear_packed takes rt_linear's arguments in the same order */
-    s->callee = LC_LINEAR_PACKED;
-    s->args[arg_index(LC_LINEAR_PACKED, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
+    s->callee = S->p->bufs[S->packed_as[b]].layout == LW_PANELS_BF16 ? LC_LINEAR_PACKED_BF16
+                                                                    : LC_LINEAR_PACKED;
+    s->args[arg_index(s->callee, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
     (*calls)++;
   }
   for (int i = 0; i < s->n_stmts; i++)
@@ -166,13 +171,14 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
     for (int j = i + 1; j < nw && end == p->weights_floats; j++)
       if (p->bufs[order[j]].offset > b->offset)
         end = p->bufs[order[j]].offset;
-    S.size[order[i]] = b->layout == LW_PANELS ? loop_panels_floats(b->rows, b->cols)
-                                              : end - b->offset;
+    S.size[order[i]] = b->layout != LW_PLAIN ? loop_weight_layout_floats(b) : end - b->offset;
   }
   for (int i = 0; i < p->n_kernels; i++) {
     count_expr(&S, p->kernels[i].extent);
     count_stmt(&S, p->kernels[i].body);
   }
+  bool bf16 = ctx && ctx->weights_dtype == PASS_WEIGHTS_BF16;
+  LWLayout layout = bf16 ? LW_PANELS_BF16 : LW_PANELS;
   /* choose: in place when only such calls read the weight, else a copy */
   int in_place = 0, copies = 0;
   for (int b = 0; b < nb; b++) {
@@ -187,7 +193,7 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
       copies++;
     }
     LBuffer *t = &p->bufs[target];
-    t->layout = LW_PANELS;
+    t->layout = layout;
     t->rows = S.n[b];
     t->cols = S.k[b];
     S.packed_as[b] = target;
@@ -205,15 +211,16 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
     LBuffer *w = &p->bufs[b];
     if (w->kind != LB_WEIGHT)
       continue;
-    int64_t floats = w->layout == LW_PANELS ? loop_panels_floats(w->rows, w->cols) : S.size[b];
-    TFMC_ASSERT(w->layout == LW_PANELS || b < nb); /* the copies added are panels */
+    int64_t floats = w->layout != LW_PLAIN ? loop_weight_layout_floats(w) : S.size[b];
+    TFMC_ASSERT(w->layout != LW_PLAIN || b < nb); /* the copies added are panels */
     w->offset = ofs;
     ofs += (floats + 15) & ~(int64_t)15;
   }
   p->weights_floats = ofs;
   pass_note(ctx,
-            "%d rt_linear calls read prepacked panels of %d weights (%d packed in place, %d "
+            "%d rt_linear calls read prepacked %s panels of %d weights (%d packed in place, %d "
             "copies beside a weight also read otherwise); weights %lld -> %lld floats",
-            calls, in_place + copies, in_place, copies, (long long)before, (long long)ofs);
+            calls, bf16 ? "bf16" : "f32", in_place + copies, in_place, copies, (long long)before,
+            (long long)ofs);
   return true;
 }

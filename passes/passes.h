@@ -198,6 +198,9 @@ bool pass_target_parse_tile(PassTarget *t, const char *kv, char *err, size_t err
 /* "gemm.mc, gemm.nc, ...": the TILE_KEYS keys, for messages and help. */
 void pass_tile_keys_list(char *buf, size_t n);
 
+/* What pack-weights stores a linear's weights as (--weights-dtype). */
+typedef enum PassWeightsDtype { PASS_WEIGHTS_F32, PASS_WEIGHTS_BF16, PASS_WEIGHTS_DTYPE_COUNT } PassWeightsDtype;
+
 typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */
   const char *print_after; /* NULL, "all", or a pass name: print the IR after it */
@@ -207,6 +210,7 @@ typedef struct PassContext {
   FILE *stats_out;         /* NULL: quiet; else a line per pass (time, nodes, note) */
   char note[256];          /* set by the running pass through pass_note */
   const PassTarget *target; /* what the tile pass sizes for; NULL: the host */
+  PassWeightsDtype weights_dtype; /* pack-weights: f32 (default) or bf16 panels */
 } PassContext;
 
 /* The IR a pass works on. PASS_GRAPH is 0, so a row that names no level is
@@ -355,8 +359,11 @@ bool pass_lane_split_run(struct LoopProgram *p, PassContext *ctx);
 
 /* pack_weights.c: every rt_linear whose w is a whole weight becomes
  * rt_linear_packed on that weight in LW_PANELS layout (packed once by the
- * packer, never per call); a weight also read otherwise keeps its plain
- * copy; the weights are laid out again. Same values. */
+ * packer, never per call), or, when ctx->weights_dtype is bf16,
+ * rt_linear_packed_bf16 on it in LW_PANELS_BF16; a weight also read
+ * otherwise keeps its plain copy; the weights are laid out again. Same
+ * values in f32; bf16 rounds the weights (and, where the CPU multiplies
+ * in bf16, x). */
 bool pass_pack_weights_run(struct LoopProgram *p, PassContext *ctx);
 
 /* tile.c: chooses rt_linear's cache blocks (mc, nc, kc), its parallel

@@ -264,33 +264,109 @@ static void gemm_rows_p_base(int64_t m, int64_t n, int64_t k, const float *x, in
   }
 }
 
-static const GemmKernels kernels_base = {"baseline",     GEMM_MR,         GEMM_NR,     GEMM_MC,
-                                         GEMM_NC,        gemm_micro_base, gemv_t_base, gemv_n_base,
-                                         gemm_rows_base, gemm_rows_p_base};
+/* bf16 weights, the portable way: each word widened to its two f32s (the
+ * low half shifted up for step 2q, the word with its low half cleared for
+ * 2q+1), then the f32 tile; A_p f32. */
+static inline float bf16_word_lo(uint32_t w) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {w << 16};
+  return v.f;
+}
+static inline float bf16_word_hi(uint32_t w) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {w & 0xffff0000u};
+  return v.f;
+}
+
+static void gemm_micro_bf16_base(int64_t kc, const void *av, const uint32_t *restrict b,
+                                 int64_t bs, float *restrict c, int64_t ldc, int mr, int nr) {
+  (void)bs; /* one panel */
+  const float *a = av;
+  float acc[GEMM_MR][GEMM_NR] = {{0}};
+  for (int64_t q = 0; q < kc / 2; q++) {
+    const uint32_t *bq = b + q * GEMM_PANEL;
+    const float *a0 = a + 2 * q * GEMM_MR, *a1 = a0 + GEMM_MR;
+    float lo[GEMM_NR], hi[GEMM_NR];
+    for (int j = 0; j < GEMM_NR; j++) {
+      lo[j] = bf16_word_lo(bq[j]);
+      hi[j] = bf16_word_hi(bq[j]);
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++) {
+      _Pragma("GCC unroll 16") for (int j = 0; j < GEMM_NR; j++) {
+        acc[i][j] = MADD_BASE(a0[i], lo[j], acc[i][j]);
+        acc[i][j] = MADD_BASE(a1[i], hi[j], acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++)
+      c[i * ldc + j] += acc[i][j];
+}
+
+/* Decode on bf16 pair panels: one MADD chain per element over p in order. */
+static void gemm_rows_p_bf16_base(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                                  const uint32_t *wp, float *y, int64_t ldy) {
+  const int64_t k2 = (k + 1) / 2;
+  for (int64_t j = 0; j < n; j += GEMM_PANEL) {
+    const uint32_t *w = wp + j * k2;
+    int cols = (int)(n - j < GEMM_PANEL ? n - j : GEMM_PANEL);
+    for (int64_t r0 = 0; r0 < m; r0 += GEMM_DECODE_ROWS) {
+      int64_t rows = m - r0 < GEMM_DECODE_ROWS ? m - r0 : GEMM_DECODE_ROWS;
+      const float *xr0 = x + r0 * ldx;
+      float acc[GEMM_DECODE_ROWS][GEMM_PANEL] = {{0}};
+      for (int64_t p = 0; p < k; p++) {
+        const uint32_t *wq = w + p / 2 * GEMM_PANEL;
+        float wv[GEMM_PANEL];
+        for (int l = 0; l < GEMM_PANEL; l++)
+          wv[l] = p % 2 ? bf16_word_hi(wq[l]) : bf16_word_lo(wq[l]);
+        for (int64_t r = 0; r < rows; r++) {
+          float xr = xr0[r * ldx + p];
+          _Pragma("GCC unroll 16") for (int l = 0; l < GEMM_PANEL; l++) acc[r][l] =
+              MADD_BASE(xr, wv[l], acc[r][l]);
+        }
+      }
+      for (int64_t r = 0; r < rows; r++)
+        memcpy(y + (r0 + r) * ldy + j, acc[r], sizeof(float) * (size_t)cols);
+    }
+  }
+}
+
+static const GemmKernels kernels_base = {
+    .isa = "baseline", .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MC, .nc = GEMM_NC,
+    .micro = gemm_micro_base, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
+    .rows = gemm_rows_base, .rows_p = gemm_rows_p_base, .micro_bf16 = gemm_micro_bf16_base,
+    .rows_p_bf16 = gemm_rows_p_bf16_base};
 #ifdef GEMM_X86
-static const GemmKernels kernels_avx2 = {"avx2+fma",
-                                         GEMM_AVX2_MR,
-                                         GEMM_AVX2_NR,
-                                         GEMM_MC / GEMM_AVX2_MR *GEMM_AVX2_MR,
-                                         GEMM_NC / GEMM_AVX2_NR *GEMM_AVX2_NR,
-                                         rt_gemm_micro_avx2,
-                                         gemv_t_avx2,
-                                         gemv_n_avx2,
-                                         gemm_rows_avx2,
-                                         rt_gemm_rows_p_avx2};
+static const GemmKernels kernels_avx2 = {
+    .isa = "avx2+fma", .mr = GEMM_AVX2_MR, .nr = GEMM_AVX2_NR,
+    .mc = GEMM_MC / GEMM_AVX2_MR * GEMM_AVX2_MR, .nc = GEMM_NC / GEMM_AVX2_NR * GEMM_AVX2_NR,
+    .micro = rt_gemm_micro_avx2, .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2,
+    .rows = gemm_rows_avx2, .rows_p = rt_gemm_rows_p_avx2, .micro_bf16 = rt_gemm_micro_bf16w_avx2,
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2};
 #endif
 #ifdef GEMM_AVX512
-/* the single-row sgemm kernels stay AVX2: they are bound by memory */
-static const GemmKernels kernels_avx512 = {"avx512f",
-                                           GEMM_AVX512_MR,
-                                           GEMM_AVX512_NR,
-                                           GEMM_MC / GEMM_AVX512_MR *GEMM_AVX512_MR,
-                                           GEMM_NC / GEMM_AVX512_NR *GEMM_AVX512_NR,
-                                           rt_gemm_micro_avx512,
-                                           gemv_t_avx2,
-                                           gemv_n_avx2,
-                                           rt_gemm_rows_avx512,
-                                           rt_gemm_rows_p_avx512};
+/* the single-row sgemm kernels stay AVX2: they are bound by memory; so is
+ * the decode path on bf16 weights, which widens them (no rounding of x) */
+static const GemmKernels kernels_avx512 = {
+    .isa = "avx512f", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
+    .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
+    .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
+    .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
+    .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512};
+/* AVX512_BF16: the same, but products on bf16 weights run vdpbf16ps on x
+ * rounded to bf16 as it is packed (A_h) */
+static const GemmKernels kernels_avx512bf16 = {
+    .isa = "avx512f+bf16", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
+    .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
+    .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
+    .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
+    .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512};
 #endif
 
 /* ---- backend selection ---- */
@@ -330,8 +406,15 @@ static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
 
 /* The kernel sets, narrowest first; TFMC_GEMM_ISA names one by these
  * words to cap what the CPU would get. */
-typedef enum GemmIsa { GEMM_ISA_BASELINE, GEMM_ISA_AVX2, GEMM_ISA_AVX512, GEMM_ISA_COUNT } GemmIsa;
-static const char *const gemm_isa_words[GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512"};
+typedef enum GemmIsa {
+  GEMM_ISA_BASELINE,
+  GEMM_ISA_AVX2,
+  GEMM_ISA_AVX512,
+  GEMM_ISA_AVX512_BF16,
+  GEMM_ISA_COUNT
+} GemmIsa;
+static const char *const gemm_isa_words[GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512",
+                                                           "avx512bf16"};
 
 /* The widest set this CPU and its OS can run: cpuid says what the CPU
  * has, XCR0 (xgetbv) which register state the OS saves on a context
@@ -353,8 +436,14 @@ static GemmIsa gemm_isa_detect(void) {
   if (!avx2 || !fma || (xcr0_lo & 0x6) != 0x6)
     return GEMM_ISA_BASELINE;
 #ifdef GEMM_AVX512
-  if (avx512f && (xcr0_lo & 0xe6) == 0xe6)
-    return GEMM_ISA_AVX512;
+  if (avx512f && (xcr0_lo & 0xe6) == 0xe6) {
+    /* AVX512_BF16: leaf 7, subleaf 1, EAX bit 5 */
+    unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+    if (a >= 1)
+      __cpuid_count(7, 1, a1, b1, c1, d1);
+    (void)b1, (void)c1, (void)d1;
+    return (a1 >> 5) & 1 ? GEMM_ISA_AVX512_BF16 : GEMM_ISA_AVX512;
+  }
 #else
   (void)avx512f;
 #endif
@@ -366,6 +455,11 @@ static GemmIsa gemm_isa_detect(void) {
 
 static const GemmKernels *gemm_kernels_for(GemmIsa isa) {
   switch (isa) {
+  case GEMM_ISA_AVX512_BF16:
+#ifdef GEMM_AVX512
+    return &kernels_avx512bf16;
+#endif
+    /* fall through */
   case GEMM_ISA_AVX512:
 #ifdef GEMM_AVX512
     return &kernels_avx512;
@@ -425,7 +519,7 @@ static int gemm_load_openblas(char *why, size_t whylen) {
   int had_threads = 0, had_core = 0, set_core = 0;
   int user_core = getenv("OPENBLAS_CORETYPE") != NULL;
   env_push("OPENBLAS_NUM_THREADS", "1", &saved_threads, &had_threads);
-  if (!user_core && gemm_isa_detect() == GEMM_ISA_AVX512) {
+  if (!user_core && gemm_isa_detect() >= GEMM_ISA_AVX512) {
     env_push("OPENBLAS_CORETYPE", "SkylakeX", &saved_core, &had_core);
     set_core = 1;
   }
@@ -757,6 +851,47 @@ static void gemm_pack_b(int trans, const float *b, int64_t ldb, int64_t p0, int6
   }
 }
 
+/* f32 -> bf16, round to nearest even; NaN stays NaN (quiet). */
+static inline uint32_t f32_to_bf16(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u)
+    return (v.u >> 16) | 0x40u;
+  return (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+}
+
+/* Packs op(A)[i0.., p0..] (mc x kc, not transposed) as mr-row panels over
+ * kc2 (kc rounded up to even) steps, the padding step zero: f32 A_p
+ * (panel q at q * kc2 floats) or, bf16, A_h (bf16 pairs, panel q at
+ * q * kc2 / 2 words). */
+static void gemm_pack_a_even(const float *a, int64_t lda, int64_t i0, int64_t p0, int64_t mc,
+                             int64_t kc, int mr, int bf16, void *dst) {
+  int64_t kc2 = (kc + 1) & ~(int64_t)1;
+  for (int64_t q = 0; q < mc; q += mr) {
+    int64_t rows = mc - q < mr ? mc - q : mr;
+    if (bf16) {
+      uint32_t *d = (uint32_t *)dst + q * kc2 / 2;
+      for (int64_t i = 0; i < mr; i++) {
+        const float *r = a + (i0 + q + i) * lda + p0;
+        for (int64_t p = 0; p < kc2; p += 2) {
+          uint32_t lo = i < rows ? f32_to_bf16(r[p]) : 0;
+          uint32_t hi = i < rows && p + 1 < kc ? f32_to_bf16(r[p + 1]) : 0;
+          d[p / 2 * mr + i] = lo | hi << 16;
+        }
+      }
+    } else {
+      float *d = (float *)dst + q * kc2;
+      for (int64_t i = 0; i < mr; i++) {
+        const float *r = a + (i0 + q + i) * lda + p0;
+        for (int64_t p = 0; p < kc2; p++)
+          d[p * mr + i] = i < rows && p < kc ? r[p] : 0.0f;
+      }
+    }
+  }
+}
+
 /* Element (i, p) of op(A), for the unblocked fallback. */
 static inline float gemm_at(int trans, const float *a, int64_t ld, int64_t i, int64_t p) {
   return trans ? a[p * ld + i] : a[i * ld + p];
@@ -785,6 +920,22 @@ static void gemm_unblocked_packed(int64_t m, int64_t n, int64_t k, float alpha, 
       float s = 0;
       for (int64_t p = 0; p < k; p++)
         s += a[i * lda + p] * w[p * GEMM_PANEL];
+      c[i * ldc + j] += alpha * s;
+    }
+}
+
+/* The same for bf16 pair panels (wp: panels ceil(k/2) * 16 words apart). */
+static void gemm_unblocked_bf16(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                int64_t lda, const uint32_t *wp, float *c, int64_t ldc) {
+  const int64_t k2 = (k + 1) / 2;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      const uint32_t *w = wp + (j / GEMM_PANEL) * k2 * GEMM_PANEL + j % GEMM_PANEL;
+      float s = 0;
+      for (int64_t p = 0; p < k; p++) {
+        uint32_t word = w[p / 2 * GEMM_PANEL];
+        s += a[i * lda + p] * (p % 2 ? bf16_word_hi(word) : bf16_word_lo(word));
+      }
       c[i * ldc + j] += alpha * s;
     }
 }
@@ -825,6 +976,37 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
   gemm_row(tb, n, k, alpha, pb->x, b, ldb, beta, c);
 }
 
+/* One K block (steps pc..pc+kc) of the product on bf16 pair panels: for
+ * every row block, A packed (f32, or bf16 pairs for a_bf16 kernels) over
+ * kc rounded up to even, then the bf16 micro-kernel per tile; the
+ * epilogue (epi, when this is the last K block) per tile, at column j0 +
+ * jr of the GEMM's y. wb: the panels of this column block, from step 0. */
+static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int64_t k, int64_t pc,
+                              int64_t kc, const float *a, int64_t lda, const uint32_t *wb, float *c,
+                              int64_t ldc, const GemmBlocks *bl, PackBufs *pb,
+                              const LinearEpi *epi, int64_t j0) {
+  const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, kc2 = (kc + 1) & ~(int64_t)1;
+  const int64_t bs = (k + 1) / 2 * GEMM_PANEL;
+  const uint32_t *bblk = wb + pc / 2 * GEMM_PANEL;
+  for (int64_t ic = 0; ic < m; ic += MC) {
+    int64_t mc = m - ic < MC ? m - ic : MC;
+    gemm_pack_a_even(a, lda, ic, pc, mc, kc, gk->mr, gk->a_bf16, pb->a);
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+      int nr = (int)(nc - jr < NR ? nc - jr : NR);
+      const uint32_t *bp = bblk + jr / GEMM_PANEL * bs;
+      for (int64_t ir = 0; ir < mc; ir += MR) {
+        int mr = (int)(mc - ir < MR ? mc - ir : MR);
+        float *ct = c + (ic + ir) * ldc + jr;
+        const void *ap = gk->a_bf16 ? (const void *)((const uint32_t *)(void *)pb->a + ir * kc2 / 2)
+                                    : (const void *)(pb->a + ir * kc2);
+        gk->micro_bf16(kc2, ap, bp, bs, ct, ldc, mr, nr);
+        if (epi)
+          epi_apply(epi, ct, ldc, ic + ir, j0 + jr, mr, nr);
+      }
+    }
+  }
+}
+
 /* The blocked GEMM for any m >= 1 (no single-row shortcut), with cache
  * blocks bl (gemm_blocks_fit) and, when epi is active, the epilogue applied
  * to each register tile right after its last K block, while it is in L1.
@@ -833,16 +1015,17 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
  * column blocks gives the same bits as computing it whole. */
 static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                              const float *bp_all, float beta, float *c, int64_t ldc,
-                              const GemmBlocks *bl, const LinearEpi *epi) {
+                              const float *bp_all, int b_bf16, float beta, float *c,
+                              int64_t ldc, const GemmBlocks *bl, const LinearEpi *epi) {
   gemm_scale_c(m, n, beta, c, ldc);
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
-  if (pb && !pack_reserve(pb, bl->mc * bl->kc, bp_all ? 0 : bl->kc * bl->nc))
+  if (pb && !pack_reserve(pb, bl->mc * (bl->kc + 1), bp_all ? 0 : bl->kc * bl->nc))
     pb = NULL;
   if (!pb) {
     if (k > 0 && alpha != 0 && bp_all)
-      gemm_unblocked_packed(m, n, k, alpha, a, lda, bp_all, c, ldc);
+      b_bf16 ? gemm_unblocked_bf16(m, n, k, alpha, a, lda, (const uint32_t *)bp_all, c, ldc)
+             : gemm_unblocked_packed(m, n, k, alpha, a, lda, bp_all, c, ldc);
     else if (k > 0 && alpha != 0)
       gemm_unblocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
     if (with_epi)
@@ -865,6 +1048,12 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
        * weights' panels from row pc on */
       const float *bblk;
       int64_t bs;
+      if (b_bf16) { /* K blocks start at even steps (kc_step is a multiple of 8) */
+        gemm_blocked_bf16(gk, m, nc, k, pc, kc, a, lda,
+                          (const uint32_t *)bp_all + jc * ((k + 1) / 2), c + jc, ldc, bl, pb,
+                          last && with_epi ? epi : NULL, jc);
+        continue;
+      }
       if (bp_all) {
         bblk = bp_all + jc * k + pc * GEMM_PANEL;
         bs = k * GEMM_PANEL;
@@ -896,7 +1085,7 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc) {
   GemmBlocks bl = {gemm.k->mc, gemm.k->nc, GEMM_KC};
-  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, NULL, beta, c, ldc, &bl,
+  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, NULL, 0, beta, c, ldc, &bl,
                     NULL);
 }
 
@@ -961,7 +1150,7 @@ void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 typedef struct LinearJob {
   int64_t m, n, k, ldx, ldy, unit; /* unit: columns (split_n) or rows per index */
   const float *x, *w, *bias;
-  int packed; /* w is prepacked (rt_gemm_pack), not [N, K] */
+  int packed; /* w is prepacked: 1 rt_gemm_pack (f32), 2 rt_gemm_pack_bf16; 0 [N, K] */
   float *y;
   int split_n;
   LinearEpi epi;
@@ -992,11 +1181,16 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   /* prepacked: column c0 (a multiple of GEMM_PANEL) starts c0 * k floats
    * in, as does row c0 of an unpacked w */
   const float *x = j->x + r0 * j->ldx, *w = j->w + c0 * j->k;
+  if (j->packed == 2) /* bf16 pairs: column c0 starts c0 * ceil(k/2) words in */
+    w = (const float *)(const void *)((const uint32_t *)(const void *)j->w + c0 * ((j->k + 1) / 2));
   float *y = j->y + r0 * j->ldy + c0;
   int with_epi = epi_active(&j->epi);
   if (GEMM_ROWS_ONLY ||
       j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
-    if (j->packed)
+    if (j->packed == 2)
+      gemm.k->rows_p_bf16(rows, cols, j->k, x, j->ldx, (const uint32_t *)(const void *)w, y,
+                          j->ldy);
+    else if (j->packed)
       gemm.k->rows_p(rows, cols, j->k, x, j->ldx, w, y, j->ldy);
     else
       gemm.k->rows(rows, cols, j->k, x, j->ldx, w, j->k, y, j->ldy);
@@ -1026,8 +1220,8 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   LinearEpi epi = j->epi; /* the residual at this block's origin */
   if (epi.r)
     epi.r += r0 * epi.ldr + c0;
-  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, j->packed ? w : NULL, beta, y,
-                    j->ldy, &j->bl, &epi);
+  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, j->packed ? w : NULL,
+                    j->packed == 2, beta, y, j->ldy, &j->bl, &epi);
 }
 
 static void linear_task(void *ctx, int64_t lo, int64_t hi) {
@@ -1113,6 +1307,15 @@ void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, in
              task_macs, split_macs);
 }
 
+void rt_linear_packed_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
+                           int64_t ldx, const float *wp, const float *bias, float *y, int64_t ldy,
+                           int64_t act, float scale, const float *residual, int64_t ldr,
+                           int64_t mc, int64_t nc, int64_t kc, int64_t task_macs,
+                           int64_t split_macs) {
+  linear_run(pool, m, n, k, x, ldx, wp, 2, bias, y, ldy, act, scale, residual, ldr, mc, nc, kc,
+             task_macs, split_macs);
+}
+
 void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                       const float *wp, const float *bias, float *y, int64_t ldy, int64_t act,
                       float scale, const float *residual, int64_t ldr, int64_t mc, int64_t nc,
@@ -1135,6 +1338,26 @@ void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst) {
       const float *src = w + (q + j) * k;
       for (int64_t p = 0; p < k; p++)
         d[p * GEMM_PANEL + j] = j < cols ? src[p] : 0.0f;
+    }
+  }
+}
+
+int64_t rt_gemm_packed_bf16_floats(int64_t n, int64_t k) {
+  return (n + GEMM_PANEL - 1) / GEMM_PANEL * GEMM_PANEL * ((k + 1) / 2);
+}
+
+void rt_gemm_pack_bf16(int64_t n, int64_t k, const float *w, float *dst) {
+  uint32_t *d0 = (uint32_t *)(void *)dst;
+  const int64_t k2 = (k + 1) / 2;
+  for (int64_t q = 0; q < n; q += GEMM_PANEL) {
+    uint32_t *d = d0 + q * k2;
+    for (int64_t j = 0; j < GEMM_PANEL; j++) {
+      const float *src = w + (q + j) * k;
+      for (int64_t p = 0; p < k2 * 2; p += 2) {
+        uint32_t lo = q + j < n ? f32_to_bf16(src[p]) : 0;
+        uint32_t hi = q + j < n && p + 1 < k ? f32_to_bf16(src[p + 1]) : 0;
+        d[p / 2 * GEMM_PANEL + j] = lo | hi << 16;
+      }
     }
   }
 }

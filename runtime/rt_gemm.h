@@ -83,6 +83,22 @@ void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float
 int64_t rt_gemm_packed_floats(int64_t n, int64_t k);
 void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst);
 
+/* bf16 weights (--weights-dtype bf16): w packed by rt_gemm_pack_bf16, the
+ * same panels of 16 output columns holding bf16 pairs of k-steps
+ * (rt_gemm_kernels.h), half the bytes; sums in f32. Where the CPU has
+ * AVX512_BF16, products of more than 8 rows round x to bf16 and run
+ * vdpbf16ps; elsewhere (and for the decode path) the weights are widened
+ * to f32 in registers and x is used as it is.
+ * rt_gemm_packed_bf16_floats: ceil(N / 16) * 16 * ceil(K / 2), the size in
+ * floats (two bf16 per float). Rounding: to nearest even. */
+void rt_linear_packed_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
+                           int64_t ldx, const float *wp, const float *bias, float *y, int64_t ldy,
+                           int64_t act, float scale, const float *residual, int64_t ldr,
+                           int64_t mc, int64_t nc, int64_t kc, int64_t task_macs,
+                           int64_t split_macs);
+int64_t rt_gemm_packed_bf16_floats(int64_t n, int64_t k);
+void rt_gemm_pack_bf16(int64_t n, int64_t k, const float *w, float *dst);
+
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),
  * single-threaded (callers parallelise over independent products). */
 void rt_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,

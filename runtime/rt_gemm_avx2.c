@@ -127,6 +127,97 @@ AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, i
     rows_p_group((int)m - 4, cols, k, x + 4 * ldx, ldx, wp + j0 * k, y + 4 * ldy + j0, ldy);
   }
 }
+
+/* ---- bf16 weights (pair panels, rt_gemm_kernels.h), widened to f32 ----
+ * A word's low half is the bf16 of the even k-step, its high half the odd
+ * one: the f32s are the word shifted left by 16 and the word with its low
+ * half cleared. */
+AVX2 static inline __m256 bf16_lo(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+AVX2 static inline __m256 bf16_hi(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* C[mr,nr] += A_p^T B over kc (even) steps, A_p f32, B one bf16 pair panel */
+AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b, int64_t bs,
+                                   float *c, int64_t ldc, int mr, int nr) {
+  (void)bs; /* one panel */
+  const float *a = av;
+  __m256 acc[MR][2];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] =
+      _mm256_setzero_ps();
+  for (int64_t q = 0; q < kc / 2; q++) {
+    const float *a0 = a + 2 * q * MR, *a1 = a0 + MR;
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+      __m256i w = _mm256_load_si256((const __m256i *)(b + q * 16 + 8 * h));
+      __m256 lo = bf16_lo(w), hi = bf16_hi(w);
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+        acc[i][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + i), lo, acc[i][h]);
+        acc[i][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + i), hi, acc[i][h]);
+      }
+    }
+  }
+  __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+  for (int i = 0; i < mr; i++) {
+    float *ci = c + i * ldc;
+    _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));
+    _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));
+  }
+}
+
+/* Decode on bf16 pair panels: R rows (1..4) over one panel, one fma chain
+ * per element over p in order. */
+#define ROWS_PB(R)                                                                                 \
+  AVX2 static void rows_pb_##R(int64_t k, const float *x, int64_t ldx, const uint32_t *wp,         \
+                               float *y, int64_t ldy, int ncols) {                                 \
+    __m256 acc[R][2];                                                                              \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] =                    \
+        _mm256_setzero_ps();                                                                       \
+    for (int64_t q = 0; q < k / 2; q++)                                                            \
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                        \
+        __m256i w = _mm256_load_si256((const __m256i *)(wp + q * 16 + 8 * h));                    \
+        __m256 lo = bf16_lo(w), hi = bf16_hi(w);                                                   \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                      \
+          acc[r][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q), lo, acc[r][h]);    \
+          acc[r][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q + 1), hi, acc[r][h]);\
+        }                                                                                          \
+      }                                                                                            \
+    if (k % 2)                                                                                     \
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                        \
+        __m256 lo = bf16_lo(_mm256_load_si256((const __m256i *)(wp + k / 2 * 16 + 8 * h)));       \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r][h] =                            \
+            _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + k - 1), lo, acc[r][h]);              \
+      }                                                                                            \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                          \
+      _mm256_maskstore_ps(y + r * ldy, lanes8(ncols), acc[r][0]);                                  \
+      _mm256_maskstore_ps(y + r * ldy + 8, lanes8(ncols - 8), acc[r][1]);                          \
+    }                                                                                              \
+  }
+
+ROWS_PB(1)
+ROWS_PB(2)
+ROWS_PB(3)
+ROWS_PB(4)
+
+typedef void (*RowsPb)(int64_t k, const float *x, int64_t ldx, const uint32_t *wp, float *y,
+                       int64_t ldy, int ncols);
+static const RowsPb rows_pb[4] = {rows_pb_1, rows_pb_2, rows_pb_3, rows_pb_4};
+
+AVX2 void rt_gemm_rows_p_bf16_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                                   const uint32_t *wp, float *y, int64_t ldy) {
+  if (m <= 0 || n <= 0)
+    return;
+  const int64_t k2 = (k + 1) / 2;
+  /* 5-8 rows: two groups per panel, the second reading it from cache */
+  for (int64_t j = 0; j < n; j += 16) {
+    int cols = (int)(n - j < 16 ? n - j : 16);
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      int r = (int)(m - r0 < 4 ? m - r0 : 4);
+      rows_pb[r - 1](k, x + r0 * ldx, ldx, wp + j * k2, y + r0 * ldy + j, ldy, cols);
+    }
+  }
+}
 #else
 /* ISO C wants at least one declaration in a translation unit. */
 typedef int rt_gemm_avx2_unused;

@@ -227,6 +227,123 @@ AVX512 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *
     rows_p_one[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)(n - j < 16 ? n - j : 16));
 }
 
+
+/* ---- bf16 weights (panels of bf16 pairs, rt_gemm_kernels.h), widened ----
+ * A 32-bit word holds the bf16 of k-step 2q in its low half and of 2q+1 in
+ * its high half; a bf16 is the top half of its f32, so the f32 values are
+ * the word shifted left by 16 (even step) and the word with its low half
+ * cleared (odd step): two integer ops per 16 columns, then f32 FMAs. */
+AVX512 static inline __m512 bf16_lo(__m512i w) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+AVX512 static inline __m512 bf16_hi(__m512i w) {
+  return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* C[mr,nr] += A_p^T B over kc (even) steps: A_p f32 (kc groups of MR),
+ * B bf16 pair panels (bs words apart). */
+#define MICRO_BF16W(NV)                                                                            \
+  AVX512 static void micro_bf16w_##NV(int64_t kc, const float *a, const uint32_t *b, int64_t bs,   \
+                                      float *c, int64_t ldc, int mr, int nr) {                     \
+    __m512 acc[MR][NV];                                                                            \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                          \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
+    for (int64_t q = 0; q < kc / 2; q++) {                                                         \
+      const float *a0 = a + 2 * q * MR, *a1 = a0 + MR;                                             \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
+        __m512i w = _mm512_load_si512((const void *)(b + v * bs + q * 16));                        \
+        __m512 lo = bf16_lo(w), hi = bf16_hi(w);                                                   \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                    \
+          acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(a0[i]), lo, acc[i][v]);                       \
+          acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(a1[i]), hi, acc[i][v]);                       \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int i = 0; i < mr; i++)                                                                   \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
+        __mmask16 m = lanes(nr - 16 * v);                                                          \
+        float *ci = c + i * ldc + 16 * v;                                                          \
+        _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));      \
+      }                                                                                            \
+  }
+
+MICRO_BF16W(1)
+MICRO_BF16W(2)
+MICRO_BF16W(3)
+MICRO_BF16W(4)
+
+AVX512 void rt_gemm_micro_bf16w_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
+                                       float *c, int64_t ldc, int mr, int nr) {
+  switch ((nr + 15) / 16) {
+  case 4: micro_bf16w_4(kc, a, b, bs, c, ldc, mr, nr); break;
+  case 3: micro_bf16w_3(kc, a, b, bs, c, ldc, mr, nr); break;
+  case 2: micro_bf16w_2(kc, a, b, bs, c, ldc, mr, nr); break;
+  default: micro_bf16w_1(kc, a, b, bs, c, ldc, mr, nr); break;
+  }
+}
+
+/* Decode on bf16 pair panels: y[r, 16q + l] = sum_p x[r, p] w[p, 16q + l],
+ * one fma chain per element over p in order (the even step, then the odd
+ * one of each pair). */
+#define ROWS_P_BF16(R, P)                                                                          \
+  AVX512 static void rows_pb_##R##x##P(int64_t k, const float *x, int64_t ldx,                     \
+                                       const uint32_t *wp, float *y, int64_t ldy, int ncols) {     \
+    __m512 acc[R][P];                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] = _mm512_setzero_ps();       \
+    const int64_t ps = (k + 1) / 2 * 16;                                                           \
+    for (int64_t q = 0; q < k / 2; q++) {                                                          \
+      _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) {                                        \
+        __m512i w = _mm512_load_si512((const void *)(wp + v * ps + q * 16));                       \
+        __m512 lo = bf16_lo(w), hi = bf16_hi(w);                                                   \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
+          acc[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + 2 * q]), lo, acc[r][v]);          \
+          acc[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + 2 * q + 1]), hi, acc[r][v]);      \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    if (k % 2) { /* the last step alone: its pair's high half is padding */                        \
+      _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) {                                        \
+        __m512 lo = bf16_lo(_mm512_load_si512((const void *)(wp + v * ps + k / 2 * 16)));          \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r][v] =                            \
+            _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k - 1]), lo, acc[r][v]);                    \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++)                                        \
+            _mm512_mask_storeu_ps(y + r * ldy + 16 * v, lanes(ncols - 16 * v), acc[r][v]);         \
+  }
+
+#define ROWS_P_BF16_R(R, P) ROWS_P_BF16(R, P) ROWS_P_BF16(R, 1)
+ROWS_P_BF16_R(1, 4)
+ROWS_P_BF16_R(2, 4)
+ROWS_P_BF16_R(3, 4)
+ROWS_P_BF16_R(4, 4)
+ROWS_P_BF16_R(5, 2)
+ROWS_P_BF16_R(6, 2)
+ROWS_P_BF16_R(7, 2)
+ROWS_P_BF16_R(8, 2)
+
+typedef void (*RowsPb)(int64_t k, const float *x, int64_t ldx, const uint32_t *wp, float *y,
+                       int64_t ldy, int ncols);
+static const RowsPb rows_pb_wide[GEMM_DECODE_ROWS] = {rows_pb_1x4, rows_pb_2x4, rows_pb_3x4,
+                                                      rows_pb_4x4, rows_pb_5x2, rows_pb_6x2,
+                                                      rows_pb_7x2, rows_pb_8x2};
+static const RowsPb rows_pb_one[GEMM_DECODE_ROWS] = {rows_pb_1x1, rows_pb_2x1, rows_pb_3x1,
+                                                     rows_pb_4x1, rows_pb_5x1, rows_pb_6x1,
+                                                     rows_pb_7x1, rows_pb_8x1};
+
+AVX512 void rt_gemm_rows_p_bf16_avx512(int64_t m, int64_t n, int64_t k, const float *x,
+                                       int64_t ldx, const uint32_t *wp, float *y, int64_t ldy) {
+  if (m <= 0 || n <= 0)
+    return;
+  const int64_t wide = m <= 4 ? 64 : 32, k2 = (k + 1) / 2;
+  int64_t j = 0;
+  for (; j + wide <= n; j += wide)
+    rows_pb_wide[m - 1](k, x, ldx, wp + j * k2, y + j, ldy, (int)wide);
+  for (; j < n; j += 16)
+    rows_pb_one[m - 1](k, x, ldx, wp + j * k2, y + j, ldy, (int)(n - j < 16 ? n - j : 16));
+}
 #else
 /* ISO C wants at least one declaration in a translation unit. */
 typedef int rt_gemm_avx512_unused;

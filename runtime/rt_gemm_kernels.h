@@ -16,6 +16,16 @@
  *        row p0 of K starts p0 * 16 floats into each panel), so both run
  *        the same micro-kernel and prepacked weights are never repacked.
  *
+ *   B_h  bf16 weights (rt_gemm_pack_bf16): the same panels of 16 columns,
+ *        each a run of 32-bit words, one per pair of k-steps and column:
+ *        word [q][p/2][j] = bf16(w[16q + j, p]) | bf16(w[16q + j, p+1]) << 16
+ *        (p even; the high half 0 past K), panels ceil(K/2) * 16 words
+ *        apart. The two f32s of a word are its low half shifted up and its
+ *        high half with the low one cleared; vdpbf16ps reads it as is.
+ *   A_h  (kernels with a_bf16 only) one MR-row panel of op(A) as bf16
+ *        pairs: kc/2 groups of mr words, word [p/2][i] = bf16(A[i, p]) |
+ *        bf16(A[i, p+1]) << 16.
+ *
  * Every kernel computes each output element with the same operations in
  * the same order wherever the element lies in its tile or block, so how a
  * product is cut (rows, columns, threads) never changes a result. */
@@ -54,6 +64,15 @@ typedef struct GemmKernels {
    * element is one fma chain over p in order */
   void (*rows_p)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const float *wp,
                  float *y, int64_t ldy);
+  /* bf16 weights: C[mr',nr'] += A^T B_h over kc (even) k-steps, B_h's
+   * panels bs words apart; a is A_h when a_bf16, else A_p (f32, kc groups
+   * of mr, the padding step zero) */
+  void (*micro_bf16)(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
+                     int64_t ldc, int mr, int nr);
+  int a_bf16;
+  /* decode on B_h over all of k (panels ceil(k/2) * 16 words apart) */
+  void (*rows_p_bf16)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                      const uint32_t *wp, float *y, int64_t ldy);
 } GemmKernels;
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
@@ -66,6 +85,10 @@ void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, 
                         int64_t ldc, int mr, int nr);
 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *wp, float *y, int64_t ldy);
+void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
+                              int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_bf16_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                              const uint32_t *wp, float *y, int64_t ldy);
 #endif
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(TFMC_STATIC)
@@ -82,6 +105,14 @@ void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_
                          const float *w, int64_t ldw, float *y, int64_t ldy);
 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                            const float *wp, float *y, int64_t ldy);
+void rt_gemm_micro_bf16w_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
+                                float *c, int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_bf16_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                                const uint32_t *wp, float *y, int64_t ldy);
+/* rt_gemm_avx512bf16.c: target("avx512f,avx512bf16"); only when cpuid says
+ * AVX512_BF16 too. A is A_h (a_bf16). */
+void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
+                                 float *c, int64_t ldc, int mr, int nr);
 #endif
 
 #endif

@@ -61,13 +61,16 @@ uint64_t rt_model_layout_hash(const RtWeightInfo *w, int n) {
 int64_t rt_weight_floats(const RtWeightInfo *w) {
   if (w->rank < 0 || w->rank > RT_MAX_RANK || (unsigned)w->layout >= RT_WEIGHT_LAYOUT_COUNT)
     return -1;
-  if (w->layout == RT_WEIGHT_PANELS && w->rank != 2)
+  bool panels = w->layout == RT_WEIGHT_PANELS || w->layout == RT_WEIGHT_PANELS_BF16;
+  if (panels && w->rank != 2)
     return -1;
   int64_t n = 1;
   for (int d = 0; d < w->rank; d++) {
     int64_t s = w->shape[d];
-    if (w->layout == RT_WEIGHT_PANELS && d == 0)
+    if (panels && d == 0)
       s = s > INT64_MAX - 15 ? -1 : (s + 15) / 16 * 16;
+    if (w->layout == RT_WEIGHT_PANELS_BF16 && d == 1)
+      s = s > INT64_MAX - 1 ? -1 : (s + 1) / 2;
     if (s < 0 || (s && n > INT64_MAX / s))
       return -1;
     n *= s;

@@ -79,7 +79,13 @@ typedef struct RtTensorInfo {
  * rt_linear_packed reads, in rt_gemm_pack's panels of 16 rows
  * (runtime/rt_gemm.h: ceil(N / 16) * 16 * K floats). A weight read both
  * ways is listed twice, once per layout. */
-typedef enum RtWeightLayout { RT_WEIGHT_PLAIN, RT_WEIGHT_PANELS, RT_WEIGHT_LAYOUT_COUNT } RtWeightLayout;
+typedef enum RtWeightLayout {
+  RT_WEIGHT_PLAIN,
+  RT_WEIGHT_PANELS,
+  RT_WEIGHT_PANELS_BF16, /* the same panels of bf16 pairs (rt_gemm_pack_bf16):
+                            ceil(N / 16) * 16 * ceil(K / 2) floats */
+  RT_WEIGHT_LAYOUT_COUNT
+} RtWeightLayout;
 
 typedef struct RtWeightInfo {
   const char *name;

@@ -371,8 +371,8 @@ done:
 #define PASS_OPTS                                                                                  \
   {"passes", true, NULL}, {"print-after", true, NULL}, {"print-file", true, NULL},                 \
       {"pass-stats", false, NULL}, {"disable-pass", true, NULL}, {"tile", true, NULL, true},       \
-      {"target-cache", true, NULL}, {                                                              \
-    "target-threads", true, NULL                                                                   \
+      {"target-cache", true, NULL}, {"target-threads", true, NULL}, {                              \
+    "weights-dtype", true, NULL                                                                    \
   }
 
 static bool same_file(const char *a, const char *b);
@@ -475,6 +475,25 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
     return usage_error(cmd, "--tile, --target-cache and --target-threads need the tile pass in "
                             "the pipeline (-O2, -O3, or --passes=...,tile)");
   ctx->target = &target;
+  /* --weights-dtype: what pack-weights stores linears' weights as */
+  const char *dtype = opt(args, "weights-dtype");
+  ctx->weights_dtype = PASS_WEIGHTS_F32;
+  if (dtype) {
+    if (strcmp(dtype, "bf16") == 0)
+      ctx->weights_dtype = PASS_WEIGHTS_BF16;
+    else if (strcmp(dtype, "f32") != 0)
+      return usage_error(cmd, "--weights-dtype: '%s' is not one of f32, bf16", dtype);
+    bool pack_runs = false;
+    for (int i = 0; i < pl->n; i++)
+      pack_runs |= strcmp(pl->passes[i]->name, "pack-weights") == 0;
+    if (!pack_runs && ctx->weights_dtype != PASS_WEIGHTS_F32)
+      return usage_error(cmd, "--weights-dtype %s needs the pack-weights pass in the pipeline "
+                              "(-O2, -O3, or --passes=...,pack-weights)", dtype);
+    const char *backend = opt(args, "backend");
+    if (backend && strcmp(backend, "interp") == 0 && ctx->weights_dtype != PASS_WEIGHTS_F32)
+      return usage_error(cmd, "--weights-dtype %s is for compiled code: the interpreter (the "
+                              "f32 reference) does not pack weights", dtype);
+  }
   return 0;
 }
 

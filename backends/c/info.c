@@ -98,6 +98,7 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
       fputs("}, .offset = ", o);
       c_put_i64(o, w->offset);
       if (w->layout == RT_WEIGHT_PANELS) fputs(", .layout = RT_WEIGHT_PANELS", o);
+      if (w->layout == RT_WEIGHT_PANELS_BF16) fputs(", .layout = RT_WEIGHT_PANELS_BF16", o);
       fputs("},\n", o);
     }
     fputs("};\n\n", o);

@@ -78,7 +78,8 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
     if (!used[c]) continue;
     switch ((LCallee)c) {
     case LC_LINEAR:
-    case LC_LINEAR_PACKED: gemm = true; break;
+    case LC_LINEAR_PACKED:
+    case LC_LINEAR_PACKED_BF16: gemm = true; break;
     case LC_ATTENTION:
     case LC_ATTENTION_FLASH:
       if (used[LC_ATTENTION] && used[LC_ATTENTION_FLASH] && c == LC_ATTENTION_FLASH)

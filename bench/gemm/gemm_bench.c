@@ -8,6 +8,8 @@
  *       the runtime chooses them (TFMC_GEMM, TFMC_GEMM_ISA)
  *   gemm_bench packed   [--threads T] [--quick] [--label L]   rt_linear_packed on weights
  *       packed once by rt_gemm_pack (what the pack-weights pass compiles to)
+ *   gemm_bench bf16     [--threads T] [--quick] [--label L]   rt_linear_packed_bf16 on
+ *       weights packed once by rt_gemm_pack_bf16 (--weights-dtype bf16)
  *   gemm_bench openblas [--threads T] [--quick] [--label L]   cblas_sgemm (cblas_sgemv
  *       for M = 1) from libopenblas.so.0, its own T threads, the core type
  *       its OPENBLAS_CORETYPE and CPU detection give (printed)
@@ -127,13 +129,13 @@ int main(int argc, char **argv) {
   int64_t only_m = 0, only_n = 0, only_k = 0;
   const char *label = argc > 1 ? argv[1] : "";
   if (argc < 2 || (strcmp(argv[1], "tfmc") != 0 && strcmp(argv[1], "openblas") != 0 &&
-                   strcmp(argv[1], "packed") != 0)) {
-    fprintf(stderr, "usage: gemm_bench tfmc|packed|openblas [--threads T] [--quick] [--label L] "
+                   strcmp(argv[1], "packed") != 0 && strcmp(argv[1], "bf16") != 0)) {
+    fprintf(stderr, "usage: gemm_bench tfmc|packed|bf16|openblas [--threads T] [--quick] [--label L] "
                     "[--shape MxNxK]\n");
     return 2;
   }
   use_blas = strcmp(argv[1], "openblas") == 0;
-  use_packed = strcmp(argv[1], "packed") == 0;
+  use_packed = strcmp(argv[1], "packed") == 0 ? 1 : strcmp(argv[1], "bf16") == 0 ? 2 : 0;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
       threads = atoi(argv[++i]);
@@ -180,14 +182,20 @@ int main(int argc, char **argv) {
         m = only_m, n = only_n, k = only_k;
       else if (quick && (m == 1024 || (n == 50257 && m >= 128)))
         continue;
-      size_t wfloats = (size_t)(n * k);
-      int copies = (int)((256u << 20) / (wfloats * sizeof(float))) + 1;
+      size_t wfloats = (size_t)(n * k); /* the f32 weights' size */
+      size_t wbytes = wfloats * (use_packed == 2 ? 2 : 4); /* what a call streams */
+      int copies = (int)((256u << 20) / wbytes) + 1;
       float **w = malloc(sizeof *w * (size_t)copies);
       for (int c = 0; c < copies; c++) {
         w[c] = filled(wfloats, 7u * (unsigned)c + 1);
         if (use_packed) { /* packed once, as the pack-weights pass does */
-          float *wp = filled((size_t)rt_gemm_packed_floats(n, k), 0);
-          rt_gemm_pack(n, k, w[c], wp);
+          float *wp = filled((size_t)(use_packed == 2 ? rt_gemm_packed_bf16_floats(n, k)
+                                                      : rt_gemm_packed_floats(n, k)),
+                             0);
+          if (use_packed == 2)
+            rt_gemm_pack_bf16(n, k, w[c], wp);
+          else
+            rt_gemm_pack(n, k, w[c], wp);
           free(w[c]);
           w[c] = wp;
         }
@@ -200,7 +208,10 @@ int main(int argc, char **argv) {
       for (int it = -copies; calls < (int)(sizeof times / sizeof *times); it++) {
         const float *wc = w[(it + copies) % copies];
         double t0 = now();
-        if (use_packed) {
+        if (use_packed == 2) {
+          rt_linear_packed_bf16(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016,
+                                384, (int64_t)1 << 17, (int64_t)1 << 23);
+        } else if (use_packed) {
           rt_linear_packed(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
                            (int64_t)1 << 17, (int64_t)1 << 23);
         } else if (!use_blas) {
@@ -232,7 +243,7 @@ int main(int argc, char **argv) {
              "\"weight_gbps\": %.2f, \"best_gflops\": %.2f}\n",
              label, argv[1], backend, threads, (long long)m, (long long)n, (long long)k, calls, med,
              2.0 * (double)m * (double)n * (double)k / med * 1e-9,
-             (double)wfloats * sizeof(float) / med * 1e-9,
+             (double)wbytes / med * 1e-9,
              2.0 * (double)m * (double)n * (double)k / times[0] * 1e-9);
       fflush(stdout);
       for (int c = 0; c < copies; c++)

@@ -36,7 +36,7 @@ typedef struct Tiny {
   LoopProgram *p;
   LKernel *k;
   LStmt *store;
-  int bin, bout, bw, ba, bp, tv;
+  int bin, bout, bw, ba, bp, bpb, tv;
 } Tiny;
 
 static Tiny tiny(void) {
@@ -50,7 +50,7 @@ static Tiny tiny(void) {
   t.bout = loop_buffer_add(p, LB_OUTPUT, 0, 0, LE_F32, "out");
   t.bw = loop_buffer_add(p, LB_WEIGHT, 0, 0, LE_F32, "w");
   t.ba = loop_buffer_add(p, LB_ARENA, 0, 0, LE_F32, "tmp");
-  t.bp = -1;
+  t.bp = t.bpb = -1;
   LKernel *k = t.k = loop_kernel_add(p, "k0_mul", "mul", 0);
   k->extent = lx_sym(p, 0);
   t.tv = loop_var_new(p, k, LT_F32);
@@ -73,9 +73,21 @@ static int panels_buf(Tiny *t) {
     t->bp = loop_buffer_add(t->p, LB_WEIGHT, 0, 16, LE_F32, "wp");
     t->p->bufs[t->bp].layout = LW_PANELS;
     t->p->bufs[t->bp].rows = t->p->bufs[t->bp].cols = 1;
-    t->p->weights_floats = 32;
+    if (t->p->weights_floats < 32) t->p->weights_floats = 32;
   }
   return t->bp;
+}
+
+/* The next buffer, once: weights +48 f32 panels_bf16[1,1] (16 floats past
+ * the 48 the weights then hold), for rt_linear_packed_bf16's w. */
+static int panels_bf16_buf(Tiny *t) {
+  if (t->bpb < 0) {
+    t->bpb = loop_buffer_add(t->p, LB_WEIGHT, 0, 48, LE_F32, "wb");
+    t->p->bufs[t->bpb].layout = LW_PANELS_BF16;
+    t->p->bufs[t->bpb].rows = t->p->bufs[t->bpb].cols = 1;
+    t->p->weights_floats = 64;
+  }
+  return t->bpb;
 }
 
 /* A valid call of callee built from its ir/callees.def row (so rows may
@@ -92,6 +104,7 @@ static LStmt *call_of(Tiny *t, LCallee callee) {
     case LA_F32_PTR: args[i] = addr(t, t->ba); break;
     case LA_F32_OUT: args[i] = addr(t, t->bout); break;
     case LA_F32_PANELS: args[i] = addr(t, panels_buf(t)); break;
+    case LA_BF16_PANELS: args[i] = addr(t, panels_bf16_buf(t)); break;
     case LA_F32_PTR_OR_NULL:
     case LA_F32_OUT_OR_NULL:
     case LA_U8_PTR_OR_NULL:
@@ -743,6 +756,29 @@ Test(loop_verify, panels_weights) {
   t = tiny();
   t.p->bufs[panels_buf(&t)].rows = 17; /* two panels: 32 floats from offset 16 */
   refused(t.p, "buffer b4: panels of 17 x 1 at offset 16 do not fit 32 floats");
+  arena_destroy(t.a);
+
+  t = tiny();
+  ls_append(t.p, t.k->body, call_of(&t, LC_LINEAR_PACKED_BF16));
+  accepted(t.p);
+  arena_destroy(t.a);
+
+  t = tiny(); /* each panels kind takes its own layout only */
+  {
+    LStmt *s = call_of(&t, LC_LINEAR_PACKED_BF16);
+    s->args[arg_at(LC_LINEAR_PACKED_BF16, "w")] = addr(&t, panels_buf(&t));
+    ls_append(t.p, t.k->body, s);
+  }
+  refused(t.p, "which is in panels layout");
+  arena_destroy(t.a);
+
+  t = tiny();
+  {
+    LStmt *s = call_of(&t, LC_LINEAR_PACKED);
+    s->args[arg_at(LC_LINEAR_PACKED, "w")] = addr(&t, panels_bf16_buf(&t));
+    ls_append(t.p, t.k->body, s);
+  }
+  refused(t.p, "which is in panels_bf16 layout");
   arena_destroy(t.a);
 
   t = tiny();

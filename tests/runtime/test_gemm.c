@@ -537,6 +537,108 @@ Test(gemm, packed_linear_matches_reference, .timeout = 240) {
   use_packed = 0;
 }
 
+/* ---- bf16 weights (rt_linear_packed_bf16) ---- */
+
+/* f32 -> bf16 -> f32, round to nearest even (no NaNs here) */
+static double bf16_round(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  memcpy(&r, &u, 4);
+  return r;
+}
+
+/* y = act(scale (x bf16(w)^T + b)) + r against two double references: x
+ * as it is (kernels that widen the weights) and x rounded to bf16 (the
+ * vdpbf16ps kernel); each element within 1e-4 of the terms' magnitude of
+ * one of them (times gelu's slope and |scale|, as the f32 checks). */
+static void check_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, int act, float scale,
+                       int with_bias, int with_res, int64_t pad, LinearPolicy pol) {
+  int64_t ldx = k + pad, ldy = n + pad, ldr = n + 1;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *bias = with_bias ? rand_buf(n) : NULL;
+  float *r = with_res ? rand_buf(m * ldr) : NULL;
+  float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  int64_t floats = rt_gemm_packed_bf16_floats(n, k);
+  cr_assert_eq(floats, (n + 15) / 16 * 16 * ((k + 1) / 2));
+  float *wp = aligned_alloc(64, ((size_t)floats * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack_bf16(n, k, w, wp);
+  rt_linear_packed_bf16(pool, m, n, k, x, ldx, wp, bias, y, ldy, act, scale, r, r ? ldr : 0, 40,
+                        100, 64, pol.task_macs, pol.split_macs);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s[2] = {bias ? bias[j] : 0, bias ? bias[j] : 0}, mag = bias ? fabs(bias[j]) : 0;
+      for (int64_t p = 0; p < k; p++) {
+        double wv = bf16_round(w[j * k + p]), xv = x[i * ldx + p];
+        s[0] += xv * wv;
+        s[1] += bf16_round(x[i * ldx + p]) * wv;
+        mag += fabs(xv * wv);
+      }
+      double rv = r ? r[i * ldr + j] : 0, got = y[i * ldy + j], err = INFINITY;
+      for (int v = 0; v < 2; v++) {
+        double want = ref_act(act, (double)scale * s[v]) + rv;
+        if (fabs(got - want) < err)
+          err = fabs(got - want);
+      }
+      double tol = 1.2e-4 * fabs(scale) * mag + 1e-6 * fabs(rv) + 1e-30;
+      cr_assert(err <= tol,
+                "rt_linear_packed_bf16 %s m=%lld n=%lld k=%lld act=%d threads=%d: y[%lld,%lld] = "
+                "%.9g, off by %.3g (tolerance %.3g)",
+                rt_gemm_backend(), (long long)m, (long long)n, (long long)k, act,
+                rt_pool_size(pool), (long long)i, (long long)j, got, err, tol);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "rt_linear_packed_bf16 wrote into padding");
+  }
+  /* the same bits on 1-3 threads under every policy */
+  RtPool *pools[3] = {rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  float *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
+  for (int t = 0; t < 3; t++)
+    for (int q = 0; q < N_POLICIES; q += 2) {
+      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
+      rt_linear_packed_bf16(pools[t], m, n, k, x, ldx, wp, bias, y1, ldy, act, scale, r,
+                            r ? ldr : 0, 40, 100, 64, POLICIES[q].task_macs,
+                            POLICIES[q].split_macs);
+      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
+                "bf16 m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
+                (long long)n, (long long)k, rt_pool_size(pools[t]), q);
+    }
+  for (int t = 0; t < 3; t++)
+    rt_pool_destroy(pools[t]);
+  free(y1);
+  free(x);
+  free(w);
+  free(wp);
+  free(bias);
+  free(r);
+  free(y);
+  free(y0);
+}
+
+/* Odd shapes around the decode path, the tiles and odd K (the padding
+ * step of the last pair), each activation, with and without bias and
+ * residual, on the calling thread and pools. */
+static void bf16_sweep(void) {
+  static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 13, 33, 130};
+  static const int64_t nks[] = {1, 3, 15, 16, 17, 47, 64, 65, 97, 130};
+  RtPool *pools[3] = {NULL, rt_pool_create(1), rt_pool_create(2)};
+  for (int c = 0; c < 40; c++) {
+    int64_t m = ms[c % 9], n = nks[(c * 7 + 3) % 10], k = nks[(c * 3 + c / 10) % 10];
+    check_bf16(pools[c % 3], m, n, k, c % RT_ACT_COUNT, c % 3 ? 1.0f : -0.75f, c % 2, c % 5 == 1,
+               (int64_t)(c % 2) * 3, POLICIES[c % N_POLICIES]);
+  }
+  check_bf16(pools[2], 128, 768, 768, RT_ACT_GELU, 1.0f, 1, 1, 0, DEFAULT_POLICY);
+  check_bf16(pools[2], 4, 2304, 768, RT_ACT_NONE, 1.0f, 1, 0, 0, DEFAULT_POLICY);
+  for (int p = 0; p < 3; p++)
+    rt_pool_destroy(pools[p]);
+}
+
+Test(gemm, bf16_weights_match_reference, .timeout = 240) {
+  bf16_sweep();
+}
+
 /* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
  * process: every entry point, every split, against the reference. Returns
  * early (reporting it) when this CPU cannot run the path. */
@@ -559,6 +661,7 @@ static void isa_suite(const char *isa_name) {
   }
   use_packed = 0;
   packed_equals_unpacked();
+  bf16_sweep();
 }
 
 static void use_isa(const char *isa) {
@@ -575,8 +678,16 @@ static void use_scalar(void) {
   use_isa("scalar");
 }
 
+static void use_avx512bf16(void) {
+  use_isa("avx512bf16");
+}
+
 Test(gemm, isa_avx512, .init = use_avx512, .timeout = 240) {
   isa_suite("avx512f kernels");
+}
+
+Test(gemm, isa_avx512bf16, .init = use_avx512bf16, .timeout = 240) {
+  isa_suite("avx512f+bf16 kernels");
 }
 
 Test(gemm, isa_avx2, .init = use_avx2, .timeout = 240) {
