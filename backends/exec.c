@@ -186,6 +186,9 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
     } else if (lb->layout == LW_PANELS_BF16) { /* --weights-dtype bf16 */
       TFMC_ASSERT(lb->rows * lb->cols == n);
       rt_gemm_pack_bf16(lb->rows, lb->cols, wt->data, dst + lb->offset);
+    } else if (lb->layout == LW_PANELS_I8) { /* --weights-dtype int8 */
+      TFMC_ASSERT(lb->rows * lb->cols == n);
+      rt_gemm_pack_i8(lb->rows, lb->cols, wt->data, dst + lb->offset);
     } else {
       memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
     }

@@ -63,10 +63,15 @@ int64_t loop_panels_floats_bf16(int64_t rows, int64_t cols) {
   return (rows + 15) / 16 * 16 * ((cols + 1) / 2);
 }
 
+int64_t loop_panels_floats_i8(int64_t rows, int64_t cols) {
+  return (rows + 15) / 16 * ((16 * ((cols + 3) / 4 * 4) + 128) / 4);
+}
+
 int64_t loop_weight_layout_floats(const LBuffer *b) {
   switch (b->layout) {
   case LW_PANELS: return loop_panels_floats(b->rows, b->cols);
   case LW_PANELS_BF16: return loop_panels_floats_bf16(b->rows, b->cols);
+  case LW_PANELS_I8: return loop_panels_floats_i8(b->rows, b->cols);
   case LW_PLAIN:
   case LW_LAYOUT_COUNT: break;
   }
@@ -77,6 +82,7 @@ const char *loop_layout_str(LWLayout l) {
   switch (l) {
   case LW_PANELS: return "panels";
   case LW_PANELS_BF16: return "panels_bf16";
+  case LW_PANELS_I8: return "panels_i8";
   case LW_PLAIN:
   case LW_LAYOUT_COUNT: break;
   }

@@ -65,8 +65,11 @@ typedef enum LBufKind {
  *   LW_PANELS_BF16  the same panels holding bf16 pairs of steps of K
  *              (rt_gemm_pack_bf16): loop_panels_floats_bf16(rows, cols)
  *              floats; only rt_linear_packed_bf16 reads it (pack-weights
- *              under --weights-dtype bf16) */
-typedef enum LWLayout { LW_PLAIN, LW_PANELS, LW_PANELS_BF16, LW_LAYOUT_COUNT } LWLayout;
+ *              under --weights-dtype bf16)
+ *   LW_PANELS_I8  panels of int8 with per-column scales (rt_gemm_pack_i8):
+ *              loop_panels_floats_i8(rows, cols) floats; only
+ *              rt_linear_packed_i8 reads it (--weights-dtype int8) */
+typedef enum LWLayout { LW_PLAIN, LW_PANELS, LW_PANELS_BF16, LW_PANELS_I8, LW_LAYOUT_COUNT } LWLayout;
 
 typedef struct LBuffer {
   LBufKind kind;
@@ -82,6 +85,8 @@ typedef struct LBuffer {
  * whole panels of 16, times cols (rt_gemm_packed_floats). */
 int64_t loop_panels_floats(int64_t rows, int64_t cols);
 int64_t loop_panels_floats_bf16(int64_t rows, int64_t cols); /* ceil(rows/16)*16*ceil(cols/2) */
+/* ceil(rows/16) * (16 * ceil4(cols) + 128) / 4 */
+int64_t loop_panels_floats_i8(int64_t rows, int64_t cols);
 /* Floats of a weight buffer in a panels layout (0 for LW_PLAIN, whose size
  * the graph's param gives). */
 int64_t loop_weight_layout_floats(const LBuffer *b);
@@ -168,7 +173,8 @@ typedef enum LCallee {
   X(F32_OUT_OR_NULL, float *, "the address of an f32 buffer or null")              \
   X(U8_PTR_OR_NULL, const uint8_t *, "the address of a u8 buffer or null")          \
   X(F32_PANELS, const float *, "a weight in panels layout, whole")                 \
-  X(BF16_PANELS, const float *, "a weight in panels_bf16 layout, whole")
+  X(BF16_PANELS, const float *, "a weight in panels_bf16 layout, whole")            \
+  X(I8_PANELS, const float *, "a weight in panels_i8 layout, whole")
 
 typedef enum LArgKind {
 #define LOOP_ARG_KIND_ENUM(k, ctype, what) LA_##k,

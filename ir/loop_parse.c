@@ -9,7 +9,8 @@
  *   header  := 'loop' 'program' STRING '(' 'arena' INT 'bytes' ',' 'weights' INT 'floats'
  *              ',' 'syms' INT ')'
  *   buffer  := BUF '=' ('input' '[' INT ']' | 'output' '[' INT ']' | 'weights' '+' INT
- *              | 'arena' '+' INT) ':' ELEM [('panels' | 'panels_bf16') '[' INT ',' INT ']'] STRING
+ *              | 'arena' '+' INT) ':' ELEM [LAYOUT '[' INT ',' INT ']'] STRING
+ *   LAYOUT  := 'panels' | 'panels_bf16' | 'panels_i8' 
  *                                                                     (depth 1, b0, b1, ...)
  *   kernel  := 'kernel' (IDENT | STRING) STRING ['node' INT] ('parallel' | 'serial')
  *              'extent' expr ['grain' INT] ['shares' (IDENT | STRING)]
@@ -628,6 +629,7 @@ static void parse_buffer(LP *P) {
   }
   int64_t rows = 0, cols = 0;
   LWLayout layout = accept(P, "panels_bf16") ? LW_PANELS_BF16
+                    : accept(P, "panels_i8") ? LW_PANELS_I8
                     : accept(P, "panels")    ? LW_PANELS
                                              : LW_PLAIN;
   bool panels = layout != LW_PLAIN;

@@ -116,9 +116,8 @@ static bool check_expr(Vf *V, const LExpr *e, bool as_arg) {
   case LX_LOAD: {
     if (!check_index(V, e->buf, e->a)) return false;
     if (V->p->bufs[e->buf].layout != LW_PLAIN)
-      return bad(V, "loads from b%d, which is in %s layout (only rt_linear_packed%s reads it)",
-                 e->buf, loop_layout_str(V->p->bufs[e->buf].layout),
-                 V->p->bufs[e->buf].layout == LW_PANELS_BF16 ? "_bf16" : "");
+      return bad(V, "loads from b%d, which is in %s layout (only rt_linear_packed* reads it)",
+                 e->buf, loop_layout_str(V->p->bufs[e->buf].layout));
     LType want = V->p->bufs[e->buf].elem == LE_F32 ? LT_F32 : LT_I64;
     if (e->t != want)
       return bad(V, "load from b%d has type %s, expected %s", e->buf, loop_type_str(e->t),
@@ -196,7 +195,8 @@ static bool arg_kind_pointer(LArgKind k, LElem *elem, bool *nullable, bool *writ
   case LA_F32_OUT_OR_NULL: *nullable = *written = true; return true;
   case LA_U8_PTR_OR_NULL: *elem = LE_U8; *nullable = true; return true;
   case LA_F32_PANELS:
-  case LA_BF16_PANELS: return true;
+  case LA_BF16_PANELS:
+  case LA_I8_PANELS: return true;
   case LA_KIND_COUNT: break;
   }
   return false;
@@ -205,7 +205,10 @@ static bool arg_kind_pointer(LArgKind k, LElem *elem, bool *nullable, bool *writ
 /* The layout a pointer kind's buffer must have (a panels kind takes only
  * its own; every other pointer only plain buffers). */
 static LWLayout arg_layout(LArgKind k) {
-  return k == LA_F32_PANELS ? LW_PANELS : k == LA_BF16_PANELS ? LW_PANELS_BF16 : LW_PLAIN;
+  return k == LA_F32_PANELS    ? LW_PANELS
+         : k == LA_BF16_PANELS ? LW_PANELS_BF16
+         : k == LA_I8_PANELS   ? LW_PANELS_I8
+                               : LW_PLAIN;
 }
 
 static bool is_pointer_expr(const LExpr *e) {

@@ -135,6 +135,7 @@ static bool call_out_bytes(const Counter *c, const LStmt *s, int64_t *bytes) {
   case LC_LINEAR: /* y[M,N] */
   case LC_LINEAR_PACKED:
   case LC_LINEAR_PACKED_BF16:
+  case LC_LINEAR_PACKED_I8:
     if (!call_arg(c, s, "m", &m) || !call_arg(c, s, "n", &n)) return false;
     *bytes = out_bytes(c, s, "y", m * n);
     return true;

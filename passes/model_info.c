@@ -155,6 +155,7 @@ RtModelInfo *pass_model_info(Arena *a, const IrGraph *g, const LoopProgram *p,
     w[j].offset = lb->offset;
     _Static_assert((int)LW_PANELS == (int)RT_WEIGHT_PANELS && (int)LW_PLAIN == (int)RT_WEIGHT_PLAIN &&
                        (int)LW_PANELS_BF16 == (int)RT_WEIGHT_PANELS_BF16 &&
+                       (int)LW_PANELS_I8 == (int)RT_WEIGHT_PANELS_I8 &&
                        (int)LW_LAYOUT_COUNT == (int)RT_WEIGHT_LAYOUT_COUNT,
                    "LWLayout and RtWeightLayout differ");
     w[j].layout = (int)lb->layout;

@@ -28,7 +28,11 @@
  *
  * Under --weights-dtype bf16 (ctx->weights_dtype) the panels hold bf16
  * pairs (LW_PANELS_BF16, rt_gemm_pack_bf16: half the bytes) and the calls
- * become rt_linear_packed_bf16; everything else stays f32.
+ * become rt_linear_packed_bf16; under int8 they hold int8 with one scale
+ * per output column (LW_PANELS_I8, rt_gemm_pack_i8: a quarter of the
+ * bytes) and the calls become rt_linear_packed_i8 (x quantised per row as
+ * it runs), except products with K >= 131072, whose 32-bit integer sums
+ * could overflow: they keep f32 panels. Everything else stays f32.
  *
  * Invariant: running the pass again changes nothing (it rewrites rt_linear
  * calls only, and leaves none it can rewrite). */
@@ -120,8 +124,10 @@ static void rewrite_stmt(PackState *S, LStmt *s, int *calls) {
   int b = packable(S, s, &n, &k);
   if (b >= 0 && S->packed_as[b] >= 0) {
     /* rt_linear_packed takes rt_linear's arguments in the same order */
-    s->callee = S->p->bufs[S->packed_as[b]].layout == LW_PANELS_BF16 ? LC_LINEAR_PACKED_BF16
-                                                                    : LC_LINEAR_PACKED;
+    LWLayout l = S->p->bufs[S->packed_as[b]].layout;
+    s->callee = l == LW_PANELS_BF16 ? LC_LINEAR_PACKED_BF16
+                : l == LW_PANELS_I8 ? LC_LINEAR_PACKED_I8
+                                    : LC_LINEAR_PACKED;
     s->args[arg_index(s->callee, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
     (*calls)++;
   }
@@ -177,8 +183,11 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
     count_expr(&S, p->kernels[i].extent);
     count_stmt(&S, p->kernels[i].body);
   }
-  bool bf16 = ctx && ctx->weights_dtype == PASS_WEIGHTS_BF16;
-  LWLayout layout = bf16 ? LW_PANELS_BF16 : LW_PANELS;
+  PassWeightsDtype dtype = ctx ? ctx->weights_dtype : PASS_WEIGHTS_F32;
+  LWLayout layout = dtype == PASS_WEIGHTS_BF16   ? LW_PANELS_BF16
+                    : dtype == PASS_WEIGHTS_INT8 ? LW_PANELS_I8
+                                                 : LW_PANELS;
+  int wide_k = 0; /* int8: products too deep for exact 32-bit sums stay f32 */
   /* choose: in place when only such calls read the weight, else a copy */
   int in_place = 0, copies = 0;
   for (int b = 0; b < nb; b++) {
@@ -193,7 +202,8 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
       copies++;
     }
     LBuffer *t = &p->bufs[target];
-    t->layout = layout;
+    t->layout = layout == LW_PANELS_I8 && S.k[b] >= 131072 ? LW_PANELS : layout;
+    wide_k += t->layout != layout;
     t->rows = S.n[b];
     t->cols = S.k[b];
     S.packed_as[b] = target;
@@ -219,8 +229,9 @@ bool pass_pack_weights_run(LoopProgram *p, PassContext *ctx) {
   p->weights_floats = ofs;
   pass_note(ctx,
             "%d rt_linear calls read prepacked %s panels of %d weights (%d packed in place, %d "
-            "copies beside a weight also read otherwise); weights %lld -> %lld floats",
-            calls, bf16 ? "bf16" : "f32", in_place + copies, in_place, copies, (long long)before,
+            "copies beside a weight also read otherwise%s); weights %lld -> %lld floats",
+            calls, loop_layout_str(layout), in_place + copies, in_place, copies,
+            wide_k ? "; some with K >= 131072 kept f32 panels" : "", (long long)before,
             (long long)ofs);
   return true;
 }

@@ -199,7 +199,12 @@ bool pass_target_parse_tile(PassTarget *t, const char *kv, char *err, size_t err
 void pass_tile_keys_list(char *buf, size_t n);
 
 /* What pack-weights stores a linear's weights as (--weights-dtype). */
-typedef enum PassWeightsDtype { PASS_WEIGHTS_F32, PASS_WEIGHTS_BF16, PASS_WEIGHTS_DTYPE_COUNT } PassWeightsDtype;
+typedef enum PassWeightsDtype {
+  PASS_WEIGHTS_F32,
+  PASS_WEIGHTS_BF16,
+  PASS_WEIGHTS_INT8,
+  PASS_WEIGHTS_DTYPE_COUNT
+} PassWeightsDtype;
 
 typedef struct PassContext {
   Diags *diags;            /* passes and the verifier report here */

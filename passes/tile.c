@@ -285,7 +285,8 @@ static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
   if (!s)
     return;
   if (s->kind == LS_CALL && (s->callee == LC_LINEAR || s->callee == LC_LINEAR_PACKED ||
-                                s->callee == LC_LINEAR_PACKED_BF16)) {
+                                s->callee == LC_LINEAR_PACKED_BF16 ||
+                                s->callee == LC_LINEAR_PACKED_I8)) {
     for (int k = 0; k < TILE_KEY_COUNT; k++) {
       const char *arg = NULL;
       switch ((TileKey)k) {

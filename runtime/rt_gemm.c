@@ -339,14 +339,14 @@ static const GemmKernels kernels_base = {
     .isa = "baseline", .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MC, .nc = GEMM_NC,
     .micro = gemm_micro_base, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
     .rows = gemm_rows_base, .rows_p = gemm_rows_p_base, .micro_bf16 = gemm_micro_bf16_base,
-    .rows_p_bf16 = gemm_rows_p_bf16_base};
+    .rows_p_bf16 = gemm_rows_p_bf16_base, .rows_i8 = rt_gemm_rows_i8_base};
 #ifdef GEMM_X86
 static const GemmKernels kernels_avx2 = {
     .isa = "avx2+fma", .mr = GEMM_AVX2_MR, .nr = GEMM_AVX2_NR,
     .mc = GEMM_MC / GEMM_AVX2_MR * GEMM_AVX2_MR, .nc = GEMM_NC / GEMM_AVX2_NR * GEMM_AVX2_NR,
     .micro = rt_gemm_micro_avx2, .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2,
     .rows = gemm_rows_avx2, .rows_p = rt_gemm_rows_p_avx2, .micro_bf16 = rt_gemm_micro_bf16w_avx2,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2, .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
 #ifdef GEMM_AVX512
 /* the single-row sgemm kernels stay AVX2: they are bound by memory; so is
@@ -357,7 +357,7 @@ static const GemmKernels kernels_avx512 = {
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
 /* AVX512_BF16: the same, but products on bf16 weights run vdpbf16ps on x
  * rounded to bf16 as it is packed (A_h) */
 static const GemmKernels kernels_avx512bf16 = {
@@ -366,7 +366,7 @@ static const GemmKernels kernels_avx512bf16 = {
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
 
 /* ---- backend selection ---- */
@@ -381,6 +381,10 @@ typedef void (*CblasSgemm64)(int order, int ta, int tb, int64_t m, int64_t n, in
 
 typedef struct GemmBackend {
   const GemmKernels *k;
+  /* int8 products: the set's kernel, or VNNI's where an AVX-512 set runs
+   * on a CPU with AVX512_VNNI and AVX512BW (the same bits either way) */
+  void (*rows_i8)(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
+                  const float *sx, const uint8_t *wp, float *y, int64_t ldy);
   void *blas_handle;
   CblasSgemm32 sgemm32; /* exactly one of these is set when BLAS is in use */
   CblasSgemm64 sgemm64;
@@ -390,7 +394,7 @@ typedef struct GemmBackend {
 #ifdef TFMC_STATIC
 /* fixed at compile time: nothing to choose, nothing written */
 #define GEMM_ROWS_ONLY 1
-static const GemmBackend gemm = {&kernels_base, NULL, NULL, NULL,
+static const GemmBackend gemm = {&kernels_base, rt_gemm_rows_i8_base, NULL, NULL, NULL,
                                  "portable (baseline kernels; static build)"};
 
 static void gemm_ensure_init(void) {}
@@ -601,13 +605,33 @@ static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
   return isa;
 }
 
+/* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). */
+static int gemm_has_vnni(void) {
+#ifdef GEMM_AVX512
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 7)
+    return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return (c >> 11) & 1 && (b >> 30) & 1;
+#else
+  return 0;
+#endif
+}
+
 static void gemm_init(void) {
   char isa_note[64];
-  gemm.k = gemm_kernels_for(gemm_isa_choose(isa_note, sizeof isa_note));
+  GemmIsa isa = gemm_isa_choose(isa_note, sizeof isa_note);
+  gemm.k = gemm_kernels_for(isa);
+  gemm.rows_i8 = gemm.k->rows_i8;
+#ifdef GEMM_AVX512
+  if (isa >= GEMM_ISA_AVX512 && gemm_has_vnni())
+    gemm.rows_i8 = rt_gemm_rows_i8_vnni;
+#endif
   const char *want = getenv("TFMC_GEMM");
   char why[128] = "";
   if (want && strcmp(want, "portable-baseline") == 0) { /* what a CPU without AVX2 runs */
     gemm.k = &kernels_base;
+    gemm.rows_i8 = kernels_base.rows_i8;
     snprintf(why, sizeof why, "TFMC_GEMM=portable-baseline");
   } else if (want && strcmp(want, "portable") == 0) {
     snprintf(why, sizeof why, "TFMC_GEMM=portable");
@@ -1175,6 +1199,67 @@ static void linear_blas_blocks(const LinearJob *j, int64_t r0, int64_t c0, int64
   }
 }
 
+/* f32 -> int8 for an int8 product: v * inv rounded to nearest even (inv =
+ * 127 / max|row|, so |result| <= 127). */
+static inline int8_t quantise(float v, float inv) {
+  /* round half to even by hand (|v * inv| <= 127, so the truncation is
+   * exact): nearbyintf would be libm's, which the static runtime avoids */
+  float f = v * inv;
+  int t = (int)f; /* towards zero */
+  float d = f - (float)t;
+  if (d > 0.5f || (d == 0.5f && (t & 1)))
+    t++;
+  else if (d < -0.5f || (d == -0.5f && (t & 1)))
+    t--;
+  return (int8_t)t;
+}
+
+/* Quantises rows of x (rows x k, ldx apart) for an int8 product: per row
+ * sx = max|x| / 127 and qx = quantise(x, 127 / max|x|), K4 bytes per row,
+ * 0 past k; a row of zeros gets sx = 0. */
+static void quantise_rows(int64_t rows, int64_t k, const float *x, int64_t ldx, int8_t *xq,
+                          float *sx) {
+  const int64_t k4 = GEMM_I8_K4(k);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * ldx;
+    int8_t *q = xq + r * k4;
+    float amax = 0;
+    for (int64_t p = 0; p < k; p++)
+      amax = fmaxf(amax, fabsf(xr[p]));
+    float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    sx[r] = amax / 127.0f;
+    for (int64_t p = 0; p < k; p++)
+      q[p] = quantise(xr[p], inv);
+    for (int64_t p = k; p < k4; p++)
+      q[p] = 0;
+  }
+}
+
+/* y[r, c] (rows x cols) of an int8 product without buffers (out of
+ * memory): the same integer sums, each activation quantised as it is
+ * read. wq: the panels of column 0. */
+static void i8_unbuffered(int64_t rows, int64_t cols, int64_t k, const float *x, int64_t ldx,
+                          const uint8_t *wq, float *y, int64_t ldy) {
+  const int64_t k4 = GEMM_I8_K4(k), ps = GEMM_I8_PANEL_BYTES(k);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * ldx;
+    float amax = 0;
+    for (int64_t p = 0; p < k; p++)
+      amax = fmaxf(amax, fabsf(xr[p]));
+    float inv = amax > 0 ? 127.0f / amax : 0.0f, sx = amax / 127.0f;
+    for (int64_t c = 0; c < cols; c++) {
+      const uint8_t *panel = wq + c / GEMM_PANEL * ps;
+      int64_t l = c % GEMM_PANEL;
+      int32_t sum = 0;
+      for (int64_t p = 0; p < k; p++)
+        sum += quantise(xr[p], inv) * (int8_t)panel[p / 4 * 4 * GEMM_PANEL + l * 4 + p % 4];
+      float sw;
+      memcpy(&sw, panel + k4 * GEMM_PANEL + 4 * l, 4);
+      y[r * ldy + c] = (float)sum * (sx * sw);
+    }
+  }
+}
+
 /* y[r0..r1, c0..c1] = epilogue(x[r0..r1] w[c0..c1]^T + bias[c0..c1]). */
 static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   int64_t rows = r1 - r0, cols = c1 - c0;
@@ -1185,6 +1270,33 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
     w = (const float *)(const void *)((const uint32_t *)(const void *)j->w + c0 * ((j->k + 1) / 2));
   float *y = j->y + r0 * j->ldy + c0;
   int with_epi = epi_active(&j->epi);
+  if (j->packed == 3) { /* int8: x quantised per row here, then integer sums */
+    PackBufs *pb = pack_bufs();
+    const int64_t k4 = GEMM_I8_K4(j->k);
+    const uint8_t *wq =
+        (const uint8_t *)(const void *)j->w + c0 / GEMM_PANEL * GEMM_I8_PANEL_BYTES(j->k);
+    /* rows quantised at once: as many as fit 64 KiB of bytes (at least 4) */
+    int64_t step = (64 * 1024) / (k4 + 4);
+    step = step < 4 ? 4 : step > rows ? rows : step;
+    if (!pb || !pack_reserve(pb, (step * k4 + 3) / 4 + step, 0)) {
+      i8_unbuffered(rows, cols, j->k, x, j->ldx, wq, y, j->ldy);
+    } else {
+      int8_t *xq = (int8_t *)(void *)pb->a;
+      float *sx = pb->a + (step * k4 + 3) / 4;
+      for (int64_t i = 0; i < rows; i += step) {
+        int64_t n_i = rows - i < step ? rows - i : step;
+        quantise_rows(n_i, j->k, x + i * j->ldx, j->ldx, xq, sx);
+        gemm.rows_i8(n_i, cols, j->k, xq, k4, sx, wq, y + i * j->ldy, j->ldy);
+      }
+    }
+    if (j->bias)
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+          y[r * j->ldy + c] += j->bias[c0 + c];
+    if (with_epi)
+      epi_apply(&j->epi, y, j->ldy, r0, c0, rows, cols);
+    return;
+  }
   if (GEMM_ROWS_ONLY ||
       j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
     if (j->packed == 2)
@@ -1307,6 +1419,14 @@ void rt_linear(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, in
              task_macs, split_macs);
 }
 
+void rt_linear_packed_i8(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
+                         int64_t ldx, const float *wp, const float *bias, float *y, int64_t ldy,
+                         int64_t act, float scale, const float *residual, int64_t ldr, int64_t mc,
+                         int64_t nc, int64_t kc, int64_t task_macs, int64_t split_macs) {
+  linear_run(pool, m, n, k, x, ldx, wp, 3, bias, y, ldy, act, scale, residual, ldr, mc, nc, kc,
+             task_macs, split_macs);
+}
+
 void rt_linear_packed_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
                            int64_t ldx, const float *wp, const float *bias, float *y, int64_t ldy,
                            int64_t act, float scale, const float *residual, int64_t ldr,
@@ -1359,5 +1479,34 @@ void rt_gemm_pack_bf16(int64_t n, int64_t k, const float *w, float *dst) {
         d[p / 2 * GEMM_PANEL + j] = lo | hi << 16;
       }
     }
+  }
+}
+
+int64_t rt_gemm_packed_i8_floats(int64_t n, int64_t k) {
+  return (n + GEMM_PANEL - 1) / GEMM_PANEL * (GEMM_I8_PANEL_BYTES(k) / 4);
+}
+
+void rt_gemm_pack_i8(int64_t n, int64_t k, const float *w, float *dst) {
+  const int64_t k4 = GEMM_I8_K4(k), ps = GEMM_I8_PANEL_BYTES(k);
+  for (int64_t q = 0; q < n; q += GEMM_PANEL) {
+    uint8_t *panel = (uint8_t *)(void *)dst + q / GEMM_PANEL * ps;
+    float sw[GEMM_PANEL];
+    int32_t sum[GEMM_PANEL];
+    for (int64_t j = 0; j < GEMM_PANEL; j++) {
+      const float *src = w + (q + j) * k;
+      float amax = 0;
+      for (int64_t p = 0; q + j < n && p < k; p++)
+        amax = fmaxf(amax, fabsf(src[p]));
+      float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      sw[j] = amax / 127.0f;
+      sum[j] = 0;
+      for (int64_t p = 0; p < k4; p++) {
+        int8_t v = q + j < n && p < k ? quantise(src[p], inv) : 0;
+        panel[p / 4 * 4 * GEMM_PANEL + j * 4 + p % 4] = (uint8_t)v;
+        sum[j] += v;
+      }
+    }
+    memcpy(panel + k4 * GEMM_PANEL, sw, sizeof sw);
+    memcpy(panel + k4 * GEMM_PANEL + sizeof sw, sum, sizeof sum);
   }
 }

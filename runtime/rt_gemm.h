@@ -97,6 +97,20 @@ void rt_linear_packed_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, const 
                            int64_t mc, int64_t nc, int64_t kc, int64_t task_macs,
                            int64_t split_macs);
 int64_t rt_gemm_packed_bf16_floats(int64_t n, int64_t k);
+/* int8 weights (--weights-dtype int8): w packed by rt_gemm_pack_i8 with one
+ * symmetric scale per output column (max|w[j, :]| / 127, values rounded to
+ * nearest even), in panels of 16 columns x 4 steps (rt_gemm_kernels.h);
+ * each row of x is quantised the same way when the product runs, the sums
+ * are exact 32-bit integers (vpdpbusd where the CPU has AVX512_VNNI,
+ * vpmaddubsw with AVX2, C elsewhere: the same bits on every CPU), then
+ * scaled by both scales. K must stay below 133000 (exact sums).
+ * rt_gemm_packed_i8_floats: ceil(N / 16) * (16 * ceil4(K) + 128) / 4. */
+void rt_linear_packed_i8(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x,
+                         int64_t ldx, const float *wp, const float *bias, float *y, int64_t ldy,
+                         int64_t act, float scale, const float *residual, int64_t ldr, int64_t mc,
+                         int64_t nc, int64_t kc, int64_t task_macs, int64_t split_macs);
+int64_t rt_gemm_packed_i8_floats(int64_t n, int64_t k);
+void rt_gemm_pack_i8(int64_t n, int64_t k, const float *w, float *dst);
 void rt_gemm_pack_bf16(int64_t n, int64_t k, const float *w, float *dst);
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose if t*),

@@ -25,6 +25,14 @@
  *   A_h  (kernels with a_bf16 only) one MR-row panel of op(A) as bf16
  *        pairs: kc/2 groups of mr words, word [p/2][i] = bf16(A[i, p]) |
  *        bf16(A[i, p+1]) << 16.
+ *   B_q  int8 weights (rt_gemm_pack_i8): panels of 16 columns, each
+ *        GEMM_I8_PANEL_BYTES(K) bytes: K4 = K rounded up to 4 steps as
+ *        K4/4 groups of 16 columns x 4 steps of int8 (byte [p/4][j][p%4]
+ *        = qw[16q + j, p], 0 past K), then the 16 columns' f32 scales sw
+ *        and their i32 sums of qw over K (what vpdpbusd's unsigned
+ *        operand costs: rt_gemm_i8.c).
+ *   X_q  activations for int8 products: each row quantised to K4 int8
+ *        (0 past K), its scale sx[r] beside.
  *
  * Every kernel computes each output element with the same operations in
  * the same order wherever the element lies in its tile or block, so how a
@@ -39,6 +47,12 @@
 #define GEMM_DECODE_ROWS 8
 /* Columns per panel of B_p (and of prepacked weights). */
 #define GEMM_PANEL 16
+/* int8 panels: steps rounded up to 4, bytes per panel of 16 columns */
+#define GEMM_I8_K4(k) (((k) + 3) & ~(int64_t)3)
+#define GEMM_I8_PANEL_BYTES(k) (GEMM_I8_K4(k) * GEMM_PANEL + 2 * 4 * GEMM_PANEL)
+/* The integer sums of an int8 product are exact below this K (K * 127^2
+ * < 2^31). */
+#define GEMM_I8_MAX_K 133000
 
 typedef struct GemmKernels {
   const char *isa; /* "avx512f", "avx2+fma", "baseline" */
@@ -73,7 +87,16 @@ typedef struct GemmKernels {
   /* decode on B_h over all of k (panels ceil(k/2) * 16 words apart) */
   void (*rows_p_bf16)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                       const uint32_t *wp, float *y, int64_t ldy);
+  /* int8: y[r, j] = sx[r] sw[j] sum_p xq[r*ldq + p] qw[j, p] for r < m (any
+   * m), j < n, on B_q panels (wp at the panel of column 0); exact integer
+   * sums, so every kernel gives the same bits */
+  void (*rows_i8)(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq, const float *sx,
+                  const uint8_t *wp, float *y, int64_t ldy);
 } GemmKernels;
+
+/* rt_gemm_i8.c: the portable int8 kernel */
+void rt_gemm_rows_i8_base(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
+                          const float *sx, const uint8_t *wp, float *y, int64_t ldy);
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TFMC_STATIC)
 /* rt_gemm_avx2.c: built with target("avx2,fma"); call only when the CPU
@@ -89,6 +112,8 @@ void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *a, const uint32_t *b, int6
                               int64_t ldc, int mr, int nr);
 void rt_gemm_rows_p_bf16_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                               const uint32_t *wp, float *y, int64_t ldy);
+void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
+                          const float *sx, const uint8_t *wp, float *y, int64_t ldy);
 #endif
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(TFMC_STATIC)
@@ -113,6 +138,10 @@ void rt_gemm_rows_p_bf16_avx512(int64_t m, int64_t n, int64_t k, const float *x,
  * AVX512_BF16 too. A is A_h (a_bf16). */
 void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
                                  float *c, int64_t ldc, int mr, int nr);
+/* rt_gemm_i8.c: target("avx512f,avx512bw,avx512vnni"); only when cpuid
+ * says AVX512_VNNI and AVX512BW too. */
+void rt_gemm_rows_i8_vnni(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
+                          const float *sx, const uint8_t *wp, float *y, int64_t ldy);
 #endif
 
 #endif

@@ -61,9 +61,15 @@ uint64_t rt_model_layout_hash(const RtWeightInfo *w, int n) {
 int64_t rt_weight_floats(const RtWeightInfo *w) {
   if (w->rank < 0 || w->rank > RT_MAX_RANK || (unsigned)w->layout >= RT_WEIGHT_LAYOUT_COUNT)
     return -1;
-  bool panels = w->layout == RT_WEIGHT_PANELS || w->layout == RT_WEIGHT_PANELS_BF16;
+  bool panels = w->layout != RT_WEIGHT_PLAIN;
   if (panels && w->rank != 2)
     return -1;
+  if (w->layout == RT_WEIGHT_PANELS_I8) {
+    int64_t n = w->shape[0], k = w->shape[1];
+    if (n < 0 || k < 0 || n > ((int64_t)1 << 40) || k > ((int64_t)1 << 40))
+      return -1;
+    return (n + 15) / 16 * ((16 * ((k + 3) / 4 * 4) + 128) / 4);
+  }
   int64_t n = 1;
   for (int d = 0; d < w->rank; d++) {
     int64_t s = w->shape[d];

@@ -84,6 +84,8 @@ typedef enum RtWeightLayout {
   RT_WEIGHT_PANELS,
   RT_WEIGHT_PANELS_BF16, /* the same panels of bf16 pairs (rt_gemm_pack_bf16):
                             ceil(N / 16) * 16 * ceil(K / 2) floats */
+  RT_WEIGHT_PANELS_I8,   /* int8 panels with per-column scales (rt_gemm_pack_i8):
+                            ceil(N / 16) * (16 * ceil4(K) + 128) / 4 floats */
   RT_WEIGHT_LAYOUT_COUNT
 } RtWeightLayout;
 

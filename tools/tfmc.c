@@ -481,8 +481,10 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
   if (dtype) {
     if (strcmp(dtype, "bf16") == 0)
       ctx->weights_dtype = PASS_WEIGHTS_BF16;
+    else if (strcmp(dtype, "int8") == 0)
+      ctx->weights_dtype = PASS_WEIGHTS_INT8;
     else if (strcmp(dtype, "f32") != 0)
-      return usage_error(cmd, "--weights-dtype: '%s' is not one of f32, bf16", dtype);
+      return usage_error(cmd, "--weights-dtype: '%s' is not one of f32, bf16, int8", dtype);
     bool pack_runs = false;
     for (int i = 0; i < pl->n; i++)
       pack_runs |= strcmp(pl->passes[i]->name, "pack-weights") == 0;

@@ -99,6 +99,7 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
       c_put_i64(o, w->offset);
       if (w->layout == RT_WEIGHT_PANELS) fputs(", .layout = RT_WEIGHT_PANELS", o);
       if (w->layout == RT_WEIGHT_PANELS_BF16) fputs(", .layout = RT_WEIGHT_PANELS_BF16", o);
+      if (w->layout == RT_WEIGHT_PANELS_I8) fputs(", .layout = RT_WEIGHT_PANELS_I8", o);
       fputs("},\n", o);
     }
     fputs("};\n\n", o);

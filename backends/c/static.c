@@ -79,7 +79,8 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
     switch ((LCallee)c) {
     case LC_LINEAR:
     case LC_LINEAR_PACKED:
-    case LC_LINEAR_PACKED_BF16: gemm = true; break;
+    case LC_LINEAR_PACKED_BF16:
+    case LC_LINEAR_PACKED_I8: gemm = true; break;
     case LC_ATTENTION:
     case LC_ATTENTION_FLASH:
       if (used[LC_ATTENTION] && used[LC_ATTENTION_FLASH] && c == LC_ATTENTION_FLASH)
@@ -94,6 +95,7 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
   }
   if (gemm) {
     list[n++] = "rt_gemm.c";
+    list[n++] = "rt_gemm_i8.c"; /* the portable int8 kernel, in the baseline set */
     list[n++] = "rt_gemm.h";
     list[n++] = "rt_gemm_kernels.h";
     act = true; /* rt_linear's epilogue applies rt_act_row */

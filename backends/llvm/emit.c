@@ -231,7 +231,8 @@ static LLVMTypeRef arg_type(Emit *E, LArgKind k) {
   case LA_F32_OUT:
   case LA_F32_OUT_OR_NULL:
   case LA_F32_PANELS:
-  case LA_BF16_PANELS: return E->t_f32p;
+  case LA_BF16_PANELS:
+  case LA_I8_PANELS: return E->t_f32p;
   case LA_U8_PTR_OR_NULL: return E->t_i8p;
   case LA_KIND_COUNT: break;
   }
@@ -768,6 +769,7 @@ static bool emit_call(Emit *E, const LStmt *s) {
     case LA_U8_PTR_OR_NULL:
     case LA_F32_PANELS:
     case LA_BF16_PANELS:
+    case LA_I8_PANELS:
       v[i] = a->kind == LX_NULL ? LLVMConstNull(arg_type(E, ci->args[i].kind))
                                 : elem_ptr(E, a->buf, a->a);
       break;

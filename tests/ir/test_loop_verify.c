@@ -36,7 +36,7 @@ typedef struct Tiny {
   LoopProgram *p;
   LKernel *k;
   LStmt *store;
-  int bin, bout, bw, ba, bp, bpb, tv;
+  int bin, bout, bw, ba, bp, bpb, bpi, tv;
 } Tiny;
 
 static Tiny tiny(void) {
@@ -50,7 +50,7 @@ static Tiny tiny(void) {
   t.bout = loop_buffer_add(p, LB_OUTPUT, 0, 0, LE_F32, "out");
   t.bw = loop_buffer_add(p, LB_WEIGHT, 0, 0, LE_F32, "w");
   t.ba = loop_buffer_add(p, LB_ARENA, 0, 0, LE_F32, "tmp");
-  t.bp = t.bpb = -1;
+  t.bp = t.bpb = t.bpi = -1;
   LKernel *k = t.k = loop_kernel_add(p, "k0_mul", "mul", 0);
   k->extent = lx_sym(p, 0);
   t.tv = loop_var_new(p, k, LT_F32);
@@ -85,9 +85,21 @@ static int panels_bf16_buf(Tiny *t) {
     t->bpb = loop_buffer_add(t->p, LB_WEIGHT, 0, 48, LE_F32, "wb");
     t->p->bufs[t->bpb].layout = LW_PANELS_BF16;
     t->p->bufs[t->bpb].rows = t->p->bufs[t->bpb].cols = 1;
-    t->p->weights_floats = 64;
+    if (t->p->weights_floats < 64) t->p->weights_floats = 64;
   }
   return t->bpb;
+}
+
+/* The next buffer, once: weights +64 f32 panels_i8[1,1] (48 floats: 16
+ * columns of 4 bytes, then 16 scales and 16 sums), for rt_linear_packed_i8. */
+static int panels_i8_buf(Tiny *t) {
+  if (t->bpi < 0) {
+    t->bpi = loop_buffer_add(t->p, LB_WEIGHT, 0, 64, LE_F32, "wi");
+    t->p->bufs[t->bpi].layout = LW_PANELS_I8;
+    t->p->bufs[t->bpi].rows = t->p->bufs[t->bpi].cols = 1;
+    t->p->weights_floats = 112;
+  }
+  return t->bpi;
 }
 
 /* A valid call of callee built from its ir/callees.def row (so rows may
@@ -105,6 +117,7 @@ static LStmt *call_of(Tiny *t, LCallee callee) {
     case LA_F32_OUT: args[i] = addr(t, t->bout); break;
     case LA_F32_PANELS: args[i] = addr(t, panels_buf(t)); break;
     case LA_BF16_PANELS: args[i] = addr(t, panels_bf16_buf(t)); break;
+    case LA_I8_PANELS: args[i] = addr(t, panels_i8_buf(t)); break;
     case LA_F32_PTR_OR_NULL:
     case LA_F32_OUT_OR_NULL:
     case LA_U8_PTR_OR_NULL:
@@ -779,6 +792,26 @@ Test(loop_verify, panels_weights) {
     ls_append(t.p, t.k->body, s);
   }
   refused(t.p, "which is in panels_bf16 layout");
+  arena_destroy(t.a);
+
+  t = tiny();
+  ls_append(t.p, t.k->body, call_of(&t, LC_LINEAR_PACKED_I8));
+  accepted(t.p);
+  arena_destroy(t.a);
+
+  t = tiny();
+  {
+    LStmt *s = call_of(&t, LC_LINEAR_PACKED_I8);
+    s->args[arg_at(LC_LINEAR_PACKED_I8, "w")] = addr(&t, panels_bf16_buf(&t));
+    ls_append(t.p, t.k->body, s);
+  }
+  refused(t.p, "which is in panels_bf16 layout");
+  arena_destroy(t.a);
+
+  t = tiny();
+  panels_i8_buf(&t);
+  t.p->weights_floats = 100; /* 48 floats from 64 do not fit */
+  refused(t.p, "panels_i8 of 1 x 1 at offset 64 do not fit 100 floats");
   arena_destroy(t.a);
 
   t = tiny();

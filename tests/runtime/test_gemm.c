@@ -639,6 +639,116 @@ Test(gemm, bf16_weights_match_reference, .timeout = 240) {
   bf16_sweep();
 }
 
+/* ---- int8 weights (rt_linear_packed_i8) ---- */
+
+/* The documented quantisation: scale max|v| / 127, values v * 127 / max|v|
+ * rounded to nearest even. */
+static void quant_row(const float *v, int64_t n, int8_t *q, float *scale) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; i++)
+    amax = fmaxf(amax, fabsf(v[i]));
+  float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  *scale = amax / 127.0f;
+  for (int64_t i = 0; i < n; i++)
+    q[i] = (int8_t)nearbyintf(v[i] * inv);
+}
+
+/* y against the exact integer formula (sx sw sum qx qw, then bias and the
+ * epilogue in double): within 2e-6 of the values added (only the f32
+ * rounding of the bias, activation and residual differs); and within 2% of the terms' magnitude of the f32
+ * product (what int8 costs). Same bits on 1-3 threads. */
+static void check_i8(RtPool *pool, int64_t m, int64_t n, int64_t k, int act, int with_bias,
+                     int with_res, int64_t pad, LinearPolicy pol) {
+  int64_t ldx = k + pad, ldy = n + pad, ldr = n + 1;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *bias = with_bias ? rand_buf(n) : NULL;
+  if (m > 2)
+    memset(x + 2 * ldx, 0, sizeof(float) * (size_t)k); /* a row of zeros: scale 0 */
+  float *r = with_res ? rand_buf(m * ldr) : NULL;
+  float *y = rand_buf(m * ldy), *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  int64_t floats = rt_gemm_packed_i8_floats(n, k);
+  float *wp = aligned_alloc(64, ((size_t)floats * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack_i8(n, k, w, wp);
+  rt_linear_packed_i8(pool, m, n, k, x, ldx, wp, bias, y, ldy, act, 1.0f, r, r ? ldr : 0, 40, 100,
+                      64, pol.task_macs, pol.split_macs);
+  int8_t *qx = malloc((size_t)k), *qw = malloc((size_t)(n * k));
+  float *sw = malloc(sizeof(float) * (size_t)n);
+  for (int64_t j = 0; j < n; j++)
+    quant_row(w + j * k, k, qw + j * k, &sw[j]);
+  for (int64_t i = 0; i < m; i++) {
+    float sx;
+    quant_row(x + i * ldx, k, qx, &sx);
+    for (int64_t j = 0; j < n; j++) {
+      int32_t isum = 0;
+      double f = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0;
+      for (int64_t p = 0; p < k; p++) {
+        isum += qx[p] * qw[j * k + p];
+        f += (double)x[i * ldx + p] * w[j * k + p];
+        mag += fabs((double)x[i * ldx + p] * w[j * k + p]);
+      }
+      double rv = r ? r[i * ldr + j] : 0;
+      double pre = (double)((float)isum * (sx * sw[j])) + (bias ? bias[j] : 0);
+      double exact = ref_act(act, pre) + rv;
+      double approx = ref_act(act, f) + rv, got = y[i * ldy + j];
+      /* the bias add, rt_act's approximation and the residual add round */
+      cr_assert(fabs(got - exact) <= 2e-6 * (fabs(pre) + fabs(rv)) + 1e-30,
+                "rt_linear_packed_i8 %s m=%lld n=%lld k=%lld act=%d: y[%lld,%lld] = %.9g, the "
+                "integer formula %.9g",
+                rt_gemm_backend(), (long long)m, (long long)n, (long long)k, act, (long long)i,
+                (long long)j, got, exact);
+      cr_assert(fabs(got - approx) <= 0.02 * 1.2 * mag + 1e-6,
+                "int8 m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, f32 %.9g", (long long)m,
+                (long long)n, (long long)k, (long long)i, (long long)j, got, approx);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "rt_linear_packed_i8 wrote into padding");
+  }
+  RtPool *pools[3] = {rt_pool_create(1), rt_pool_create(2), rt_pool_create(3)};
+  float *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
+  for (int t = 0; t < 3; t++)
+    for (int q = 0; q < N_POLICIES; q += 2) {
+      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
+      rt_linear_packed_i8(pools[t], m, n, k, x, ldx, wp, bias, y1, ldy, act, 1.0f, r, r ? ldr : 0,
+                          40, 100, 64, POLICIES[q].task_macs, POLICIES[q].split_macs);
+      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
+                "int8 m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
+                (long long)n, (long long)k, rt_pool_size(pools[t]), q);
+    }
+  for (int t = 0; t < 3; t++)
+    rt_pool_destroy(pools[t]);
+  free(y1);
+  free(qx);
+  free(qw);
+  free(sw);
+  free(x);
+  free(w);
+  free(wp);
+  free(bias);
+  free(r);
+  free(y);
+  free(y0);
+}
+
+static void i8_sweep(void) {
+  static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 13, 33, 130};
+  static const int64_t nks[] = {1, 3, 15, 16, 17, 47, 64, 65, 97, 130};
+  RtPool *pools[3] = {NULL, rt_pool_create(1), rt_pool_create(2)};
+  for (int c = 0; c < 40; c++) {
+    int64_t m = ms[c % 9], n = nks[(c * 7 + 3) % 10], k = nks[(c * 3 + c / 10) % 10];
+    check_i8(pools[c % 3], m, n, k, c % RT_ACT_COUNT, c % 2, c % 5 == 1, (int64_t)(c % 2) * 3,
+             POLICIES[c % N_POLICIES]);
+  }
+  check_i8(pools[2], 128, 768, 768, RT_ACT_GELU, 1, 1, 0, DEFAULT_POLICY);
+  check_i8(pools[2], 4, 2304, 768, RT_ACT_NONE, 1, 0, 0, DEFAULT_POLICY);
+  for (int p = 0; p < 3; p++)
+    rt_pool_destroy(pools[p]);
+}
+
+Test(gemm, i8_weights_match_reference, .timeout = 240) {
+  i8_sweep();
+}
+
 /* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
  * process: every entry point, every split, against the reference. Returns
  * early (reporting it) when this CPU cannot run the path. */
@@ -662,6 +772,7 @@ static void isa_suite(const char *isa_name) {
   use_packed = 0;
   packed_equals_unpacked();
   bf16_sweep();
+  i8_sweep();
 }
 
 static void use_isa(const char *isa) {
