@@ -10,6 +10,8 @@
  *       packed once by rt_gemm_pack (what the pack-weights pass compiles to)
  *   gemm_bench bf16     [--threads T] [--quick] [--label L]   rt_linear_packed_bf16 on
  *       weights packed once by rt_gemm_pack_bf16 (--weights-dtype bf16)
+ *   gemm_bench int8     [--threads T] [--quick] [--label L]   rt_linear_packed_i8 on
+ *       weights packed once by rt_gemm_pack_i8 (--weights-dtype int8)
  *   gemm_bench openblas [--threads T] [--quick] [--label L]   cblas_sgemm (cblas_sgemv
  *       for M = 1) from libopenblas.so.0, its own T threads, the core type
  *       its OPENBLAS_CORETYPE and CPU detection give (printed)
@@ -129,13 +131,17 @@ int main(int argc, char **argv) {
   int64_t only_m = 0, only_n = 0, only_k = 0;
   const char *label = argc > 1 ? argv[1] : "";
   if (argc < 2 || (strcmp(argv[1], "tfmc") != 0 && strcmp(argv[1], "openblas") != 0 &&
-                   strcmp(argv[1], "packed") != 0 && strcmp(argv[1], "bf16") != 0)) {
-    fprintf(stderr, "usage: gemm_bench tfmc|packed|bf16|openblas [--threads T] [--quick] [--label L] "
+                   strcmp(argv[1], "packed") != 0 && strcmp(argv[1], "bf16") != 0 &&
+                   strcmp(argv[1], "int8") != 0)) {
+    fprintf(stderr, "usage: gemm_bench tfmc|packed|bf16|int8|openblas [--threads T] [--quick] [--label L] "
                     "[--shape MxNxK]\n");
     return 2;
   }
   use_blas = strcmp(argv[1], "openblas") == 0;
-  use_packed = strcmp(argv[1], "packed") == 0 ? 1 : strcmp(argv[1], "bf16") == 0 ? 2 : 0;
+  use_packed = strcmp(argv[1], "packed") == 0 ? 1
+               : strcmp(argv[1], "bf16") == 0 ? 2
+               : strcmp(argv[1], "int8") == 0 ? 3
+                                              : 0;
   for (int i = 2; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
       threads = atoi(argv[++i]);
@@ -183,16 +189,20 @@ int main(int argc, char **argv) {
       else if (quick && (m == 1024 || (n == 50257 && m >= 128)))
         continue;
       size_t wfloats = (size_t)(n * k); /* the f32 weights' size */
-      size_t wbytes = wfloats * (use_packed == 2 ? 2 : 4); /* what a call streams */
+      size_t wbytes = use_packed == 3 ? (size_t)rt_gemm_packed_i8_floats(n, k) * 4
+                      : wfloats * (use_packed == 2 ? 2 : 4); /* what a call streams */
       int copies = (int)((256u << 20) / wbytes) + 1;
       float **w = malloc(sizeof *w * (size_t)copies);
       for (int c = 0; c < copies; c++) {
         w[c] = filled(wfloats, 7u * (unsigned)c + 1);
         if (use_packed) { /* packed once, as the pack-weights pass does */
-          float *wp = filled((size_t)(use_packed == 2 ? rt_gemm_packed_bf16_floats(n, k)
-                                                      : rt_gemm_packed_floats(n, k)),
+          float *wp = filled((size_t)(use_packed == 3   ? rt_gemm_packed_i8_floats(n, k)
+                                      : use_packed == 2 ? rt_gemm_packed_bf16_floats(n, k)
+                                                        : rt_gemm_packed_floats(n, k)),
                              0);
-          if (use_packed == 2)
+          if (use_packed == 3)
+            rt_gemm_pack_i8(n, k, w[c], wp);
+          else if (use_packed == 2)
             rt_gemm_pack_bf16(n, k, w[c], wp);
           else
             rt_gemm_pack(n, k, w[c], wp);
@@ -208,7 +218,10 @@ int main(int argc, char **argv) {
       for (int it = -copies; calls < (int)(sizeof times / sizeof *times); it++) {
         const float *wc = w[(it + copies) % copies];
         double t0 = now();
-        if (use_packed == 2) {
+        if (use_packed == 3) {
+          rt_linear_packed_i8(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+                              (int64_t)1 << 17, (int64_t)1 << 23);
+        } else if (use_packed == 2) {
           rt_linear_packed_bf16(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016,
                                 384, (int64_t)1 << 17, (int64_t)1 << 23);
         } else if (use_packed) {

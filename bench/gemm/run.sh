@@ -31,7 +31,7 @@ mkdir -p "$work"
 # the runtime as its library is built: -O2, no -march (kernels by cpuid)
 cc -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I"$root" \
   "$here/gemm_bench.c" "$root/runtime/rt_gemm.c" "$root/runtime/rt_gemm_avx512.c" \
-  "$root/runtime/rt_gemm_avx2.c" "$root/runtime/rt_gemm_avx512bf16.c" "$root/runtime/rt_act.c" \
+  "$root/runtime/rt_gemm_avx2.c" "$root/runtime/rt_gemm_avx512bf16.c" "$root/runtime/rt_gemm_i8.c" "$root/runtime/rt_act.c" \
   "$root/runtime/rt_pool.c" -o "$work/gemm_bench" -lpthread -lm -ldl
 cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -mfma -pthread "$root/bench/peak_fma.c" \
   -o "$work/peak_fma"
@@ -59,6 +59,8 @@ while [ "$r" -le "$rounds" ]; do
   run bf16 bf16
   run bf16-avx512 bf16 TFMC_GEMM_ISA=avx512
   run bf16-avx2 bf16 TFMC_GEMM_ISA=avx2
+  run int8 int8
+  run int8-avx2 int8 TFMC_GEMM_ISA=avx2
   run tfmc-avx512 tfmc TFMC_GEMM=portable TFMC_GEMM_ISA=avx512
   run tfmc-avx2 tfmc TFMC_GEMM=portable TFMC_GEMM_ISA=avx2
   run tfmc-scalar tfmc TFMC_GEMM=portable TFMC_GEMM_ISA=scalar
