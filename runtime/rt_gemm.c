@@ -131,10 +131,10 @@ static void gemm_micro_base(int64_t kc, const float *restrict a, const float *re
   if (mr == GEMM_MR && nr == GEMM_NR) {
     _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++)
         _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) c[i * ldc + j] += acc[i][j];
-  } else {
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < nr; j++)
-        c[i * ldc + j] += acc[i][j];
+  } else { /* constant indices, so acc can stay in registers through the loop */
+    _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++)
+        _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) if (i < mr && j < nr)
+            c[i * ldc + j] += acc[i][j];
   }
 }
 
@@ -302,9 +302,9 @@ static void gemm_micro_bf16_base(int64_t kc, const void *av, const uint32_t *res
       }
     }
   }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nr; j++)
-      c[i * ldc + j] += acc[i][j];
+  _Pragma("GCC unroll 8") for (int i = 0; i < GEMM_MR; i++)
+      _Pragma("GCC unroll 32") for (int j = 0; j < GEMM_NR; j++) if (i < mr && j < nr)
+          c[i * ldc + j] += acc[i][j];
 }
 
 /* Decode on bf16 pair panels: one MADD chain per element over p in order. */

@@ -53,8 +53,10 @@ AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t
     }
     return;
   }
+  /* rows by constant index (an i < mr loop would keep acc in memory
+   * through the main loop) */
   __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
-  for (int i = 0; i < mr; i++) {
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < mr) {
     float *ci = c + i * ldc;
     _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));
     _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));
@@ -159,7 +161,7 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
     }
   }
   __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
-  for (int i = 0; i < mr; i++) {
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < mr) {
     float *ci = c + i * ldc;
     _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));
     _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));

@@ -73,7 +73,7 @@ AVX512 static inline __mmask16 lanes(int n) {
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
-    for (int i = 0; i < mr; i++)                                                                   \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
         __mmask16 m = lanes(nr - 16 * v);                                                          \
         float *ci = c + i * ldc + 16 * v;                                                          \
@@ -259,7 +259,7 @@ AVX512 static inline __m512 bf16_hi(__m512i w) {
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int i = 0; i < mr; i++)                                                                   \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
         __mmask16 m = lanes(nr - 16 * v);                                                          \
         float *ci = c + i * ldc + 16 * v;                                                          \

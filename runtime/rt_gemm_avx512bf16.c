@@ -42,7 +42,7 @@ BF16 static inline __mmask16 lanes(int n) {
             _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);                                                \
       }                                                                                            \
     }                                                                                              \
-    for (int i = 0; i < mr; i++)                                                                   \
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
         __mmask16 m = lanes(nr - 16 * v);                                                          \
         float *ci = c + i * ldc + 16 * v;                                                          \
