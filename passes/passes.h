@@ -375,7 +375,7 @@ bool pass_pack_weights_run(struct LoopProgram *p, PassContext *ctx);
  * grain (task_macs) and its thread split (split_macs) from ctx->target (the
  * host when NULL) and writes them into every rt_linear call, where the
  * listing shows them; --tile overrides win. The model (tile.c says why):
- *   kc = L1 / 128 (the 4x24 tile's two panels take 7/8 of L1), 64..1024,
+ *   kc = L1 / 128 (the 6x16 AVX2 tile's panels take 11/16 of L1), 64..1024,
  *        a multiple of 8
  *   mc = L2 / (8 kc) (the packed block of x takes half of L2), 24..1020,
  *        a multiple of 12

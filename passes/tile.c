@@ -7,10 +7,10 @@
  * them for the target instead, in the GotoBLAS model of what lives where:
  *
  *   kc  the depth of a block: the micro-kernel streams an A panel (mr x kc)
- *       and a B panel (kc x nr) from L1; with the 4x24 tile of the AVX2
- *       kernels both take 28 kc floats, 7/8 of L1 at kc = L1 / 128
- *       (32K: 256, 48K: 384). The AVX-512 6x64 tile's B panel is larger
- *       than L1 at any useful kc and streams from L2 anyway.
+ *       and a B panel (kc x nr) from L1; with the 6x16 tile of the AVX2
+ *       kernels both take 22 kc floats, 11/16 of L1 at kc = L1 / 128
+ *       (32K: 256, 48K: 384). The AVX-512 6x64 tile's four B panels are
+ *       larger than L1 at any useful kc and stream from L2 anyway.
  *   mc  the rows of the packed block of x (mc x kc), which stays in L2
  *       while the B panels pass: half of L2, mc = L2 / (8 kc)
  *       (1M, kc 256: 504), a multiple of 12 (both tiles' mr divide it).
