@@ -123,4 +123,17 @@ int backend_build_executable(Arena *a, const struct LoopProgram *prog,
                              const struct RtModelInfo *info, const float *packed,
                              const BuildOptions *o, char *err, size_t errlen);
 
+/* The same for a decoder or encoder_decoder spec: one executable that
+ * runs the forward pass (forward: driver_compile_file's program, as
+ * `tfmc run` runs it without --generate) and generates (gen: from
+ * driver_compile_generation; gi and image: driver_generation_info). It
+ * links the forward pass's object (tfmc_model_run), the decoder step's
+ * (tfmc_step_run) and, for an encoder_decoder, the encoder's
+ * (tfmc_encode_run), their descriptions, gi as tfmc_gen_info, the one
+ * weights image (EXE.weights or embedded) and a main calling
+ * rt_main_generate (runtime/templates/main_gen.c). */
+int backend_build_generation(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
+                             const RtGenInfo *gi, const float *image, const BuildOptions *o,
+                             char *err, size_t errlen);
+
 #endif

@@ -188,7 +188,10 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
         return rt_errorf(err, errlen, "model info: ids input '%s' is malformed", t->name);
       break;
     case RT_INPUT_MASK: {
+      /* a generation step's source mask pads ids only its encoder takes
+       * (rt_stepper.h binds it; the forward binders refuse state) */
       int ids = info_find_input(info, t->ids_input);
+      if (ids < 0 && info->state_bytes > 0 && t->elem == RT_ELEM_U8 && t->rank == 2) break;
       if (t->elem != RT_ELEM_U8 || t->rank != 2 || ids < 0 ||
           info->inputs[ids].kind != RT_INPUT_IDS || info->inputs[ids].rank != 2)
         return rt_errorf(err, errlen, "model info: mask input '%s' is malformed", t->name);

@@ -216,22 +216,26 @@ int rt_gen_info_check(const RtGenInfo *gi, char *err, size_t errlen) {
   if (!gi->step || !gi->weights)
     return rt_errorf(err, errlen, "generation info: no step program or weights layout");
   if (rt_model_info_check(gi->step, err, errlen) ||
-      (gi->encode && rt_model_info_check(gi->encode, err, errlen)))
+      (gi->encode && rt_model_info_check(gi->encode, err, errlen)) ||
+      (gi->forward && rt_model_info_check(gi->forward, err, errlen)))
     return 1;
   if (gi->weights->abi_version != RT_ABI_VERSION)
     return rt_errorf(err, errlen, "generation info: the weights layout is for ABI %u",
                      gi->weights->abi_version);
-  int64_t enc = gi->encode ? gi->encode->weights_floats : 0;
-  if (gi->encode_floats != enc || enc < 0 || gi->step->weights_floats < 0 ||
-      gi->weights->weights_floats != enc + gi->step->weights_floats)
-    return rt_errorf(err, errlen, "generation info: the weights image does not hold both programs");
+  /* the blocks: forward [0, f), encode [encode_offset, +e), step [step_offset, end) */
+  int64_t f = gi->forward ? gi->forward->weights_floats : 0;
+  int64_t e = gi->encode ? gi->encode->weights_floats : 0, s = gi->step->weights_floats;
+  if (f < 0 || e < 0 || s < 0 || gi->encode_offset % 16 || gi->step_offset % 16 ||
+      gi->encode_offset < f || gi->step_offset < gi->encode_offset + e ||
+      gi->weights->weights_floats != gi->step_offset + s)
+    return rt_errorf(err, errlen, "generation info: the weights image does not hold the programs");
   if (gi->n_states < 0 || (gi->n_states && !gi->states))
     return rt_errorf(err, errlen, "generation info: bad state count");
   for (int i = 0; i < gi->n_states; i++) {
-    const RtStateInfo *s = &gi->states[i];
-    if (s->offset < 0 || s->offset % 64 || s->rows < 1 || s->positions < 1 || s->width < 1 ||
-        s->rows > gi->step->state_bytes / s->positions / s->width / 4 ||
-        s->rows * s->positions * s->width * 4 > gi->step->state_bytes - s->offset)
+    const RtStateInfo *st = &gi->states[i];
+    if (st->offset < 0 || st->offset % 64 || st->rows < 1 || st->positions < 1 || st->width < 1 ||
+        st->rows > gi->step->state_bytes / st->positions / st->width / 4 ||
+        st->rows * st->positions * st->width * 4 > gi->step->state_bytes - st->offset)
       return rt_errorf(err, errlen, "generation info: state tensor %d is malformed", i);
   }
   return 0;

@@ -122,17 +122,22 @@ typedef struct RtStateInfo {
 #define RT_GEN_INFO_VERSION 1
 
 /* What a generation executable (or emitted project) is, as data: its
- * programs, the step's state tensors, the spec's bos / eos, and the one
- * packed-weights image both programs read (rt_weights.h, validated
- * against `weights`, an RtModelInfo describing only that image: every
- * weight of the encode program, then every weight of the step program,
- * the latter's offsets moved by encode_floats). */
+ * programs (the full forward pass as `tfmc run` without --generate runs
+ * it, tfmc_model_run; the decoder step, tfmc_step_run; an
+ * encoder_decoder's encoder, tfmc_encode_run), the step's state tensors,
+ * the spec's bos / eos, and the one packed-weights image every program
+ * reads (rt_weights.h, validated against `weights`, an RtModelInfo
+ * describing only that image: the forward pass's weights at 0, the
+ * encoder's at encode_offset, the step's at step_offset, each program's
+ * offsets moved by its start; the starts are 64-byte aligned, in this
+ * order, and the step's block ends the image). */
 typedef struct RtGenInfo {
   uint32_t version;            /* RT_GEN_INFO_VERSION */
+  const RtModelInfo *forward;  /* NULL: none (then its block is empty) */
   const RtModelInfo *step;
   const RtModelInfo *encode;   /* NULL: a decoder */
   const RtModelInfo *weights;  /* the packed image's layout (weights fields only) */
-  int64_t encode_floats;       /* the step's weights start this many floats into the image */
+  int64_t encode_offset, step_offset; /* floats into the image; multiples of 16 */
   int n_states;
   const RtStateInfo *states;
   int64_t bos, eos;            /* -1: none (an encoder_decoder needs bos) */

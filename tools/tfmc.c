@@ -1300,9 +1300,30 @@ done:
 /* The shared front of build and emit-c: the pass options (default -O2;
  * --print-file must not be one of the n files) and the driver, to packed
  * weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
+/* Whether a spec generates (arch decoder or encoder_decoder with a
+ * language-model head): then build and emit-c make generation artefacts. */
+static bool spec_generates(const Spec *spec) {
+  const ModelSpec *m = spec ? spec->model : NULL;
+  return m && m->arch != ARCH_ENCODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX);
+}
+
+/* --max-beams K (build, emit-c): the step graph's batch rows, 1..64
+ * (default 4); -1 after a usage error. */
+static int max_beams_opt(const char *cmd, const Args *args) {
+  const char *s = opt(args, "max-beams");
+  if (!s) return 4;
+  char *e;
+  long v = strtol(s, &e, 10);
+  if (*e || !*s || v < 1 || v > RT_GEN_MAX_BEAMS) {
+    usage_error(cmd, "--max-beams takes an integer in 1..%d", RT_GEN_MAX_BEAMS);
+    return -1;
+  }
+  return (int)v;
+}
+
 static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, int olevel,
                          const char *weights, uint64_t seed, const char *const *files, int n,
-                         Compiled *c) {
+                         Compiled *c, CompiledGeneration *gen, int max_beams) {
   PassPipeline pl;
   PassContext pctx = {.diags = d};
   FILE *print_file;
@@ -1329,6 +1350,22 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
   if (rc)
     compile_failed(err);
+  if (gen)
+    gen->step.prog = NULL; /* none: not a generating spec */
+  if (!rc && gen && spec_generates(c->spec)) {
+    /* the generation programs too, as `tfmc run --generate` compiles them (the
+     * checkpoint is read again: the same weights, as run gets them) */
+    DriverOptions gopt = {.weights = weights,
+                          .seed = seed,
+                          .passes = &pl,
+                          .pass_ctx = &pctx,
+                          .stage = DRIVER_PACKED,
+                          .strict = dopt.strict,
+                          .step_rows = max_beams};
+    rc = driver_compile_generation(a, d, args->pos[0], &gopt, gen, err, sizeof err) ? EXIT_USER : 0;
+    if (rc)
+      compile_failed(err);
+  }
   if (print_file && fclose(print_file))
     rc = EXIT_USER;
   return rc;
@@ -1339,7 +1376,8 @@ static int cmd_build(int argc, char **argv) {
              {"seed", true, NULL},           {"o", true, NULL},
              {"embed-weights", false, NULL}, {"keep", false, NULL},
              {"attention", true, NULL},      {"strict", false, NULL},
-             {"output", true, NULL, true},   PASS_OPTS};
+             {"output", true, NULL, true},   {"max-beams", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
@@ -1398,17 +1436,39 @@ static int cmd_build(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
+  CompiledGeneration gen;
+  RtGenInfo *gi = NULL;
+  float *image = NULL;
   const char *files[] = {args.pos[0], weights, exe};
-  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c)))
+  int max_beams = max_beams_opt("build", &args);
+  if (max_beams < 0) {
+    rc = EXIT_USAGE;
     goto done;
-  BuildOptions bo = {exe, embed, keep, TFMC_SOURCE_DIR, TFMC_RT_LIB};
-  if (backend_build_executable(a, c.prog, c.info, c.packed, &bo, err, sizeof err)) {
+  }
+  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c, &gen,
+                          max_beams)))
+    goto done;
+  rc = EXIT_USER;
+  if (gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
-    rc = EXIT_USER;
+    goto done;
+  }
+  BuildOptions bo = {exe, embed, keep, TFMC_SOURCE_DIR, TFMC_RT_LIB};
+  if (gi ? backend_build_generation(a, &c, &gen, gi, image, &bo, err, sizeof err)
+         : backend_build_executable(a, c.prog, c.info, c.packed, &bo, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
   fprintf(stderr, "tfmc: built %s (%s weights, %lld-byte activation arena)\n", exe,
           embed ? "embedded" : arena_printf(a, "%s.weights", exe), (long long)c.info->arena_bytes);
+  if (gi)
+    fprintf(stderr,
+            "tfmc: it generates (%s --generate N): %s arena%s %lld bytes, KV cache %lld "
+            "bytes (%lld positions, up to %d beams)\n",
+            exe, gen.encoder_decoder ? "encode + step" : "step", gen.encoder_decoder ? "s" : "",
+            (long long)(gen.step.info->arena_bytes +
+                        (gen.encoder_decoder ? gen.encode.info->arena_bytes : 0)),
+            (long long)gen.step.info->state_bytes, (long long)gi->states[0].positions, max_beams);
   rc = 0;
 done:
   arena_destroy(a);
@@ -1549,7 +1609,7 @@ static int cmd_emit_c(int argc, char **argv) {
   char err[1024];
   Compiled c;
   const char *files[] = {args.pos[0], weights};
-  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c)))
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c, NULL, 0)))
     goto done;
   rc = EXIT_USER;
   const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
