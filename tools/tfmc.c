@@ -1545,6 +1545,7 @@ static int cmd_emit_c(int argc, char **argv) {
              {"static", false, NULL},
              {"size-cc", true, NULL},
              {"output", true, NULL, true},
+             {"max-beams", true, NULL},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -1608,17 +1609,36 @@ static int cmd_emit_c(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
+  CompiledGeneration gen;
+  RtGenInfo *gi = NULL;
+  float *image = NULL;
   const char *files[] = {args.pos[0], weights};
-  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c, NULL, 0)))
+  bool stat = opt(&args, "static") != NULL;
+  int max_beams = max_beams_opt("emit-c", &args);
+  if (max_beams < 0) {
+    rc = EXIT_USAGE;
+    goto done;
+  }
+  /* --static: the forward pass only (no state on hosts without an OS yet) */
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c,
+                          stat ? NULL : &gen, max_beams)))
     goto done;
   rc = EXIT_USER;
+  if (!stat && gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
   const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
   CEmitOptions co = {opt(&args, "embed-weights") != NULL,
                      TFMC_SOURCE_DIR "/runtime",
                      opt(&args, "force") != NULL,
                      ins,
                      4,
-                     opt(&args, "static") != NULL};
+                     stat,
+                     gi,
+                     gi ? gen.step.prog : NULL,
+                     gi && gen.encoder_decoder ? gen.encode.prog : NULL,
+                     image};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;

@@ -46,6 +46,16 @@ typedef struct CEmitOptions {
   const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
   int n_inputs;
   bool static_mode; /* the static library for hosts without an OS (see above) */
+  /* A decoder or encoder_decoder that generates (not with static_mode):
+   * its description (driver_generation_info; gen->forward is the program
+   * p), its step and encoder programs (encode_prog NULL for a decoder) and
+   * the weights image of all of them, written instead of `weights`. The
+   * project then also has step.c, encode.c, gen_info.c, gen_api.c
+   * (templates/api_gen.c) and model_gen.h (templates/model_gen.h: the
+   * step API model.h includes), and its main.c is templates/main_gen.c. */
+  const RtGenInfo *gen;
+  const LoopProgram *step_prog, *encode_prog;
+  const float *gen_image;
 } CEmitOptions;
 
 /* Refuses dir when it exists and is not a directory, or is a non-empty
