@@ -8,6 +8,7 @@
 #include "model_config.h" /* TFMC_EMBEDDED_WEIGHTS, TFMC_ENCODER */
 
 #include "model.h"
+#include "model_gen.h" /* model.h includes it too, in a generating project */
 
 #include "runtime/rt_gen_model.h"
 
