@@ -258,3 +258,86 @@ int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const Dri
   c->w = w;
   return compile(a, d, o, c, err, errlen);
 }
+
+int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
+                           RtGenInfo **out, float **image, char *err, size_t errlen) {
+  const Compiled *st = &gen->step, *en = gen->encoder_decoder ? &gen->encode : NULL;
+  *out = NULL;
+  *image = NULL;
+  if (!st->prog || !st->packed || (en && (!en->prog || !en->packed)) ||
+      (forward && (!forward->prog || !forward->packed))) {
+    snprintf(err, errlen, "internal: generation info before the weights were packed");
+    return 1;
+  }
+  RtGenInfo *gi = arena_alloc(a, sizeof *gi);
+  memset(gi, 0, sizeof *gi);
+  gi->version = RT_GEN_INFO_VERSION;
+  gi->forward = forward ? forward->info : NULL;
+  gi->step = st->info;
+  gi->encode = en ? en->info : NULL;
+  const ModelSpec *m = st->spec->model;
+  gi->bos = m->bos_id;
+  gi->eos = m->eos_id;
+  /* the image: the forward pass's weights, the encoder's, the step's, each
+   * block starting 64-byte aligned */
+  const Compiled *block[3] = {forward, en, st};
+  int64_t start[3], end = 0;
+  RtModelInfo *w = arena_alloc(a, sizeof *w);
+  memset(w, 0, sizeof *w);
+  w->abi_version = RT_ABI_VERSION;
+  w->name = st->info->name;
+  w->pad_id = -1;
+  for (int k = 0; k < 3; k++) {
+    start[k] = (end + 15) / 16 * 16;
+    end = start[k] + (block[k] ? block[k]->info->weights_floats : 0);
+    w->n_weights += block[k] ? block[k]->info->n_weights : 0;
+  }
+  gi->encode_offset = start[1];
+  gi->step_offset = start[2];
+  RtWeightInfo *ws = arena_alloc(a, (size_t)(w->n_weights + 1) * sizeof *ws);
+  int n_w = 0;
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; block[k] && i < block[k]->info->n_weights; i++) {
+      ws[n_w] = block[k]->info->weights[i];
+      ws[n_w++].offset += start[k];
+    }
+  w->weights = ws;
+  w->weights_floats = end;
+  w->layout_hash = rt_model_layout_hash(ws, w->n_weights);
+  gi->weights = w;
+  uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)end * 4 + 128);
+  if (!raw) {
+    snprintf(err, errlen, "out of memory: the weights image needs %lld bytes", (long long)end * 4);
+    return 1;
+  }
+  float *img = (float *)((raw + 63) & ~(uintptr_t)63);
+  memset(img, 0, (size_t)end * 4);
+  for (int k = 0; k < 3; k++)
+    if (block[k])
+      memcpy(img + start[k], block[k]->packed, (size_t)block[k]->info->weights_floats * 4);
+  /* the step's state tensors (KV caches) f32[rows, positions, width]: where
+   * the plan put them, for beam search's row reordering */
+  const IrGraph *g = st->g;
+  RtStateInfo *states = arena_alloc(a, (size_t)(g->n_nodes + 1) * sizeof *states);
+  int n = 0;
+  for (int id = 0; id < g->n_nodes; id++) {
+    const IrNode *nd = &g->nodes[id];
+    if (nd->op != IR_OP_STATE) continue;
+    const LBuffer *lb = NULL;
+    for (int b = 0; b < st->prog->n_bufs && !lb; b++)
+      if (st->prog->bufs[b].kind == LB_STATE && strcmp(st->prog->bufs[b].name, nd->attrs.name) == 0)
+        lb = &st->prog->bufs[b];
+    if (!lb || nd->type.rank != 3) {
+      snprintf(err, errlen, "internal: state '%s' has no planned buffer of rank 3", nd->attrs.name);
+      return 1;
+    }
+    states[n++] = (RtStateInfo){nd->attrs.name, lb->offset, nd->type.dims[0].value,
+                                nd->type.dims[1].value, nd->type.dims[2].value};
+  }
+  gi->states = states;
+  gi->n_states = n;
+  if (rt_gen_info_check(gi, err, errlen)) return 1;
+  *out = gi;
+  *image = img;
+  return 0;
+}

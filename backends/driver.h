@@ -34,6 +34,7 @@
 #include "ir/loop.h"
 #include "passes/passes.h"
 #include "runtime/rt_model.h"
+#include "runtime/rt_stepper.h"
 
 typedef enum DriverStage {
   DRIVER_GRAPH,  /* stop after the graph passes (c.info holds the I/O part only) */
@@ -96,6 +97,18 @@ typedef struct CompiledGeneration {
 } CompiledGeneration;
 int driver_compile_generation(Arena *a, Diags *d, const char *path, const DriverOptions *o,
                               CompiledGeneration *gen, char *err, size_t errlen);
+
+/* What a generation executable or emitted project carries, from a
+ * generation compiled to DRIVER_PACKED and, when not NULL, the forward pass
+ * of the same spec (driver_compile_file): the description
+ * (runtime/rt_stepper.h RtGenInfo: the programs' infos, the step's state
+ * tensors, the spec's bos / eos, the weights image's layout) and the one
+ * weights image (*image: gi->weights->weights_floats floats, 64-byte
+ * aligned: the forward pass's packed weights, the encoder's at
+ * gi->encode_offset, the step's at gi->step_offset). Everything lives in
+ * a. Returns 0, or 1 + message. */
+int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
+                           RtGenInfo **gi, float **image, char *err, size_t errlen);
 
 /* A loop IR listing (.tfloop, as `tfmc ir --level loop` prints it) read
  * back, verified, and run through the pipeline's loop passes (stage 5): a

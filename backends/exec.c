@@ -437,203 +437,41 @@ int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen) {
   return rc;
 }
 
-/* ---- the step function of generation ---- */
+/* ---- generation: the programs run through sessions (rt_stepper.h's ops) ---- */
 
-static int sym_index(const RtModelInfo *info, const char *name) {
-  for (int i = 0; i < info->n_syms; i++)
-    if (strcmp(info->sym_names[i], name) == 0) return i;
-  return -1;
+static int stepper_run(void *user, RtGenProgram which, RtBound *b, char *err, size_t errlen) {
+  BackendStepper *st = user;
+  return exec_session_run(which == RT_GEN_ENCODE ? st->enc_session : st->session, b, err, errlen);
 }
 
-static int input_index(const RtModelInfo *info, const char *name) {
-  for (int i = 0; i < info->n_inputs; i++)
-    if (strcmp(info->inputs[i].name, name) == 0) return i;
-  return -1;
+static void stepper_reset(void *user) {
+  exec_session_reset(((BackendStepper *)user)->session);
 }
 
-/* Elements of tensor t with every symbol at its maximum. */
-static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++) {
-    const RtDim *dim = &t->dims[d];
-    n *= dim->sym < 0 ? dim->value : info->sym_max[dim->sym];
-  }
-  return n;
+static int stepper_reorder(void *user, const int64_t *parent, int n, int64_t len, char *err,
+                           size_t errlen) {
+  return exec_session_reorder(((BackendStepper *)user)->session, parent, n, len, err, errlen);
 }
+
+static const RtGenOps stepper_ops = {stepper_run, stepper_reset, stepper_reorder};
 
 int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
-                         const ExecOptions *opt, char *err, size_t errlen) {
+                         const Compiled *enc, const ExecOptions *opt, char *err, size_t errlen) {
   memset(st, 0, sizeof *st);
-  const RtModelInfo *info = c->info;
   st->c = c;
-  st->sym_b = sym_index(info, "B");
-  st->sym_t = sym_index(info, "T");
-  st->sym_l = sym_index(info, "L");
-  st->sym_s = sym_index(info, "S");
-  st->in_tokens = input_index(info, "tokens");
-  st->in_src_mask = input_index(info, "src_mask");
-  st->enc_in_src = st->enc_in_mask = -1;
-  bool inputs_ok = st->in_tokens >= 0;
-  for (int i = 0; i < info->n_inputs; i++) {
-    st->value_from[i] = -1;
-    inputs_ok &= i == st->in_tokens || i == st->in_src_mask ||
-                 info->inputs[i].kind == RT_INPUT_VALUES;
-  }
-  if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || !inputs_ok || info->n_outputs < 1 ||
-      info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0)
-    return rt_errorf(err, errlen, "model '%s' is not a generation step graph", info->name);
-  st->max_len = info->sym_max[st->sym_l];
-  st->max_rows = info->sym_max[st->sym_b];
-  st->vocab = info->outputs[0].dims[1].value;
-  st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
-  bool ok = st->b.inputs[st->in_tokens] != NULL;
-  if (st->in_src_mask >= 0)
-    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
-  for (int o = 0; o < info->n_outputs && ok; o++)
-    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o]) * sizeof(float) + 4)) != NULL;
-  if (!ok) {
-    backend_stepper_free(st);
-    return rt_errorf(err, errlen, "out of memory");
-  }
-  if (exec_session_create(backend, c, opt, &st->session, err, errlen)) {
+  st->enc = enc;
+  if (rt_stepper_init(&st->rs, c->info, enc ? enc->info : NULL, &stepper_ops, st, err, errlen) ||
+      exec_session_create(backend, c, opt, &st->session, err, errlen) ||
+      (enc && exec_session_create(backend, enc, opt, &st->enc_session, err, errlen))) {
     backend_stepper_free(st);
     return 1;
   }
   return 0;
 }
 
-int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const Compiled *enc,
-                                 const ExecOptions *opt, char *err, size_t errlen) {
-  const RtModelInfo *ei = enc->info, *info = st->c->info;
-  int eb_sym = sym_index(ei, "B"), es = sym_index(ei, "S");
-  st->enc = enc;
-  st->enc_in_src = input_index(ei, "src");
-  st->enc_in_mask = input_index(ei, "src_mask");
-  if (eb_sym < 0 || es < 0 || st->enc_in_src < 0 || st->sym_s < 0 ||
-      ei->n_inputs != 1 + (st->enc_in_mask >= 0))
-    return rt_errorf(err, errlen, "model '%s' has no encode program for generation", ei->name);
-  st->max_src = ei->sym_max[es];
-  st->src_vocab = ei->inputs[st->enc_in_src].vocab;
-  for (int i = 0; i < info->n_inputs; i++) {
-    if (info->inputs[i].kind != RT_INPUT_VALUES) continue;
-    for (int o = 0; o < ei->n_outputs; o++)
-      if (strcmp(ei->outputs[o].name, info->inputs[i].name) == 0) st->value_from[i] = o;
-    if (st->value_from[i] < 0)
-      return rt_errorf(err, errlen, "the encode program of '%s' does not compute '%s'", ei->name,
-                       info->inputs[i].name);
-  }
-  if (ei->sym_max[eb_sym] != 1)
-    return rt_errorf(err, errlen, "internal: the encode program runs one source (max batch 1)");
-  bool ok = (st->eb.inputs[st->enc_in_src] = malloc((size_t)st->max_src * sizeof(int32_t))) != NULL;
-  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc((size_t)st->max_src)) != NULL;
-  for (int o = 0; o < ei->n_outputs && ok; o++)
-    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
-  /* more rows than one (beam search): the source's keys / values copied to
-   * every row */
-  for (int i = 0; i < info->n_inputs && ok && st->max_rows > 1; i++)
-    if (st->value_from[i] >= 0)
-      ok &= (st->b.inputs[i] = st->rows[i] = malloc((size_t)numel_at_max(info, &info->inputs[i]) * sizeof(float))) != NULL;
-  if (!ok) return rt_errorf(err, errlen, "out of memory");
-  return exec_session_create(backend, enc, opt, &st->enc_session, err, errlen);
-}
-
-int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, char *err,
-                           size_t errlen) {
-  const RtModelInfo *ei = st->enc->info, *info = st->c->info;
-  if (n < 1 || n > st->max_src)
-    return rt_errorf(err, errlen, "the source has %lld tokens; model '%s' takes 1..%lld",
-                     (long long)n, info->name, (long long)st->max_src);
-  int64_t real = 0;
-  int32_t *ids = st->eb.inputs[st->enc_in_src];
-  uint8_t *mask = st->enc_in_mask >= 0 ? st->eb.inputs[st->enc_in_mask]
-                  : st->in_src_mask >= 0 ? st->b.inputs[st->in_src_mask] : NULL;
-  for (int64_t i = 0; i < n; i++) {
-    if (src[i] < 0 || src[i] >= st->src_vocab)
-      return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
-                       src[i], (long long)st->src_vocab - 1);
-    ids[i] = src[i];
-    bool is_real = ei->pad_id < 0 || src[i] != ei->pad_id;
-    real += is_real;
-    if (mask) mask[i] = is_real;
-  }
-  if (mask && !real)
-    return rt_errorf(err, errlen, "the source is all padding (pad id %lld): nothing to translate",
-                     (long long)ei->pad_id);
-  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: every row the source's */
-    uint8_t *sm = st->b.inputs[st->in_src_mask];
-    for (int64_t r = 0; r < st->max_rows; r++)
-      if (sm + r * n != mask) memcpy(sm + r * n, mask, (size_t)n);
-  }
-  st->eb.syms[sym_index(ei, "B")] = 1;
-  st->eb.syms[sym_index(ei, "S")] = n;
-  if (exec_session_run(st->enc_session, &st->eb, err, errlen)) return 1;
-  st->b.syms[st->sym_s] = n;
-  for (int i = 0; i < info->n_inputs; i++) {
-    if (st->value_from[i] < 0) continue;
-    const float *v = st->eb.outputs[st->value_from[i]];
-    if (!st->rows[i]) {
-      st->b.inputs[i] = (void *)v;
-      continue;
-    }
-    size_t one = (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * n);
-    for (int64_t r = 0; r < st->max_rows; r++) memcpy(st->rows[i] + (size_t)r * one, v, one * sizeof(float));
-  }
-  st->encoded = true;
-  return 0;
-}
-
-int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
-                              int64_t past, const float **logits, char *err, size_t errlen) {
-  if (rows < 1 || rows > st->max_rows || n < 1 || past < 0 || past + n > st->max_len)
-    return rt_errorf(err, errlen, "a step of %lld x %lld tokens at %lld does not fit %lld rows of "
-                     "max_len %lld", (long long)rows, (long long)n, (long long)past,
-                     (long long)st->max_rows, (long long)st->max_len);
-  if (st->sym_s >= 0 && !st->encoded)
-    return rt_errorf(err, errlen, "internal: a decoder step before the source was encoded");
-  const RtModelInfo *info = st->c->info;
-  const RtTensorInfo *ti = &info->inputs[st->in_tokens];
-  for (int64_t i = 0; i < rows * n; i++) {
-    if (tokens[i] < 0 || tokens[i] >= ti->vocab)
-      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
-                       (long long)ti->vocab - 1);
-    ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
-  }
-  st->b.syms[st->sym_b] = rows;
-  st->b.syms[st->sym_t] = n;
-  st->b.syms[st->sym_l] = past + n;
-  if (exec_session_run(st->session, &st->b, err, errlen)) return 1;
-  *logits = st->b.outputs[0];
-  return 0;
-}
-
-int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen) {
-  return backend_stepper_step_rows(user, tokens, 1, n, past, logits, err, errlen);
-}
-
-int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
-                               int64_t past, const float **logits, char *err, size_t errlen) {
-  return backend_stepper_step_rows(user, tokens, rows, n, past, logits, err, errlen);
-}
-
-int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
-                            char *err, size_t errlen) {
-  BackendStepper *st = user;
-  return exec_session_reorder(st->session, parent, (int)rows, len, err, errlen);
-}
-
 void backend_stepper_free(BackendStepper *st) {
   exec_session_destroy(st->session);
   exec_session_destroy(st->enc_session);
-  if (st->c) {
-    free(st->b.inputs[st->in_tokens]);
-    if (st->in_src_mask >= 0) free(st->b.inputs[st->in_src_mask]);
-  }
-  for (int o = 0; o < RT_MAX_IO; o++) {
-    free(st->b.outputs[o]);
-    free(st->rows[o]);
-    free(st->eb.inputs[o]);
-    free(st->eb.outputs[o]);
-  }
+  rt_stepper_free(&st->rs);
   memset(st, 0, sizeof *st);
 }

@@ -13,6 +13,7 @@
 
 #include "backends/driver.h"
 #include "backends/interp/interp.h"
+#include "runtime/rt_stepper.h"
 
 typedef struct ExecOptions {
   int threads; /* JIT pool size; 0 = one per CPU */
@@ -56,69 +57,28 @@ int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t l
                          size_t errlen);
 void exec_session_destroy(ExecSession *s);
 
-/* A step graph (LowerOptions.step: input "tokens" i32[B,T], symbols B, T,
- * L; output 0 the last position's logits [B,V]) run through a session as
- * runtime/rt_generate.h's step function, batch 1. Its token and logit
- * buffers are allocated once (max_len ids, V floats): nothing per step.
+/* Generation's programs (driver_compile_generation) run through sessions:
+ * an RtStepper (runtime/rt_stepper.h) whose ops are exec_session_run,
+ * _reset and _reorder, so the JIT and the interpreter generate through the
+ * same loop as executables and emitted C. Buffers are allocated once (at
+ * the maxima): nothing per step.
  *
  *     BackendStepper st;
- *     if (backend_stepper_init(&st, "jit", &gen.step, &eo, err, sizeof err)) ...
- *     // encoder_decoder: the encode program, then once per source
- *     if (backend_stepper_init_encoder(&st, "jit", &gen.encode, &eo, err, sizeof err)) ...
- *     if (backend_stepper_encode(&st, src, n_src, err, sizeof err)) ...
- *     rt_generate(&(RtGenerateOptions){n, st.max_len, st.vocab, eos},
- *                        backend_stepper_step, &st, prompt, n_prompt, out, ...);
+ *     if (backend_stepper_init(&st, "jit", &gen.step, gen.encoder_decoder ? &gen.encode : NULL,
+ *                              &eo, err, sizeof err)) ...
+ *     rt_generate(&(RtGenerateOptions){n, st.rs.max_len, st.rs.vocab, eos},
+ *                 rt_stepper_step, &st.rs, prompt, n_prompt, out, ...);
  *     backend_stepper_free(&st); */
 typedef struct BackendStepper {
-  ExecSession *session;
-  const Compiled *c;
-  RtBound b;          /* syms set per step; inputs[in_tokens] = tokens, outputs[0] = logits */
-  int sym_b, sym_t, sym_l, sym_s; /* sym_s: encoder_decoder's source length, else -1 */
-  int in_tokens, in_src_mask;     /* step inputs (in_src_mask -1: none) */
-  int64_t max_len;    /* L's maximum: the positions the cache holds */
-  int64_t max_rows;   /* B's maximum: 1, or the beams of a beam search */
-  int64_t vocab;      /* V */
-  float *rows[RT_MAX_IO]; /* max_rows > 1: values input i copied to every row */
-  /* encoder_decoder: the encode program, its session and buffers (inputs
-   * src and src_mask, outputs the cross keys / values the step's
-   * RT_INPUT_VALUES inputs point at); enc NULL for decoder-only */
-  const Compiled *enc;
-  ExecSession *enc_session;
-  RtBound eb;
-  int enc_in_src, enc_in_mask;    /* enc_in_mask -1: the encoder takes no mask */
-  int value_from[RT_MAX_IO];      /* step input i <- encode output value_from[i], or -1 */
-  int64_t max_src, src_vocab;     /* S's maximum; ids of src are < src_vocab */
-  bool encoded;                   /* backend_stepper_encode has run */
+  RtStepper rs;       /* the step functions take &rs */
+  const Compiled *c;  /* the step program */
+  const Compiled *enc; /* the encode program, or NULL */
+  ExecSession *session, *enc_session;
 } BackendStepper;
-/* Refuses (1 + message) a compiled model that is not a step graph. */
+/* Refuses (1 + message) a step that is not a generation step graph, an
+ * encode program whose outputs are not the step's values inputs. */
 int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled *c,
-                         const ExecOptions *opt, char *err, size_t errlen);
-/* encoder_decoder: adds the encode program (CompiledGeneration.encode),
- * whose outputs must be the step's values inputs by name. Buffers at the
- * maxima, allocated once. Returns 0 or 1 + message (the stepper is then
- * to be freed). */
-int backend_stepper_init_encoder(BackendStepper *st, const char *backend, const Compiled *enc,
-                                 const ExecOptions *opt, char *err, size_t errlen);
-/* Runs the encoder over src[0..n) (batch 1; src_mask = ids != the spec's
- * pad, refused when every id is pad) and hands its keys / values to the
- * step graph: the steps after it translate this source. The caller resets
- * the step's KV cache (exec_session_reset(st->session)) for a new
- * sequence. Refuses ids outside the source vocabulary and n outside
- * 1..max_src. */
-int backend_stepper_encode(BackendStepper *st, const int32_t *src, int64_t n, char *err,
-                           size_t errlen);
-/* Runs rows x n new tokens (row-major; rows <= max_rows) at positions
- * past..past+n-1 of every row; *logits: [rows, V]. */
-int backend_stepper_step_rows(BackendStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
-                              int64_t past, const float **logits, char *err, size_t errlen);
-/* An RtStepFn (runtime/rt_generate.h), one row: user is the BackendStepper. */
-int backend_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen);
-/* RtBatchStepFn and RtReorderFn (rt_generate_beam): user is the BackendStepper. */
-int backend_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
-                               int64_t past, const float **logits, char *err, size_t errlen);
-int backend_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
-                            char *err, size_t errlen);
+                         const Compiled *enc, const ExecOptions *opt, char *err, size_t errlen);
 void backend_stepper_free(BackendStepper *st);
 
 /* Binds in-memory tensors (matched to info's inputs by name: ids int32,
@@ -162,5 +122,18 @@ struct RtModelInfo;
 int backend_build_executable(Arena *a, const struct LoopProgram *prog,
                              const struct RtModelInfo *info, const float *packed,
                              const BuildOptions *o, char *err, size_t errlen);
+
+/* The same for a decoder or encoder_decoder spec: one executable that
+ * runs the forward pass (forward: driver_compile_file's program, as
+ * `tfmc run` runs it without --generate) and generates (gen: from
+ * driver_compile_generation; gi and image: driver_generation_info). It
+ * links the forward pass's object (tfmc_model_run), the decoder step's
+ * (tfmc_step_run) and, for an encoder_decoder, the encoder's
+ * (tfmc_encode_run), their descriptions, gi as tfmc_gen_info, the one
+ * weights image (EXE.weights or embedded) and a main calling
+ * rt_main_generate (runtime/templates/main_gen.c). */
+int backend_build_generation(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
+                             const RtGenInfo *gi, const float *image, const BuildOptions *o,
+                             char *err, size_t errlen);
 
 #endif

@@ -22,6 +22,8 @@
 #include "runtime/rt_arena.h"
 #include "runtime/rt_file.h"
 #include "runtime/rt_gemm.h"
+#include "runtime/rt_gen_model.h"
+#include "runtime/rt_genrun.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
@@ -294,13 +296,16 @@ static char *default_weights_path(const char *argv0) {
 
 /* ---- main ---- */
 
+/* image: what the weights image holds (info, or a generation artefact's
+ * whole image, whose first block is info's weights). */
 static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *info,
-                    RtModelRunFn run, const void *embedded, size_t embedded_len);
+                    RtModelRunFn run, const RtModelInfo *image, const void *embedded,
+                    size_t embedded_len);
 
 int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, const void *embedded,
             size_t embedded_len) {
   const char *prog = prog_name(argc, argv, info);
-  int rc = main_run(prog, argc, argv, info, run, embedded, embedded_len);
+  int rc = main_run(prog, argc, argv, info, run, info, embedded, embedded_len);
   /* flushed, not closed: rt_main may be called again in one process */
   errno = 0;
   if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -312,7 +317,8 @@ int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, co
 }
 
 static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *info,
-                    RtModelRunFn run, const void *embedded, size_t embedded_len) {
+                    RtModelRunFn run, const RtModelInfo *image, const void *embedded,
+                    size_t embedded_len) {
   if (!info || !run) {
     fprintf(stderr, "%s: internal error: no model compiled in\n", prog);
     return EXIT_USER;
@@ -440,8 +446,8 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
     goto done;
   }
   bound_ok = 1;
-  if (embedded ? rt_weights_from_memory(embedded, embedded_len, info, &weights, err, sizeof err)
-               : rt_weights_open(weights_path, info, &weights, err, sizeof err)) {
+  if (embedded ? rt_weights_from_memory(embedded, embedded_len, image, &weights, err, sizeof err)
+               : rt_weights_open(weights_path, image, &weights, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
   }
@@ -493,5 +499,283 @@ done:
   rt_text_vocab_free(&vocab);
   rt_tokenizer_destroy(tokenizer);
   free(weights_path);
+  return rc;
+}
+
+/* ---- generation executables (rt_gen_model.h) ---- */
+
+typedef struct GenOpts {
+  const char *generate, *tokens, *text, *inputs, *vocab, *tokenizer, *temperature, *top_k, *top_p,
+      *seed, *beams, *length_penalty, *outputs, *weights, *threads, *repeat;
+  int sample, help, version;
+} GenOpts;
+
+static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int embedded) {
+  const RtModelInfo *s = gi->step;
+  int sl = -1, sb = -1;
+  for (int i = 0; i < s->n_syms && i < RT_MAX_SYMS; i++) {
+    if (s->sym_names[i] && strcmp(s->sym_names[i], "L") == 0) sl = i;
+    if (s->sym_names[i] && strcmp(s->sym_names[i], "B") == 0) sb = i;
+  }
+  int64_t max_len = sl >= 0 ? s->sym_max[sl] : 0, beams = sb >= 0 ? s->sym_max[sb] : 1;
+  int64_t vocab = s->n_outputs > 0 && s->outputs[0].rank == 2 ? s->outputs[0].dims[1].value : 0;
+  fprintf(f,
+          "usage: %s --generate N (--tokens \"IDS\" | --text \"TEXT\" (--vocab V.txt | "
+          "--tokenizer T)\n"
+          "                        | --inputs IN.safetensors)\n"
+          "       [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+          "        | --beams K [--length-penalty A]]\n"
+          "       [--outputs OUT.safetensors] [--vocab V.txt | --tokenizer T]%s\n"
+          "       [--threads N] [--repeat N]\n"
+          "       %s --help | --version\n\n",
+          prog, embedded ? "" : " [--weights FILE]", prog);
+  fprintf(f, "Model '%s' (compiled by tfmc) generates with a KV cache:\n%s.\n",
+          s->name ? s->name : "?",
+          gi->encode ? "an encoder_decoder: the ids are the source, encoded once; the\n"
+                       "target starts at bos"
+                     : "a decoder: the ids are the prompt, run in one step (prefill)");
+  fprintf(f, "max_len %lld positions, vocabulary %lld", (long long)max_len, (long long)vocab);
+  if (gi->encode) fputc('\n', f);
+  if (gi->encode && gi->encode->n_inputs > 0) {
+    const RtModelInfo *e = gi->encode;
+    int ss = -1;
+    for (int i = 0; i < e->n_syms && i < RT_MAX_SYMS; i++)
+      if (e->sym_names[i] && strcmp(e->sym_names[i], "S") == 0) ss = i;
+    fprintf(f, "; the source up to %lld ids below %lld",
+            (long long)(ss >= 0 ? e->sym_max[ss] : 0), (long long)e->inputs[0].vocab);
+  }
+  if (gi->bos >= 0) fprintf(f, "; bos %lld", (long long)gi->bos);
+  if (gi->eos >= 0) fprintf(f, "; eos %lld (generation stops there)", (long long)gi->eos);
+  fprintf(f, ".\n\nOptions:\n"
+             "  --generate N     generate at most N new tokens (stops at eos, or at max_len,\n"
+             "                   which is said on stderr)\n"
+             "  --tokens \"IDS\"   the prompt%s: ids separated by spaces or commas\n"
+             "  --text \"TEXT\"    instead: text through --vocab (whitespace-separated symbols;\n"
+             "                   unknown ones become <unk> when it has one) or --tokenizer\n"
+             "  --inputs FILE    instead: a safetensors file holding %s [1,N]\n"
+             "  --vocab FILE     one token per line, line k = id k: prints the ids' symbols\n"
+             "  --tokenizer SPEC instead of --vocab: gpt2:DIR (DIR/vocab.json, DIR/merges.txt;\n"
+             "                   or gpt2:VOCAB.json,MERGES.txt) or wordpiece:VOCAB.txt[:uncased]\n"
+             "  --sample         draw each token from softmax(logits / T) after top-k and\n"
+             "                   top-p (default: greedy, the most probable token)\n"
+             "  --temperature T  with --sample: T > 0 (default 1)\n"
+             "  --top-k K        with --sample: keep the K most probable tokens (0: off, the\n"
+             "                   default)\n"
+             "  --top-p P        with --sample: nucleus, P in (0, 1] (1: off, the default)\n"
+             "  --seed S         the sampler's PCG32 seed (default 0): the same seed gives the\n"
+             "                   same tokens as 'tfmc run' on every backend\n"
+             "  --beams K        beam search with K beams, 1..%lld (this executable's\n"
+             "                   compiled maximum); score = sum of log-probs / len^A;\n"
+             "                   the ids are printed when the search is done\n"
+             "  --length-penalty A  with --beams: A (default 1)\n"
+             "  --outputs FILE   also write generated (i64 [1,N]) and generated_lengths\n"
+             "                   (i64 [1]) as safetensors\n",
+          gi->encode ? " (here: the source)" : "", gi->encode ? "src" : "tokens",
+          (long long)beams);
+  if (embedded)
+    fprintf(f, "  (the weights are embedded in this executable)\n");
+  else
+    fprintf(f, "  --weights FILE   packed weights (default: %s.weights next to the executable)\n",
+            prog);
+  fprintf(f,
+          "  --threads N      threads to run on, 0..%d (0, the default: one per online CPU)\n"
+          "  --repeat N       benchmark: after the generation, N more, timed; prints the\n"
+          "                   %sprefill time and the time per decoded token to stderr\n"
+          "  --help, --version\n"
+          "With --tokens or --inputs each generated id is printed as it comes, one per\n"
+          "line (with its symbol given --vocab); with --text the generated text is.\n"
+          "Exit status: 0 success, 1 bad inputs, values or weights, 2 bad usage.\n",
+          MAIN_MAX_THREADS, gi->encode ? "encode time, the " : "");
+}
+
+static int parse_gen_args(const char *prog, int argc, char **argv, GenOpts *o) {
+  static const char *const names[] = {"generate", "tokens",  "text",        "inputs",
+                                      "vocab",    "tokenizer", "temperature", "top-k",
+                                      "top-p",    "seed",    "beams",       "length-penalty",
+                                      "outputs",  "weights", "threads",     "repeat"};
+  enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
+  const char **slots[N_NAMES] = {&o->generate,    &o->tokens,  &o->text,    &o->inputs,
+                                 &o->vocab,       &o->tokenizer, &o->temperature, &o->top_k,
+                                 &o->top_p,       &o->seed,    &o->beams,   &o->length_penalty,
+                                 &o->outputs,     &o->weights, &o->threads, &o->repeat};
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    if (!s) continue;
+    int *flag = strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0 ? &o->help
+                : strcmp(s, "--version") == 0                    ? &o->version
+                : strcmp(s, "--sample") == 0                     ? &o->sample
+                                                                 : NULL;
+    if (flag) {
+      *flag = 1;
+      continue;
+    }
+    if (strncmp(s, "--", 2) != 0) return usage_error(prog, "unexpected argument '%s'", s);
+    const char *key = s + 2, *eq = strchr(key, '=');
+    size_t klen = eq ? (size_t)(eq - key) : strlen(key);
+    const char **slot = NULL;
+    for (int k = 0; k < N_NAMES; k++)
+      if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0) slot = slots[k];
+    if (!slot) {
+      if ((klen == 6 && strncmp(key, "sample", 6) == 0) || (klen == 4 && strncmp(key, "help", 4) == 0))
+        return usage_error(prog, "option '--%.*s' takes no value", (int)klen, key);
+      return usage_error(prog, "unknown option '%.*s'", (int)(klen + 2), s);
+    }
+    const char *value = eq ? eq + 1 : NULL;
+    if (!value) {
+      if (i + 1 >= argc || !argv[i + 1]) return usage_error(prog, "option '%s' needs a value", s);
+      value = argv[++i];
+    }
+    if (*slot) return usage_error(prog, "option '--%.*s' given twice", (int)klen, key);
+    if (!*value) return usage_error(prog, "option '--%.*s' has an empty value", (int)klen, key);
+    *slot = value;
+  }
+  return 0;
+}
+
+int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn forward,
+                     RtModelRunFn step, RtModelRunFn encode, const void *embedded,
+                     size_t embedded_len) {
+  const char *prog = prog_name(argc, argv, gi ? gi->step : NULL);
+  char err[1024];
+  if (!gi || !step || !gi->forward != !forward || rt_gen_info_check(gi, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, gi && step ? err : "internal error: no model compiled in");
+    return EXIT_USER;
+  }
+  GenOpts o = {0};
+  int generate = 0;
+  for (int i = 1; i < argc; i++) { /* --help wins over any other mistake */
+    if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) o.help = 1;
+    if (argv[i] && (strcmp(argv[i], "--generate") == 0 || strncmp(argv[i], "--generate=", 11) == 0))
+      generate = 1;
+  }
+  if (o.help) {
+    print_gen_usage(stdout, prog, gi, embedded != NULL);
+    if (gi->forward) {
+      printf("\nWithout --generate: one forward pass, as 'tfmc run' without --generate.\n");
+      print_usage(stdout, prog, gi->forward, embedded != NULL);
+    }
+    return fflush(stdout) ? EXIT_USER : 0;
+  }
+  if (!generate && gi->forward) { /* rt_main, on the forward pass's block of the image */
+    int rc = main_run(prog, argc, argv, gi->forward, forward, gi->weights, embedded, embedded_len);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
+      if (!rc) rc = EXIT_USER;
+    }
+    return rc;
+  }
+  int rc = parse_gen_args(prog, argc, argv, &o);
+  if (rc) return rc;
+  if (o.version) {
+    printf("%s: model '%s' compiled by tfmc for generation (runtime ABI %u; this runtime ABI "
+           "%d)\ngemm: %s\n",
+           prog, gi->step->name ? gi->step->name : "?", gi->step->abi_version, RT_ABI_VERSION,
+           rt_gemm_backend());
+    return fflush(stdout) ? EXIT_USER : 0;
+  }
+  if (!o.generate)
+    return usage_error(prog, "missing --generate N (this executable generates)");
+  if (!o.inputs && !o.tokens && !o.text)
+    return usage_error(prog, "missing the prompt: --tokens \"IDS\", --text \"TEXT\" (with "
+                             "--vocab or --tokenizer) or --inputs FILE");
+  if (!!o.inputs + !!o.tokens + !!o.text != 1)
+    return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
+  if (o.vocab && o.tokenizer) return usage_error(prog, "give one of --vocab and --tokenizer");
+  if (o.text && !o.vocab && !o.tokenizer) return usage_error(prog, "--text needs --vocab or --tokenizer");
+  if (embedded && o.weights)
+    return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+  RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
+                        o.top_p,    o.seed,    o.beams,       o.length_penalty};
+  RtGenArgs g;
+  if ((rc = rt_gen_args_parse(&gs, &g, err, sizeof err))) {
+    if (rc == 2) return usage_error(prog, "%s", err);
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return EXIT_USER;
+  }
+  int threads = 0, repeat = 0;
+  if (o.threads) {
+    char *end;
+    errno = 0;
+    long t = strtol(o.threads, &end, 10);
+    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 0 || t > MAIN_MAX_THREADS)
+      return usage_error(prog, "--threads takes an integer in 0..%d (0: one per CPU), not '%s'",
+                         MAIN_MAX_THREADS, o.threads);
+    threads = (int)t;
+  }
+  if (o.repeat) {
+    char *end;
+    errno = 0;
+    long t = strtol(o.repeat, &end, 10);
+    if (errno || *end || t < 1 || t > 100000)
+      return usage_error(prog, "--repeat takes an integer in 1..100000, not '%s'", o.repeat);
+    repeat = (int)t;
+  }
+
+  RtVocab vocab = {0};
+  RtTokenizer *tokenizer = NULL;
+  char *weights_path = NULL;
+  RtGenModel m;
+  int open = 0;
+  rc = EXIT_USER;
+  if (!embedded &&
+      !(weights_path = o.weights ? strdup(o.weights) : default_weights_path(argc > 0 ? argv[0] : NULL))) {
+    fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
+    goto done;
+  }
+  int tok_clash = 0;
+  if (o.outputs && o.tokenizer) {
+    RtTokenizerFiles tf;
+    if (rt_tokenizer_files(o.tokenizer, &tf, err, sizeof err) == 0) {
+      for (int i = 0; i < tf.n; i++) tok_clash |= same_file(tf.files[i], o.outputs);
+      rt_tokenizer_files_free(&tf);
+    }
+  }
+  if (o.outputs && (tok_clash || (o.inputs && same_file(o.inputs, o.outputs)) ||
+                    (o.vocab && same_file(o.vocab, o.outputs)) ||
+                    (weights_path && same_file(weights_path, o.outputs)) ||
+                    same_file("/proc/self/exe", o.outputs) ||
+                    (argc > 0 && argv[0] && strchr(argv[0], '/') && same_file(argv[0], o.outputs)))) {
+    fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
+            o.outputs);
+    goto done;
+  }
+  if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  if (o.tokenizer && rt_tokenizer_load(o.tokenizer, &tokenizer, err, sizeof err)) {
+    fprintf(stderr, "%s: --tokenizer: %s\n", prog, err);
+    goto done;
+  }
+  vocab.tokenizer = tokenizer;
+  if (rt_gen_model_open(&m, gi, step, encode, weights_path, embedded, embedded_len, threads, NULL,
+                        err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
+  open = 1;
+  RtGenRun run = {.prog = prog,
+                  .backend = "executable",
+                  .tokens = o.tokens,
+                  .text = o.text,
+                  .inputs = o.inputs,
+                  .vocab = o.vocab || tokenizer ? &vocab : NULL,
+                  .outputs = o.outputs,
+                  .repeat = repeat,
+                  .bos = gi->bos,
+                  .eos = gi->eos};
+  if (rt_gen_run(&run, &g, &m.st)) goto done;
+  rc = 0;
+done:
+  if (open) rt_gen_model_close(&m);
+  rt_text_vocab_free(&vocab);
+  rt_tokenizer_destroy(tokenizer);
+  free(weights_path);
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
+    if (!rc) rc = EXIT_USER;
+  }
   return rc;
 }

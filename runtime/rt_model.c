@@ -148,6 +148,14 @@ static int info_find_input(const RtModelInfo *info, const char *name) {
   return -1;
 }
 
+int rt_model_refuse_state(const RtModelInfo *info, char *err, size_t errlen) {
+  if (info->state_bytes != 0) /* whoever runs it must keep the state: forward runs do not */
+    return rt_errorf(err, errlen, "model '%s' keeps state across runs (a generation step); "
+                     "it runs through generation (--generate), not as a single forward pass",
+                     info->name ? info->name : "?");
+  return 0;
+}
+
 int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
   if (info->abi_version != RT_ABI_VERSION)
     return rt_errorf(err, errlen, "model '%s' was compiled for runtime ABI %u; this runtime is ABI %d",
@@ -156,10 +164,8 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
       info->n_inputs > RT_MAX_IO || info->n_outputs < 0 || info->n_outputs > RT_MAX_IO ||
       (info->n_inputs && !info->inputs) || (info->n_outputs && !info->outputs))
     return rt_errorf(err, errlen, "model info: bad symbol, input or output counts");
-  if (info->state_bytes != 0) /* whoever runs it must keep the state: rt_model_bind's callers do not */
-    return rt_errorf(err, errlen, "model '%s' keeps state across runs (a generation step); "
-                     "it runs through 'tfmc run --generate', not as a single forward pass",
-                     info->name ? info->name : "?");
+  if (info->state_bytes < 0)
+    return rt_errorf(err, errlen, "model info: negative state size");
   for (int s = 0; s < info->n_syms; s++)
     if (info->sym_max[s] < 1)
       return rt_errorf(err, errlen, "model info: symbol %s has maximum %lld", sym_name(info, s),
@@ -188,7 +194,10 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen) {
         return rt_errorf(err, errlen, "model info: ids input '%s' is malformed", t->name);
       break;
     case RT_INPUT_MASK: {
+      /* a generation step's source mask pads ids only its encoder takes
+       * (rt_stepper.h binds it; the forward binders refuse state) */
       int ids = info_find_input(info, t->ids_input);
+      if (ids < 0 && info->state_bytes > 0 && t->elem == RT_ELEM_U8 && t->rank == 2) break;
       if (t->elem != RT_ELEM_U8 || t->rank != 2 || ids < 0 ||
           info->inputs[ids].kind != RT_INPUT_IDS || info->inputs[ids].rank != 2)
         return rt_errorf(err, errlen, "model info: mask input '%s' is malformed", t->name);
@@ -412,7 +421,7 @@ int rt_model_bind(const RtModelInfo *info, const RtSafetensors *st, const char *
   memset(out, 0, sizeof *out);
   if (!info || !st)
     return rt_errorf(err, errlen, "internal: rt_model_bind without model or inputs");
-  if (rt_model_info_check(info, err, errlen))
+  if (rt_model_info_check(info, err, errlen) || rt_model_refuse_state(info, err, errlen))
     return 1;
   Binder bd = {.info = info, .label = label ? label : "inputs", .b = out};
   int rc = check_unexpected(&bd, st, err, errlen);

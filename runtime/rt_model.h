@@ -212,6 +212,10 @@ int rt_model_bind_shapes(const RtModelInfo *info, const int64_t (*dims)[RT_MAX_R
 /* Checks info is well formed (ABI, counts, dims, input kinds): 0 or
  * non-zero + message. rt_model_bind does it first. */
 int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen);
+/* Refuses (1 + message) a model with state (a generation step program):
+ * forward runs (rt_model_bind, rt_text_bind, rt_main) keep no state from
+ * one run to the next; runtime/rt_stepper.h runs such programs. */
+int rt_model_refuse_state(const RtModelInfo *info, char *err, size_t errlen);
 /* Formats a message into err (when err and errlen allow) and returns 1: the
  * runtime's "fail with a message" for functions that report through
  * (err, errlen). */

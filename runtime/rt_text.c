@@ -275,7 +275,7 @@ static int text_bind(const RtModelInfo *info, const char *tokens, const char *te
                      const RtVocab *v, RtBound *out, char *err, size_t errlen) {
   if (!info || !out || !tokens == !text || (text && !v))
     return rt_errorf(err, errlen, "internal: rt_text_bind arguments");
-  if (rt_model_info_check(info, err, errlen))
+  if (rt_model_info_check(info, err, errlen) || rt_model_refuse_state(info, err, errlen))
     return 1;
   int tok = find_tokens(info, err, errlen);
   if (tok < 0)

@@ -14,6 +14,7 @@
 #include "runtime/rt_attnmap.h"
 #include "runtime/rt_file.h"
 #include "runtime/rt_generate.h"
+#include "runtime/rt_genrun.h"
 #include "runtime/rt_io.h"
 #include "runtime/rt_model.h"
 #include "runtime/rt_profile.h"
@@ -779,81 +780,10 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
   return 0;
 }
 
-/* ---- tfmc run --generate ---- */
-
-typedef struct GenPrint {
-  const RtVocab *vocab; /* NULL: ids only */
-  bool text;            /* a --text prompt: the generated text, streamed */
-  int64_t eos, bos;     /* not printed as text (-1: none) */
-  const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
-  size_t printed;       /* ... and the bytes of their decoded text printed so far */
-} GenPrint;
-
-/* --tokens prompts: one id per line (with its symbol when --vocab is
- * given). --text prompts: the text as it comes: symbols of a vocabulary
- * separated by spaces, or what the tokenizer decodes the ids to (the whole
- * sequence decoded, the new bytes printed); eos and bos are not text. */
-static void gen_print_token(void *user, int64_t index, int32_t id) {
-  GenPrint *gp = user;
-  if (!gp->text) {
-    const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
-    if (sym)
-      printf("%d %s\n", id, sym);
-    else
-      printf("%d\n", id);
-  } else if (id == gp->eos || id == gp->bos) {
-    /* special: no text */
-  } else if (gp->vocab->tokenizer) {
-    char *txt, msg[256];
-    size_t len;
-    if (!rt_tokenizer_decode(gp->vocab->tokenizer, gp->ids, index + 1, &txt, &len, msg,
-                             sizeof msg)) {
-      if (len > gp->printed)
-        fwrite(txt + gp->printed, 1, len - gp->printed, stdout);
-      gp->printed = len > gp->printed ? len : gp->printed;
-      free(txt);
-    }
-  } else {
-    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
-    if (gp->printed++)
-      putchar(' ');
-    if (sym)
-      fputs(sym, stdout);
-    else
-      printf("[%d]", id);
-  }
-  fflush(stdout);
-}
-
-static void gen_no_print(void *user, int64_t index, int32_t id) {
-  (void)user, (void)index, (void)id;
-}
-
-/* whitespace-separated non-negative ids; *n = how many (0: none or bad) */
-static int32_t *parse_prompt(Arena *a, const char *s, int64_t *n) {
-  int64_t cap = (int64_t)strlen(s) / 2 + 1, k = 0;
-  int32_t *ids = arena_alloc(a, (size_t)cap * sizeof *ids);
-  const char *p = s;
-  *n = 0;
-  for (;;) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',')
-      p++;
-    if (!*p)
-      break;
-    char *e;
-    errno = 0;
-    long long v = strtoll(p, &e, 10);
-    if (e == p || errno || v < 0 || v > INT32_MAX || k >= cap)
-      return NULL;
-    ids[k++] = (int32_t)v;
-    p = e;
-  }
-  *n = k;
-  return ids;
-}
+/* ---- tfmc run --generate: runtime/rt_genrun.h, as executables do it ---- */
 
 static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
-  const char *tokens = opt(args, "tokens"), *outputs = opt(args, "outputs");
+  const char *outputs = opt(args, "outputs");
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
@@ -861,68 +791,31 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   int r;
   if ((r = run_inputs_options("run", args, &ri)))
     return r;
-  if (ri.inputs)
-    return usage_error("run", "--generate takes the prompt (or an encoder_decoder's source) as "
-                              "--tokens \"IDS\" or --text, not --inputs");
   if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
     return usage_error("run", "--generate does not take --attention, --output or --profile yet");
-  char *e;
-  errno = 0;
-  long long max_new = strtoll(opt(args, "generate"), &e, 10);
-  if (*e || errno || !*opt(args, "generate"))
-    return usage_error("run", "--generate takes a count");
-  if (max_new < 1) {
-    fprintf(stderr, "tfmc: --generate %lld: nothing to generate (give a count >= 1)\n", max_new);
-    return EXIT_USER;
-  }
+  RtGenArgStrings gs = {.generate = opt(args, "generate"),
+                        .sample = opt(args, "sample") != NULL,
+                        .temperature = opt(args, "temperature"),
+                        .top_k = opt(args, "top-k"),
+                        .top_p = opt(args, "top-p"),
+                        .beams = opt(args, "beams"),
+                        .length_penalty = opt(args, "length-penalty")};
+  RtGenArgs g;
+  char err[1024];
+  if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
+    return r == 2 ? usage_error("run", "%s", err) : (fprintf(stderr, "tfmc: %s\n", err), EXIT_USER);
+  g.seed = seed; /* weights_source read --seed: with --init random it makes the weights too */
   DriverStage stage;
   if (!backend_known(backend, &stage))
     return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
-  /* --sample [--temperature T] [--top-k K] [--top-p P] [--seed N] */
-  RtSampleOptions so = rt_sample_options_default();
-  so.sample = opt(args, "sample") != NULL;
-  const char *temp = opt(args, "temperature"), *topk = opt(args, "top-k"),
-             *topp = opt(args, "top-p");
-  if ((temp || topk || topp) && !so.sample)
-    return usage_error("run", "--temperature, --top-k and --top-p go with --sample");
-  if (temp && (so.temperature = strtod(temp, &e), *e || !*temp))
-    return usage_error("run", "--temperature takes a number");
-  if (topk && (so.top_k = strtoll(topk, &e, 10), *e || !*topk))
-    return usage_error("run", "--top-k takes an integer");
-  if (topp && (so.top_p = strtod(topp, &e), *e || !*topp))
-    return usage_error("run", "--top-p takes a number");
-  /* --beams K [--length-penalty A] */
-  const char *beams_s = opt(args, "beams"), *lp_s = opt(args, "length-penalty");
-  long beams = 0;
-  double length_penalty = 1.0;
-  if (beams_s && (beams = strtol(beams_s, &e, 10), *e || !*beams_s))
-    return usage_error("run", "--beams takes an integer");
-  if (lp_s && !beams_s)
-    return usage_error("run", "--length-penalty goes with --beams");
-  if (lp_s && (length_penalty = strtod(lp_s, &e), *e || !*lp_s || !isfinite(length_penalty)))
-    return usage_error("run", "--length-penalty takes a finite number");
-  if (beams_s && (beams < 1 || beams > 64)) {
-    fprintf(stderr, "tfmc: --beams must be in 1..64 (got %s)\n", beams_s);
-    return EXIT_USER;
-  }
-  if (beams_s && so.sample) {
-    fprintf(stderr, "tfmc: --beams and --sample do not go together: beam search is "
-                    "deterministic\n");
-    return EXIT_USER;
-  }
-  char serr[256];
-  if (so.sample && rt_sample_options_check(&so, serr, sizeof serr)) {
-    fprintf(stderr, "tfmc: %s\n", serr);
-    return EXIT_USER;
-  }
   int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
-  const char *ins[] = {args->pos[0], weights, vocab_path, ri.tokenizer_files[0],
+  const char *ins[] = {args->pos[0], weights, vocab_path, ri.inputs, ri.tokenizer_files[0],
                        ri.tokenizer_files[1]};
   char what[4200];
   snprintf(what, sizeof what, "--outputs %s", outputs ? outputs : "");
-  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 5)))
+  if (outputs && (r = refuse_overwrite("run", what, outputs, false, ins, 6)))
     return r;
   PassPipeline pl;
   Diags d;
@@ -938,7 +831,6 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   RtVocab vocab = {0};
   RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
-  char err[1024];
   CompiledGeneration gen;
   DriverOptions dopt = {.weights = weights,
                         .seed = seed,
@@ -946,23 +838,12 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .pass_ctx = &pctx,
                         .stage = stage,
                         .strict = opt(args, "strict") != NULL,
-                        .step_rows = beams > 1 ? beams : 1};
-  int64_t n_prompt = 0;
-  int32_t *prompt = NULL;
-  if (tokens && (!(prompt = parse_prompt(a, tokens, &n_prompt)) || n_prompt < 1)) {
-    fprintf(stderr, "tfmc: --tokens: expected whitespace-separated token ids, at least one\n");
-    goto done;
-  }
+                        .step_rows = g.beams > 1 ? g.beams : 1};
   if (driver_compile_generation(a, &d, args->pos[0], &dopt, &gen, err, sizeof err)) {
     compile_failed(err);
     goto done;
   }
   const ModelSpec *spec = gen.step.spec->model;
-  if (gen.encoder_decoder && spec->bos_id < 0) {
-    fprintf(stderr, "tfmc: model '%s' is an encoder_decoder without a bos token: the target "
-                    "starts at the spec's 'tokens bos N'\n", spec->name);
-    goto done;
-  }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
@@ -973,115 +854,23 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   }
   vocab.tokenizer = tokenizer;
   ExecOptions eo = {threads, 0, false};
-  if (backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err) ||
-      (gen.encoder_decoder &&
-       backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err))) {
+  if (backend_stepper_init(&st, backend, &gen.step, gen.encoder_decoder ? &gen.encode : NULL, &eo,
+                           err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  if (ri.text) { /* the prompt's (or source's) ids through the vocabulary or tokenizer */
-    size_t cap = strlen(ri.text) + 2;
-    prompt = arena_alloc(a, cap * sizeof *prompt);
-    int64_t ids_vocab = gen.encoder_decoder ? st.src_vocab
-                                            : gen.step.info->inputs[st.in_tokens].vocab;
-    if ((n_prompt = rt_text_ids(NULL, ri.text, &vocab, ids_vocab, (int64_t)cap, prompt, err,
-                                sizeof err)) < 0) {
-      fprintf(stderr, "tfmc: %s\n", err);
-      goto done;
-    }
-  }
-  if (gen.encoder_decoder && backend_stepper_encode(&st, prompt, n_prompt, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
+  RtGenRun run = {.prog = "tfmc",
+                  .backend = backend,
+                  .tokens = ri.tokens,
+                  .text = ri.text,
+                  .inputs = ri.inputs,
+                  .vocab = vocab_path || tokenizer ? &vocab : NULL,
+                  .outputs = outputs,
+                  .repeat = repeat,
+                  .bos = spec->bos_id,
+                  .eos = spec->eos_id};
+  if (rt_gen_run(&run, &g, &st.rs))
     goto done;
-  }
-  const int32_t *src_ids = prompt; /* an encoder_decoder's source */
-  int64_t n_src = n_prompt;
-  if (gen.encoder_decoder) { /* the prompt is the source; the target starts at bos */
-    prompt = arena_alloc(a, sizeof *prompt);
-    prompt[0] = (int32_t)spec->bos_id;
-    n_prompt = 1;
-  }
-  int64_t eos = spec->eos_id;
-  RtRng rng;
-  rt_rng_seed(&rng, seed);
-  RtGenerateOptions go = {max_new, st.max_len, st.vocab, eos};
-  if (so.sample) {
-    go.sample = &so;
-    go.rng = &rng;
-    go.scratch = arena_alloc(a, rt_sample_scratch_bytes(st.vocab) + 64);
-  }
-  int32_t *out = arena_alloc(a, (size_t)max_new * sizeof *out);
-  RtGenerateResult res;
-  GenPrint gp = {vocab_path || tokenizer ? &vocab : NULL, ri.text != NULL, spec->eos_id,
-                 spec->bos_id, out, 0};
-  if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
-                                 backend_stepper_reorder, &st, prompt, n_prompt, out, &res, err,
-                                 sizeof err)
-              : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, out,
-                            gen_print_token, &gp, &res, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    goto done;
-  }
-  for (int64_t i = 0; beams_s && i < res.n; i++) /* known only when the search is done */
-    gen_print_token(&gp, i, out[i]);
-  if (gp.text)
-    putchar('\n');
-  if (res.stop == RT_STOP_MAX_LEN)
-    fprintf(stderr, "tfmc: stopped after %lld tokens: the sequence reached max_len %lld\n",
-            (long long)res.n, (long long)st.max_len);
-  if (repeat) {
-    double *pre = arena_alloc(a, (size_t)repeat * sizeof *pre);
-    double *tok = arena_alloc(a, (size_t)repeat * sizeof *tok);
-    double *enc = arena_alloc(a, (size_t)repeat * sizeof *enc);
-    int32_t *again = arena_alloc(a, (size_t)max_new * sizeof *again);
-    for (int i = 0; i < repeat; i++) {
-      RtGenerateResult r2;
-      enc[i] = rt_timing_now_ms();
-      if (gen.encoder_decoder && backend_stepper_encode(&st, src_ids, n_src, err, sizeof err)) {
-        fprintf(stderr, "tfmc: %s\n", err);
-        goto done;
-      }
-      enc[i] = rt_timing_now_ms() - enc[i];
-      exec_session_reset(st.session);
-      rt_rng_seed(&rng, seed); /* the same draws again */
-      if (beams_s ? rt_generate_beam(&go, (int)beams, length_penalty, backend_stepper_batch_step,
-                                     backend_stepper_reorder, &st, prompt, n_prompt, again, &r2,
-                                     err, sizeof err)
-                  : rt_generate(&go, backend_stepper_step, &st, prompt, n_prompt, again,
-                                gen_no_print, NULL, &r2, err, sizeof err)) {
-        fprintf(stderr, "tfmc: %s\n", err);
-        goto done;
-      }
-      pre[i] = r2.prefill_ms;
-      tok[i] = r2.n > 1 ? r2.decode_ms / (double)(r2.n - 1) : 0;
-    }
-    RtTiming tp, tt;
-    rt_timing_summarise(pre, repeat, &tp);
-    rt_timing_summarise(tok, repeat, &tt);
-    if (gen.encoder_decoder) {
-      RtTiming te;
-      rt_timing_summarise(enc, repeat, &te);
-      fprintf(stderr, "timing: backend %s, source %lld tokens, encode median %.3f ms (min %.3f)\n",
-              backend, (long long)n_src, te.median_ms, te.min_ms);
-    }
-    fprintf(stderr,
-            "timing: backend %s, prompt %lld tokens, prefill median %.3f ms (min %.3f); decode "
-            "median %.3f ms per token (min %.3f) over %lld tokens; %d runs\n",
-            backend, (long long)n_prompt, tp.median_ms, tp.min_ms, tt.median_ms, tt.min_ms,
-            (long long)(res.n > 1 ? res.n - 1 : 0), repeat);
-  }
-  if (outputs) {
-    int64_t *ids = arena_alloc(a, (size_t)res.n * sizeof *ids + 8), len = res.n;
-    for (int64_t i = 0; i < res.n; i++)
-      ids[i] = out[i];
-    RtStWrite w[2] = {
-        {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, res.n}, .data = ids},
-        {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
-    if (rt_st_write(outputs, w, 2, NULL, 0, err, sizeof err)) {
-      fprintf(stderr, "tfmc: %s\n", err);
-      goto done;
-    }
-  }
   rc = 0;
 done:
   if (print_file && fclose(print_file))
@@ -1513,9 +1302,30 @@ done:
 /* The shared front of build and emit-c: the pass options (default -O2;
  * --print-file must not be one of the n files) and the driver, to packed
  * weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
+/* Whether a spec generates (arch decoder or encoder_decoder with a
+ * language-model head): then build and emit-c make generation artefacts. */
+static bool spec_generates(const Spec *spec) {
+  const ModelSpec *m = spec ? spec->model : NULL;
+  return m && m->arch != ARCH_ENCODER && (m->head == HEAD_LOGITS || m->head == HEAD_LOG_SOFTMAX);
+}
+
+/* --max-beams K (build, emit-c): the step graph's batch rows, 1..64
+ * (default 4); -1 after a usage error. */
+static int max_beams_opt(const char *cmd, const Args *args) {
+  const char *s = opt(args, "max-beams");
+  if (!s) return 4;
+  char *e;
+  long v = strtol(s, &e, 10);
+  if (*e || !*s || v < 1 || v > RT_GEN_MAX_BEAMS) {
+    usage_error(cmd, "--max-beams takes an integer in 1..%d", RT_GEN_MAX_BEAMS);
+    return -1;
+  }
+  return (int)v;
+}
+
 static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, int olevel,
                          const char *weights, uint64_t seed, const char *const *files, int n,
-                         Compiled *c) {
+                         Compiled *c, CompiledGeneration *gen, int max_beams) {
   PassPipeline pl;
   PassContext pctx = {.diags = d};
   FILE *print_file;
@@ -1542,6 +1352,22 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   rc = driver_compile_file(a, d, args->pos[0], &dopt, c, err, sizeof err) ? EXIT_USER : 0;
   if (rc)
     compile_failed(err);
+  if (gen)
+    gen->step.prog = NULL; /* none: not a generating spec */
+  if (!rc && gen && spec_generates(c->spec)) {
+    /* the generation programs too, as `tfmc run --generate` compiles them (the
+     * checkpoint is read again: the same weights, as run gets them) */
+    DriverOptions gopt = {.weights = weights,
+                          .seed = seed,
+                          .passes = &pl,
+                          .pass_ctx = &pctx,
+                          .stage = DRIVER_PACKED,
+                          .strict = dopt.strict,
+                          .step_rows = max_beams};
+    rc = driver_compile_generation(a, d, args->pos[0], &gopt, gen, err, sizeof err) ? EXIT_USER : 0;
+    if (rc)
+      compile_failed(err);
+  }
   if (print_file && fclose(print_file))
     rc = EXIT_USER;
   return rc;
@@ -1552,7 +1378,8 @@ static int cmd_build(int argc, char **argv) {
              {"seed", true, NULL},           {"o", true, NULL},
              {"embed-weights", false, NULL}, {"keep", false, NULL},
              {"attention", true, NULL},      {"strict", false, NULL},
-             {"output", true, NULL, true},   PASS_OPTS};
+             {"output", true, NULL, true},   {"max-beams", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("build", &args, &argc, argv, &olevel);
@@ -1561,7 +1388,7 @@ static int cmd_build(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc build SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                  -o EXE [--embed-weights] [--keep] [--attention LAYER] [--strict]\n"
-         "                  [--output NAME[,NAME]]\n"
+         "                  [--output NAME[,NAME]] [--max-beams K]\n"
          "                  [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                  [--print-file FILE]] [--pass-stats]\n\n"
          "Compiles the model to a standalone executable for this machine: an object\n"
@@ -1572,6 +1399,10 @@ static int cmd_build(int argc, char **argv) {
          "executable needs no LLVM and no tfmc:\n"
          "  EXE --inputs IN.safetensors --outputs OUT.safetensors [--weights FILE]\n"
          "      [--threads N] [--repeat N] [--profile]   (EXE --help says more)\n"
+         "A decoder or encoder_decoder spec with a logits head makes an executable that\n"
+         "also generates, with the options of 'tfmc run --generate' (EXE --generate N\n"
+         "--tokens \"IDS\" ...; EXE --help lists them); --max-beams K (1..64, default 4)\n"
+         "is the largest --beams it takes (the KV cache's rows).\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
@@ -1611,17 +1442,39 @@ static int cmd_build(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
+  CompiledGeneration gen;
+  RtGenInfo *gi = NULL;
+  float *image = NULL;
   const char *files[] = {args.pos[0], weights, exe};
-  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c)))
+  int max_beams = max_beams_opt("build", &args);
+  if (max_beams < 0) {
+    rc = EXIT_USAGE;
     goto done;
-  BuildOptions bo = {exe, embed, keep, TFMC_SOURCE_DIR, TFMC_RT_LIB};
-  if (backend_build_executable(a, c.prog, c.info, c.packed, &bo, err, sizeof err)) {
+  }
+  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c, &gen,
+                          max_beams)))
+    goto done;
+  rc = EXIT_USER;
+  if (gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
-    rc = EXIT_USER;
+    goto done;
+  }
+  BuildOptions bo = {exe, embed, keep, TFMC_SOURCE_DIR, TFMC_RT_LIB};
+  if (gi ? backend_build_generation(a, &c, &gen, gi, image, &bo, err, sizeof err)
+         : backend_build_executable(a, c.prog, c.info, c.packed, &bo, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
   fprintf(stderr, "tfmc: built %s (%s weights, %lld-byte activation arena)\n", exe,
           embed ? "embedded" : arena_printf(a, "%s.weights", exe), (long long)c.info->arena_bytes);
+  if (gi)
+    fprintf(stderr,
+            "tfmc: it generates (%s --generate N): %s arena%s %lld bytes, KV cache %lld "
+            "bytes (%lld positions, up to %d beams)\n",
+            exe, gen.encoder_decoder ? "encode + step" : "step", gen.encoder_decoder ? "s" : "",
+            (long long)(gen.step.info->arena_bytes +
+                        (gen.encoder_decoder ? gen.encode.info->arena_bytes : 0)),
+            (long long)gen.step.info->state_bytes, (long long)gi->states[0].positions, max_beams);
   rc = 0;
 done:
   arena_destroy(a);
@@ -1698,6 +1551,7 @@ static int cmd_emit_c(int argc, char **argv) {
              {"static", false, NULL},
              {"size-cc", true, NULL},
              {"output", true, NULL, true},
+             {"max-beams", true, NULL},
              PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
@@ -1707,7 +1561,7 @@ static int cmd_emit_c(int argc, char **argv) {
   if (r == 1) {
     puts("usage: tfmc emit-c SPEC.tfm (--weights W.safetensors | --init random [--seed N])\n"
          "                   -o DIR [--force] [--embed-weights] [--static [--size-cc \"CC FLAGS\"]]\n"
-         "                   [--attention LAYER] [--strict] [--output NAME[,NAME]]\n"
+         "                   [--attention LAYER] [--strict] [--output NAME[,NAME]] [--max-beams K]\n"
          "                   [--passes=LIST | -O0..-O3] [--print-after=PASS|all\n"
          "                   [--print-file FILE]] [--pass-stats] [--tile KEY=VALUE]\n"
          "                   [--target-cache L1=S,L2=S,L3=S] [--target-threads N]\n\n"
@@ -1725,7 +1579,9 @@ static int cmd_emit_c(int argc, char **argv) {
          "memory region of TFMC_MEM_BYTES (model.h; printed here), weights as a\n"
          "const array (--embed-weights) or the caller's pointer to the packed image,\n"
          "single-threaded portable kernels, only the runtime pieces the model calls;\n"
-         "`make` builds libmodel.a, `make size` prints its sections.\n"
+         "`make` builds libmodel.a, `make size` prints its sections.\n"         "A decoder or encoder_decoder spec with a logits head (not --static) makes a\n"
+         "project that also generates: model.h includes model_gen.h (the step API),\n"
+         "the executable takes 'tfmc run --generate's options; --max-beams K as on build.\n"
          "--size-cc \"CC FLAGS\" (with --static) compiles the project with that\n"
          "compiler and flags, as its Makefile does, and prints the code size of\n"
          "each object (text, data, bss bytes) and the total; e.g. --size-cc\n"
@@ -1761,17 +1617,36 @@ static int cmd_emit_c(int argc, char **argv) {
   int rc = EXIT_USER;
   char err[1024];
   Compiled c;
+  CompiledGeneration gen;
+  RtGenInfo *gi = NULL;
+  float *image = NULL;
   const char *files[] = {args.pos[0], weights};
-  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c)))
+  bool stat = opt(&args, "static") != NULL;
+  int max_beams = max_beams_opt("emit-c", &args);
+  if (max_beams < 0) {
+    rc = EXIT_USAGE;
+    goto done;
+  }
+  /* --static: the forward pass only (no state on hosts without an OS yet) */
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c,
+                          stat ? NULL : &gen, max_beams)))
     goto done;
   rc = EXIT_USER;
+  if (!stat && gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
   const char *ins[] = {args.pos[0], weights, opt(&args, "print-file"), "/proc/self/exe"};
   CEmitOptions co = {opt(&args, "embed-weights") != NULL,
                      TFMC_SOURCE_DIR "/runtime",
                      opt(&args, "force") != NULL,
                      ins,
                      4,
-                     opt(&args, "static") != NULL};
+                     stat,
+                     gi,
+                     gi ? gen.step.prog : NULL,
+                     gi && gen.encoder_decoder ? gen.encode.prog : NULL,
+                     image};
   if (c_emit_project(c.prog, c.info, c.packed, &co, dir, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;

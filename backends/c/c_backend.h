@@ -32,6 +32,7 @@
 
 #include "ir/loop.h"
 #include "runtime/rt_model.h"
+#include "runtime/rt_stepper.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,6 +46,16 @@ typedef struct CEmitOptions {
   const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
   int n_inputs;
   bool static_mode; /* the static library for hosts without an OS (see above) */
+  /* A decoder or encoder_decoder that generates (not with static_mode):
+   * its description (driver_generation_info; gen->forward is the program
+   * p), its step and encoder programs (encode_prog NULL for a decoder) and
+   * the weights image of all of them, written instead of `weights`. The
+   * project then also has step.c, encode.c, gen_info.c, gen_api.c
+   * (templates/api_gen.c) and model_gen.h (templates/model_gen.h: the
+   * step API model.h includes), and its main.c is templates/main_gen.c. */
+  const RtGenInfo *gen;
+  const LoopProgram *step_prog, *encode_prog;
+  const float *gen_image;
 } CEmitOptions;
 
 /* Refuses dir when it exists and is not a directory, or is a non-empty
@@ -63,9 +74,25 @@ int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *w
 /* Writes model.c's text (kernels, tfmc_model_run, tfmc_model_info). */
 void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out);
 
+/* The same with the entry function and the info named (a generation
+ * artefact links several programs: tfmc_model_run / tfmc_model_info, the
+ * forward pass; tfmc_step_run / tfmc_step_info, the decoder step;
+ * tfmc_encode_run / tfmc_encode_info, the encoder). */
+void c_emit_model_named(const LoopProgram *p, const RtModelInfo *info, const char *entry,
+                        const char *info_name, FILE *out);
+
 /* Writes just `const RtModelInfo tfmc_model_info = {...};` with its arrays
- * (used by `tfmc build` next to the LLVM object). */
+ * (used by `tfmc build` next to the LLVM object); _named: under that name
+ * (its arrays are static: one info per translation unit). */
 void c_emit_model_info(const RtModelInfo *info, FILE *out);
+void c_emit_model_info_named(const RtModelInfo *info, const char *name, FILE *out);
+
+/* Writes `const RtGenInfo tfmc_gen_info = {...};` (runtime/rt_stepper.h)
+ * with the weights image's description (tfmc_weights_info) and the state
+ * tensors, referring to tfmc_step_info, tfmc_model_info (the forward pass,
+ * when gi has one) and tfmc_encode_info (an encoder_decoder's) defined
+ * elsewhere (one translation unit of its own). */
+void c_emit_gen_info(const RtGenInfo *gi, FILE *out);
 
 /* The fixed sources of a project (runtime_dir/templates: main.c, api.c,
  * model.h; `tfmc build` uses main.c and weights.S): appends template name
@@ -76,6 +103,9 @@ int c_template_put(const char *runtime_dir, const char *name, FILE *out, char *e
 /* Writes model_config.h: what the templates main.c and api.c need to know
  * about this model (TFMC_EMBEDDED_WEIGHTS). */
 void c_emit_model_config(const RtModelInfo *info, bool embed_weights, FILE *out);
+/* The same for a generation artefact (gen not NULL): also TFMC_ENCODER. */
+void c_emit_model_config_gen(const RtModelInfo *info, const RtGenInfo *gen, bool embed_weights,
+                             FILE *out);
 
 /* ---- static.c: the static mode's decisions ---- */
 

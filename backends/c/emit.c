@@ -51,6 +51,7 @@ typedef struct Em {
   const LoopProgram *p;
   const RtModelInfo *info; /* may be NULL: no shape comments, no model info */
   FILE *out;
+  const char *entry;       /* the entry function's name (tfmc_model_run) */
   bool use_imin, use_imax; /* helpers needed by some kernel */
   bool use_fmin, use_fmax;
   bool use_widen;
@@ -799,8 +800,9 @@ static void put_run(Em *E) {
         " * parallel), which skips an extent that is not positive and times the\n"
         " * kernel under --profile. A kernel's context is args and then its\n"
         " * buffers: kernels that differ only in their buffers share one function. */\n"
-        "void tfmc_model_run(const RtRunArgs *args) {\n",
+        "void ",
         o);
+  fprintf(o, "%s(const RtRunArgs *args) {\n", E->entry);
   for (int s = 0; s < p->n_syms; s++)
     if (sym[s]) put_sym_decl(E, s, 1);
   if (p->n_kernels == 0) fputs("  (void)args;\n", o);
@@ -887,9 +889,7 @@ static void put_prologue(Em *E) {
         o);
   for (int c = 0; c < LC_CALLEE_COUNT; c++)
     if (E->use_callee[c]) put_prototype(o, &loop_callee_info[c]);
-  fputs("void tfmc_model_run(const RtRunArgs *args);\n"
-        "\n",
-        o);
+  fprintf(o, "void %s(const RtRunArgs *args);\n\n", E->entry);
   if (E->use_imin)
     fputs("static int64_t tfmc_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }\n", o);
   if (E->use_imax)
@@ -911,6 +911,11 @@ static void put_prologue(Em *E) {
 }
 
 void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
+  c_emit_model_named(p, info, "tfmc_model_run", "tfmc_model_info", out);
+}
+
+void c_emit_model_named(const LoopProgram *p, const RtModelInfo *info, const char *entry,
+                        const char *info_name, FILE *out) {
   char err[512];
   /* the compile driver will verify the program after lowering and after
    * every loop pass; until it does, the entry point does */
@@ -920,7 +925,7 @@ void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
     fputc('\n', out);
     return;
   }
-  Em E = {.p = p, .info = info, .out = out};
+  Em E = {.p = p, .info = info, .out = out, .entry = entry};
   int max_vars = 1;
   for (int i = 0; i < p->n_kernels; i++)
     if (p->kernels[i].n_vars > max_vars) max_vars = p->kernels[i].n_vars;
@@ -943,7 +948,7 @@ void c_emit_model(const LoopProgram *p, const RtModelInfo *info, FILE *out) {
     put_run(&E);
     if (info) {
       fputc('\n', out);
-      c_emit_model_info(info, out);
+      c_emit_model_info_named(info, info_name, out);
     }
   }
   free(E.buf_used);

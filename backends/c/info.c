@@ -71,6 +71,10 @@ static void put_tensors(FILE *o, const char *array, const RtTensorInfo *t, int n
 }
 
 void c_emit_model_info(const RtModelInfo *info, FILE *out) {
+  c_emit_model_info_named(info, "tfmc_model_info", out);
+}
+
+void c_emit_model_info_named(const RtModelInfo *info, const char *name, FILE *out) {
   char err[256];
   if (c_info_check(info, NULL, err, sizeof err)) {
     fputs("#error ", out);
@@ -136,7 +140,7 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
     }
     fputs("};\n\n", o);
   }
-  fprintf(o, "const RtModelInfo tfmc_model_info = {\n  .abi_version = %u,\n  .name = ",
+  fprintf(o, "const RtModelInfo %s = {\n  .abi_version = %u,\n  .name = ", name,
           (unsigned)info->abi_version);
   c_put_string(o, info->name);
   fprintf(o, ",\n  .n_syms = %d,\n", info->n_syms);
@@ -176,4 +180,51 @@ void c_emit_model_info(const RtModelInfo *info, FILE *out) {
     fprintf(o, "  .n_arena_blocks = %d,\n  .arena_blocks = tfmc_info_arena_blocks,\n",
             info->n_arena_blocks);
   fputs("};\n", o);
+}
+
+void c_emit_gen_info(const RtGenInfo *gi, FILE *out) {
+  FILE *o = out;
+  fputs("/* ---- generation (runtime/rt_stepper.h): the programs, the KV cache tensors\n"
+        " * of the step's state (beam search reorders their rows), bos / eos, and the\n"
+        " * layout of the one packed-weights image both programs read ---- */\n\n"
+        "#include \"runtime/rt_stepper.h\"\n\n"
+        "extern const RtModelInfo tfmc_step_info; /* the decoder step */\n",
+        o);
+  if (gi->forward) fputs("extern const RtModelInfo tfmc_model_info; /* the forward pass */\n", o);
+  if (gi->encode) fputs("extern const RtModelInfo tfmc_encode_info; /* the encoder */\n", o);
+  fputs("\n", o);
+  c_emit_model_info_named(gi->weights, "tfmc_weights_info", o);
+  if (gi->n_states > 0) {
+    fprintf(o, "\nstatic const RtStateInfo tfmc_gen_states[%d] = {\n", gi->n_states);
+    for (int i = 0; i < gi->n_states; i++) {
+      const RtStateInfo *s = &gi->states[i];
+      fputs("  {", o);
+      c_put_string(o, s->name);
+      fputs(", ", o);
+      c_put_i64(o, s->offset);
+      fputs(", ", o);
+      c_put_i64(o, s->rows);
+      fputs(", ", o);
+      c_put_i64(o, s->positions);
+      fputs(", ", o);
+      c_put_i64(o, s->width);
+      fputs("},\n", o);
+    }
+    fputs("};\n", o);
+  }
+  fprintf(o, "\nconst RtGenInfo tfmc_gen_info = {\n  .version = %d,\n", RT_GEN_INFO_VERSION);
+  if (gi->forward) fputs("  .forward = &tfmc_model_info,\n", o);
+  fputs("  .step = &tfmc_step_info,\n", o);
+  if (gi->encode) fputs("  .encode = &tfmc_encode_info,\n", o);
+  fputs("  .weights = &tfmc_weights_info,\n  .encode_offset = ", o);
+  c_put_i64(o, gi->encode_offset);
+  fputs(",\n  .step_offset = ", o);
+  c_put_i64(o, gi->step_offset);
+  fprintf(o, ",\n  .n_states = %d,\n", gi->n_states);
+  if (gi->n_states > 0) fputs("  .states = tfmc_gen_states,\n", o);
+  fputs("  .bos = ", o);
+  c_put_i64(o, gi->bos);
+  fputs(",\n  .eos = ", o);
+  c_put_i64(o, gi->eos);
+  fputs("\n};\n", o);
 }

@@ -33,6 +33,10 @@ typedef struct LlvmOptions {
   int opt_level;        /* 0..3; default 3 */
   const char *cpu;      /* NULL: the host CPU (LLVMGetHostCPUName) */
   const char *features; /* NULL: the host's features */
+  const char *entry;    /* objects only: the entry function's name (NULL: tfmc_model_run).
+                           When set, the kernels get internal linkage, so objects of
+                           several programs (a generation artefact's encoder and
+                           decoder step) link into one executable */
 } LlvmOptions;
 
 /* Compiles p in process. On success *jit owns the code (run stays valid

@@ -11,6 +11,7 @@
 #include "backends/llvm/llvm_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Builds, and optimises when `optimise`, the module for p in a fresh context.
  * On success the caller owns *ctx (LLVMContextDispose, after the module),
@@ -62,6 +63,17 @@ int llvm_emit_object(const LoopProgram *p, const LlvmOptions *opt, const char *p
   }
   int rc = 0;
   char *msg = NULL;
+  if (opt && opt->entry) { /* one of several programs in one executable */
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+      size_t len;
+      const char *name = LLVMGetValueName2(f, &len);
+      if (LLVMIsDeclaration(f)) continue;
+      if (len == strlen("tfmc_model_run") && memcmp(name, "tfmc_model_run", len) == 0)
+        LLVMSetValueName2(f, opt->entry, strlen(opt->entry));
+      else
+        LLVMSetLinkage(f, LLVMInternalLinkage);
+    }
+  }
   /* LLVM 14 takes the file name as char * but does not modify it */
   if (LLVMTargetMachineEmitToFile(tm, mod, (char *)path, LLVMObjectFile, &msg)) {
     rc = llvm_fail(err, errlen, "llvm: cannot write %s: %s", path, msg ? msg : "?");

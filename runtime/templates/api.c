@@ -27,6 +27,16 @@ void tfmc_model_run(const RtRunArgs *args);
 extern const unsigned char tfmc_weights_image[];
 extern const size_t tfmc_weights_image_size;
 #endif
+/* A generating model's weights image holds the generation programs' weights
+ * too (tfmc_gen_info.weights, runtime/rt_stepper.h); the forward pass's
+ * come first, so it reads the image from its start. */
+#ifdef TFMC_ENCODER
+#include "runtime/rt_stepper.h"
+extern const RtGenInfo tfmc_gen_info;
+#define TFMC_IMAGE_INFO (tfmc_gen_info.weights)
+#else
+#define TFMC_IMAGE_INFO (&tfmc_model_info)
+#endif
 
 /* Runtime entry points (runtime/rt_pool.h, runtime/rt_gemm.h), declared
  * here because those headers and rt_model.h each typedef RtPool, which C99
@@ -163,11 +173,11 @@ TfmcModel *tfmc_model_create(const char *weights_path, int n_threads, char *err,
   }
   int rc;
   if (weights_path) {
-    rc = rt_weights_open(weights_path, info, &m->weights, err, errlen);
+    rc = rt_weights_open(weights_path, TFMC_IMAGE_INFO, &m->weights, err, errlen);
   } else {
 #if TFMC_EMBEDDED_WEIGHTS
-    rc = rt_weights_from_memory(tfmc_weights_image, tfmc_weights_image_size, info, &m->weights,
-                                err, errlen);
+    rc = rt_weights_from_memory(tfmc_weights_image, tfmc_weights_image_size, TFMC_IMAGE_INFO,
+                                &m->weights, err, errlen);
 #else
     rc = api_fail(err, errlen, "model '%s' has no embedded weights: give the weights file",
                   info->name);

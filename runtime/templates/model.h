@@ -104,4 +104,11 @@ void tfmc_model_destroy(TfmcModel *m);
 }
 #endif
 
+/* A decoder or encoder_decoder model also generates: its model.h defines
+ * TFMC_GENERATION above, and model_gen.h declares the step API (create,
+ * encode, prefill, step, reset). */
+#ifdef TFMC_GENERATION
+#include "model_gen.h"
+#endif
+
 #endif

@@ -59,34 +59,34 @@ static void check(const char *spec, const char *backend) {
   compile(a, spec, true, stage, &step);
   BackendStepper st;
   char err[512];
-  cr_assert_eq(backend_stepper_init(&st, backend, &step, &(ExecOptions){2, 0, false}, err, sizeof err), 0,
+  cr_assert_eq(backend_stepper_init(&st, backend, &step, NULL, &(ExecOptions){2, 0, false}, err, sizeof err), 0,
                "%s", err);
   int32_t seq[N_PROMPT + N_NEW + 1];
-  for (int i = 0; i < N_PROMPT; i++) seq[i] = (int32_t)((i * 7 + 3) % st.vocab);
+  for (int i = 0; i < N_PROMPT; i++) seq[i] = (int32_t)((i * 7 + 3) % st.rs.vocab);
   int64_t n = N_PROMPT;
   const float *logits;
-  cr_assert_eq(backend_stepper_step(&st, seq, n, 0, &logits, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_stepper_step(&st.rs, seq, n, 0, &logits, err, sizeof err), 0, "%s", err);
   double worst = 0;
   for (int k = 0; k < N_NEW; k++) {
     const float *ref = full_last(a, &full, seq, n);
-    for (int64_t v = 0; v < st.vocab; v++) {
+    for (int64_t v = 0; v < st.rs.vocab; v++) {
       double diff = fabs((double)logits[v] - ref[v]);
       if (diff > worst) worst = diff;
       cr_assert(diff <= 1e-4 + 1e-4 * fabs(ref[v]), "%s %s step %d (length %lld) logit %lld: %.7g, full %.7g",
                 spec, backend, k, (long long)n, (long long)v, logits[v], ref[v]);
     }
-    seq[n] = rt_argmax(logits, st.vocab);
-    cr_assert_eq(seq[n], rt_argmax(ref, st.vocab));
+    seq[n] = rt_argmax(logits, st.rs.vocab);
+    cr_assert_eq(seq[n], rt_argmax(ref, st.rs.vocab));
     n++;
     if (k + 1 < N_NEW)
-      cr_assert_eq(backend_stepper_step(&st, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
+      cr_assert_eq(rt_stepper_step(&st.rs, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
   }
   cr_log_info("%s %s: worst |step - full| %.3g over %d steps", spec, backend, worst, N_NEW);
   /* a new sequence after a reset gives the same first logits */
   exec_session_reset(st.session);
-  cr_assert_eq(backend_stepper_step(&st, seq, N_PROMPT, 0, &logits, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_stepper_step(&st.rs, seq, N_PROMPT, 0, &logits, err, sizeof err), 0, "%s", err);
   const float *ref = full_last(a, &full, seq, N_PROMPT);
-  for (int64_t v = 0; v < st.vocab; v++)
+  for (int64_t v = 0; v < st.rs.vocab; v++)
     cr_assert(fabs((double)logits[v] - ref[v]) <= 1e-4 + 1e-4 * fabs(ref[v]), "after reset");
   backend_stepper_free(&st);
   arena_destroy(a);
@@ -147,51 +147,51 @@ static void check_encdec(const char *spec, const char *backend) {
   }
   BackendStepper st;
   ExecOptions eo = {2, 0, false};
-  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, &eo, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(backend_stepper_init_encoder(&st, backend, &gen.encode, &eo, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, &gen.encode, &eo, err, sizeof err), 0,
+               "%s", err);
   const ModelSpec *m = gen.step.spec->model;
   /* two sources: one plain, one ending in padding (masked in encoder and cross-attention) */
   for (int round = 0; round < 2; round++) {
     int32_t src[9];
     int64_t ns = round ? 9 : 7;
-    for (int i = 0; i < ns; i++) src[i] = (int32_t)((i * 5 + 4 + round) % st.src_vocab);
+    for (int i = 0; i < ns; i++) src[i] = (int32_t)((i * 5 + 4 + round) % st.rs.src_vocab);
     for (int i = 0; i < ns; i++) if (src[i] == m->pad_id) src[i]++;
     if (round) src[7] = src[8] = (int32_t)m->pad_id;
-    cr_assert_eq(backend_stepper_encode(&st, src, ns, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_stepper_encode(&st.rs, src, ns, err, sizeof err), 0, "%s", err);
     exec_session_reset(st.session);
     int32_t seq[N_NEW + 1] = {(int32_t)m->bos_id};
     int64_t n = 1;
     const float *logits;
-    cr_assert_eq(backend_stepper_step(&st, seq, 1, 0, &logits, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_stepper_step(&st.rs, seq, 1, 0, &logits, err, sizeof err), 0, "%s", err);
     double worst = 0;
     for (int k = 0; k < N_NEW; k++) {
       const float *ref = full_last_encdec(a, &full, src, ns, seq, n, m->pad_id);
-      for (int64_t v = 0; v < st.vocab; v++) {
+      for (int64_t v = 0; v < st.rs.vocab; v++) {
         double diff = fabs((double)logits[v] - ref[v]);
         if (diff > worst) worst = diff;
         cr_assert(diff <= 1e-4 + 1e-4 * fabs(ref[v]),
                   "%s %s source %d step %d logit %lld: %.7g, full %.7g", spec, backend, round, k,
                   (long long)v, logits[v], ref[v]);
       }
-      seq[n] = rt_argmax(logits, st.vocab);
-      cr_assert_eq(seq[n], rt_argmax(ref, st.vocab));
+      seq[n] = rt_argmax(logits, st.rs.vocab);
+      cr_assert_eq(seq[n], rt_argmax(ref, st.rs.vocab));
       /* a generated pad would be masked by the full forward's tgt_mask and
        * not by the step's cache: steer around it (the ids stay the model's
        * choice otherwise) */
       if (seq[n] == m->pad_id) seq[n] = (int32_t)m->bos_id;
       n++;
       if (k + 1 < N_NEW)
-        cr_assert_eq(backend_stepper_step(&st, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(rt_stepper_step(&st.rs, &seq[n - 1], 1, n - 1, &logits, err, sizeof err), 0, "%s", err);
     }
     cr_log_info("%s %s source %d: worst |step - full| %.3g over %d steps", spec, backend, round,
                 worst, N_NEW);
   }
   /* refusals */
-  int32_t bad[2] = {(int32_t)st.src_vocab, 4};
-  cr_assert_neq(backend_stepper_encode(&st, bad, 2, err, sizeof err), 0);
+  int32_t bad[2] = {(int32_t)st.rs.src_vocab, 4};
+  cr_assert_neq(rt_stepper_encode(&st.rs, bad, 2, err, sizeof err), 0);
   cr_assert(strstr(err, "outside the vocabulary"), "%s", err);
   int32_t pads[2] = {(int32_t)m->pad_id, (int32_t)m->pad_id};
-  cr_assert_neq(backend_stepper_encode(&st, pads, 2, err, sizeof err), 0);
+  cr_assert_neq(rt_stepper_encode(&st.rs, pads, 2, err, sizeof err), 0);
   cr_assert(strstr(err, "all padding"), "%s", err);
   backend_stepper_free(&st);
   arena_destroy(a);

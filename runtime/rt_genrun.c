@@ -1,0 +1,332 @@
+/* runtime/rt_genrun.c — generation on the command line (rt_genrun.h):
+ * the options, the prompt, the loop (rt_generate / rt_generate_beam over an
+ * RtStepper), the streamed ids or text, the timing, the outputs file.
+ *
+ * Invariants: every refusal is one line "PROG: message" on stderr and a
+ * return of 1, before anything is printed to stdout where it can be
+ * (options, the prompt, the source); what is printed is what --outputs
+ * writes; a --repeat run draws the same numbers (the generator re-seeded). */
+#include "runtime/rt_genrun.h"
+
+#include "runtime/rt_generate.h"
+#include "runtime/rt_io.h"
+#include "runtime/rt_profile.h"
+#include "runtime/rt_safetensors.h"
+#include "runtime/rt_tokenizer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- options ---- */
+
+/* A usage error (exit status 2): the message into err, 2 returned. */
+#ifdef __GNUC__
+static int usage(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif
+static int usage(char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return 2;
+}
+
+int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t errlen) {
+  char *e;
+  memset(g, 0, sizeof *g);
+  g->sample = rt_sample_options_default();
+  g->length_penalty = 1.0;
+  if (!s->generate || !*s->generate) return usage(err, errlen, "--generate takes a count");
+  errno = 0;
+  long long max_new = strtoll(s->generate, &e, 10);
+  if (*e || errno) return usage(err, errlen, "--generate takes a count");
+  if (max_new < 1)
+    return rt_errorf(err, errlen, "--generate %lld: nothing to generate (give a count >= 1)",
+                     max_new);
+  g->max_new = max_new;
+  g->sample.sample = s->sample != 0;
+  if ((s->temperature || s->top_k || s->top_p) && !s->sample)
+    return usage(err, errlen, "--temperature, --top-k and --top-p go with --sample");
+  if (s->temperature && (g->sample.temperature = strtod(s->temperature, &e), *e || !*s->temperature))
+    return usage(err, errlen, "--temperature takes a number");
+  if (s->top_k && (errno = 0, g->sample.top_k = strtoll(s->top_k, &e, 10), *e || !*s->top_k || errno))
+    return usage(err, errlen, "--top-k takes an integer");
+  if (s->top_p && (g->sample.top_p = strtod(s->top_p, &e), *e || !*s->top_p))
+    return usage(err, errlen, "--top-p takes a number");
+  if (s->seed) {
+    errno = 0;
+    unsigned long long v = strtoull(s->seed, &e, 10);
+    if (*e || !*s->seed || errno || s->seed[0] == '-')
+      return usage(err, errlen, "--seed takes a non-negative integer");
+    g->seed = v;
+  }
+  long beams = 0;
+  if (s->beams && (errno = 0, beams = strtol(s->beams, &e, 10), *e || !*s->beams || errno))
+    return usage(err, errlen, "--beams takes an integer");
+  if (s->length_penalty && !s->beams)
+    return usage(err, errlen, "--length-penalty goes with --beams");
+  if (s->length_penalty && (g->length_penalty = strtod(s->length_penalty, &e),
+                            *e || !*s->length_penalty || !isfinite(g->length_penalty)))
+    return usage(err, errlen, "--length-penalty takes a finite number");
+  if (s->beams && (beams < 1 || beams > RT_GEN_MAX_BEAMS))
+    return rt_errorf(err, errlen, "--beams must be in 1..%d (got %s)", RT_GEN_MAX_BEAMS, s->beams);
+  if (s->beams && s->sample)
+    return rt_errorf(err, errlen,
+                     "--beams and --sample do not go together: beam search is deterministic");
+  g->beams = (int)beams;
+  if (g->sample.sample && rt_sample_options_check(&g->sample, err, errlen)) return 1;
+  return 0;
+}
+
+/* ---- printing ---- */
+
+typedef struct GenPrint {
+  const RtVocab *vocab; /* NULL: ids only */
+  int text;             /* a --text prompt: the generated text, streamed */
+  int64_t eos, bos;     /* not printed as text (-1: none) */
+  const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
+  size_t printed;       /* ... and the bytes of their decoded text printed so far */
+} GenPrint;
+
+/* --tokens / --inputs prompts: one id per line (with its symbol when there
+ * is a vocabulary). --text prompts: the text as it comes: symbols of a
+ * vocabulary separated by spaces, or what the tokenizer decodes the ids to
+ * (the whole sequence decoded, the new bytes printed); eos and bos are not
+ * text. */
+static void gen_print_token(void *user, int64_t index, int32_t id) {
+  GenPrint *gp = user;
+  if (!gp->text) {
+    const char *sym = gp->vocab ? rt_text_vocab_symbol(gp->vocab, id) : NULL;
+    if (sym)
+      printf("%d %s\n", id, sym);
+    else
+      printf("%d\n", id);
+  } else if (id == gp->eos || id == gp->bos) {
+    /* special: no text */
+  } else if (gp->vocab->tokenizer) {
+    char *txt, msg[256];
+    size_t len;
+    if (!rt_tokenizer_decode(gp->vocab->tokenizer, gp->ids, index + 1, &txt, &len, msg,
+                             sizeof msg)) {
+      if (len > gp->printed) fwrite(txt + gp->printed, 1, len - gp->printed, stdout);
+      gp->printed = len > gp->printed ? len : gp->printed;
+      free(txt);
+    }
+  } else {
+    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
+    if (gp->printed++) putchar(' ');
+    if (sym) fputs(sym, stdout);
+    else printf("[%d]", id);
+  }
+  fflush(stdout);
+}
+
+/* ---- the prompt ---- */
+
+/* whitespace- or comma-separated non-negative ids into ids[0..cap); the
+ * count, or -1 when there are none or one is not an id */
+static int64_t parse_ids(const char *s, int32_t *ids, int64_t cap) {
+  int64_t k = 0;
+  const char *p = s;
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ',') p++;
+    if (!*p) break;
+    char *e;
+    errno = 0;
+    long long v = strtoll(p, &e, 10);
+    if (e == p || errno || v < 0 || v > INT32_MAX || k >= cap) return -1;
+    ids[k++] = (int32_t)v;
+    p = e;
+  }
+  return k ? k : -1;
+}
+
+/* --inputs: the one tensor `tokens` (decoder) or `src` (encoder_decoder), [1,N]. */
+static int64_t read_inputs(const char *path, const RtStepper *st, int32_t **ids, char *err,
+                           size_t errlen) {
+  const char *name = st->enc ? "src" : "tokens";
+  int64_t vocab = st->enc ? st->src_vocab : st->token_vocab;
+  int64_t max_len = st->enc ? st->max_src : st->max_len;
+  RtSafetensors *sf = NULL;
+  if (rt_st_open(path, &sf, err, errlen)) return -1;
+  int64_t b = 0, len = -1;
+  for (int k = 0; k < rt_st_count(sf); k++)
+    if (strcmp(rt_st_get(sf, k)->name, name) != 0) {
+      rt_errorf(err, errlen, "%s: unexpected input '%s'; generation takes '%s' [1,N] (the %s)",
+                path, rt_st_get(sf, k)->name, name, st->enc ? "source" : "prompt");
+      rt_st_close(sf);
+      return -1;
+    }
+  if (rt_io_read_ids(sf, path, name, vocab, 1, max_len, ids, &b, &len, err, errlen)) len = -1;
+  rt_st_close(sf);
+  return len;
+}
+
+/* ---- the loop ---- */
+
+static int gen_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions *go,
+                    const int32_t *prompt, int64_t n_prompt, int32_t *out, GenPrint *gp,
+                    RtGenerateResult *res, char *err, size_t errlen) {
+  if (g->beams)
+    return rt_generate_beam(go, g->beams, g->length_penalty, rt_stepper_batch_step,
+                            rt_stepper_reorder, st, prompt, n_prompt, out, res, err, errlen);
+  return rt_generate(go, rt_stepper_step, st, prompt, n_prompt, out, gp ? gen_print_token : NULL,
+                     gp, res, err, errlen);
+}
+
+static int write_outputs(const char *path, const int32_t *out, int64_t n, char *err,
+                         size_t errlen) {
+  int64_t *ids = malloc((size_t)n * sizeof *ids + 8), len = n;
+  if (!ids) return rt_errorf(err, errlen, "out of memory");
+  for (int64_t i = 0; i < n; i++) ids[i] = out[i];
+  RtStWrite w[2] = {
+      {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, n}, .data = ids},
+      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
+  int rc = rt_st_write(path, w, 2, NULL, 0, err, errlen);
+  free(ids);
+  return rc;
+}
+
+/* --repeat R: R more generations, timed; the summary on stderr. */
+static int gen_repeat(const RtGenRun *r, const RtGenArgs *g, RtStepper *st,
+                      RtGenerateOptions *go, RtRng *rng, const int32_t *src, int64_t n_src,
+                      const int32_t *prompt, int64_t n_prompt, int64_t n_generated, char *err,
+                      size_t errlen) {
+  int n = r->repeat;
+  double *ms = malloc((size_t)n * 3 * sizeof *ms);
+  int32_t *again = malloc((size_t)g->max_new * sizeof *again);
+  int rc = 1;
+  if (!ms || !again) {
+    rt_errorf(err, errlen, "out of memory");
+    goto done;
+  }
+  double *enc = ms, *pre = ms + n, *tok = ms + 2 * n;
+  for (int i = 0; i < n; i++) {
+    RtGenerateResult r2;
+    enc[i] = rt_timing_now_ms();
+    if (st->enc && rt_stepper_encode(st, src, n_src, err, errlen)) goto done;
+    enc[i] = rt_timing_now_ms() - enc[i];
+    rt_stepper_reset(st);
+    rt_rng_seed(rng, g->seed); /* the same draws again */
+    if (gen_once(g, st, go, prompt, n_prompt, again, NULL, &r2, err, errlen)) goto done;
+    pre[i] = r2.prefill_ms;
+    tok[i] = r2.n > 1 ? r2.decode_ms / (double)(r2.n - 1) : 0;
+  }
+  RtTiming tp, tt;
+  rt_timing_summarise(pre, n, &tp);
+  rt_timing_summarise(tok, n, &tt);
+  if (st->enc) {
+    RtTiming te;
+    rt_timing_summarise(enc, n, &te);
+    fprintf(stderr, "timing: backend %s, source %lld tokens, encode median %.3f ms (min %.3f)\n",
+            r->backend, (long long)n_src, te.median_ms, te.min_ms);
+  }
+  fprintf(stderr,
+          "timing: backend %s, prompt %lld tokens, prefill median %.3f ms (min %.3f); decode "
+          "median %.3f ms per token (min %.3f) over %lld tokens; %d runs\n",
+          r->backend, (long long)n_prompt, tp.median_ms, tp.min_ms, tt.median_ms, tt.min_ms,
+          (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
+  rc = 0;
+done:
+  free(ms);
+  free(again);
+  return rc;
+}
+
+int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
+  char err[1024];
+  int rc = 1;
+  int32_t *src = NULL, *out = NULL, bos_id;
+  void *scratch = NULL;
+  int64_t n_src = -1;
+  const char *prog = r->prog ? r->prog : "tfmc";
+  if (!!r->tokens + !!r->text + !!r->inputs != 1 || (r->text && !r->vocab)) {
+    fprintf(stderr, "%s: internal: generation needs exactly one prompt (--text with a vocabulary)\n",
+            prog);
+    return 1;
+  }
+  if (st->enc && r->bos < 0) {
+    fprintf(stderr, "%s: model '%s' is an encoder_decoder without a bos token: the target "
+                    "starts at the spec's 'tokens bos N'\n", prog, st->info->name);
+    return 1;
+  }
+  /* the prompt's (or source's) ids */
+  int64_t ids_vocab = st->enc ? st->src_vocab : st->token_vocab;
+  if (r->inputs) {
+    n_src = read_inputs(r->inputs, st, &src, err, sizeof err);
+  } else {
+    size_t cap = strlen(r->tokens ? r->tokens : r->text) + 2;
+    if (!(src = malloc(cap * sizeof *src))) {
+      fprintf(stderr, "%s: out of memory\n", prog);
+      return 1;
+    }
+    if (r->tokens && (n_src = parse_ids(r->tokens, src, (int64_t)cap)) < 0)
+      rt_errorf(err, sizeof err, "--tokens: expected whitespace-separated token ids, at least one");
+    if (r->text)
+      n_src = rt_text_ids(NULL, r->text, r->vocab, ids_vocab, (int64_t)cap, src, err, sizeof err);
+  }
+  if (n_src < 0) goto fail;
+  if (st->enc && rt_stepper_encode(st, src, n_src, err, sizeof err)) goto fail;
+  const int32_t *prompt = src; /* a decoder's prompt; an encoder_decoder's target starts at bos */
+  int64_t n_prompt = n_src;
+  if (st->enc) {
+    bos_id = (int32_t)r->bos;
+    prompt = &bos_id;
+    n_prompt = 1;
+  }
+  RtRng rng;
+  rt_rng_seed(&rng, g->seed);
+  RtGenerateOptions go = {g->max_new, st->max_len, st->vocab, r->eos, NULL, NULL, NULL};
+  if (g->sample.sample) {
+    go.sample = &g->sample;
+    go.rng = &rng;
+    if (!(go.scratch = scratch = malloc(rt_sample_scratch_bytes(st->vocab) + 64))) {
+      rt_errorf(err, sizeof err, "out of memory");
+      goto fail;
+    }
+  }
+  if (g->beams > st->max_rows) {
+    rt_errorf(err, sizeof err,
+              "--beams %d: this model was compiled for beam search with at most %lld beam%s "
+              "(tfmc build / emit-c --max-beams K compiles for K)",
+              g->beams, (long long)st->max_rows, st->max_rows == 1 ? "" : "s");
+    goto fail;
+  }
+  if (!(out = malloc((size_t)g->max_new * sizeof *out))) {
+    rt_errorf(err, sizeof err, "out of memory");
+    goto fail;
+  }
+  RtGenerateResult res;
+  GenPrint gp = {r->vocab, r->text != NULL, r->eos, r->bos, out, 0};
+  if (gen_once(g, st, &go, prompt, n_prompt, out, &gp, &res, err, sizeof err)) goto fail;
+  for (int64_t i = 0; g->beams && i < res.n; i++) /* known only when the search is done */
+    gen_print_token(&gp, i, out[i]);
+  if (gp.text) putchar('\n');
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    rt_errorf(err, sizeof err, "cannot write to standard output: %s", strerror(errno));
+    goto fail;
+  }
+  if (res.stop == RT_STOP_MAX_LEN)
+    fprintf(stderr, "%s: stopped after %lld tokens: the sequence reached max_len %lld\n", prog,
+            (long long)res.n, (long long)st->max_len);
+  if (r->repeat > 0 && gen_repeat(r, g, st, &go, &rng, src, n_src, prompt, n_prompt, res.n, err,
+                                  sizeof err))
+    goto fail;
+  if (r->outputs && write_outputs(r->outputs, out, res.n, err, sizeof err)) goto fail;
+  rc = 0;
+  goto done;
+fail:
+  fprintf(stderr, "%s: %s\n", prog, err);
+done:
+  free(src);
+  free(out);
+  free(scratch);
+  return rc;
+}

@@ -1,0 +1,271 @@
+/* runtime/rt_stepper.c — generation's programs bound once and run through
+ * RtGenOps (rt_stepper.h); compiled generation descriptions checked; KV
+ * cache rows reordered for beam search.
+ *
+ * Invariants: every buffer is allocated by rt_stepper_init at the maxima,
+ * so no step allocates; a step never runs past max_len or max_rows, nor
+ * with an id outside the vocabulary (compiled code trusts its inputs); an
+ * encoder_decoder's step never runs before its source was encoded. */
+#include "runtime/rt_stepper.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int sym_index(const RtModelInfo *info, const char *name) {
+  for (int i = 0; i < info->n_syms; i++)
+    if (info->sym_names[i] && strcmp(info->sym_names[i], name) == 0) return i;
+  return -1;
+}
+
+static int input_index(const RtModelInfo *info, const char *name) {
+  for (int i = 0; i < info->n_inputs; i++)
+    if (info->inputs[i].name && strcmp(info->inputs[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Elements of tensor t with every symbol at its maximum. */
+static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) {
+    const RtDim *dim = &t->dims[d];
+    n *= dim->sym < 0 ? dim->value : info->sym_max[dim->sym];
+  }
+  return n;
+}
+
+static int init_encoder(RtStepper *st, const RtModelInfo *ei, char *err, size_t errlen) {
+  const RtModelInfo *info = st->info;
+  int eb_sym = sym_index(ei, "B"), es = sym_index(ei, "S");
+  st->enc = ei;
+  st->enc_in_src = input_index(ei, "src");
+  st->enc_in_mask = input_index(ei, "src_mask");
+  if (eb_sym < 0 || es < 0 || st->enc_in_src < 0 || st->sym_s < 0 ||
+      ei->n_inputs != 1 + (st->enc_in_mask >= 0) || ei->inputs[st->enc_in_src].kind != RT_INPUT_IDS)
+    return rt_errorf(err, errlen, "model '%s' has no encode program for generation", ei->name);
+  st->max_src = ei->sym_max[es];
+  st->src_vocab = ei->inputs[st->enc_in_src].vocab;
+  for (int i = 0; i < info->n_inputs; i++) {
+    if (info->inputs[i].kind != RT_INPUT_VALUES) continue;
+    for (int o = 0; o < ei->n_outputs; o++)
+      if (strcmp(ei->outputs[o].name, info->inputs[i].name) == 0) st->value_from[i] = o;
+    if (st->value_from[i] < 0)
+      return rt_errorf(err, errlen, "the encode program of '%s' does not compute '%s'", ei->name,
+                       info->inputs[i].name);
+  }
+  if (ei->sym_max[eb_sym] != 1)
+    return rt_errorf(err, errlen, "internal: the encode program runs one source (max batch 1)");
+  int ok = (st->eb.inputs[st->enc_in_src] = malloc((size_t)st->max_src * sizeof(int32_t))) != NULL;
+  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc((size_t)st->max_src)) != NULL;
+  for (int o = 0; o < ei->n_outputs && ok; o++)
+    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
+  /* more rows than one (beam search): the source's keys / values copied to
+   * every row */
+  for (int i = 0; i < info->n_inputs && ok && st->max_rows > 1; i++)
+    if (st->value_from[i] >= 0)
+      ok &= (st->b.inputs[i] = st->rows[i] = malloc((size_t)numel_at_max(info, &info->inputs[i]) * sizeof(float))) != NULL;
+  if (!ok) return rt_errorf(err, errlen, "out of memory");
+  return 0;
+}
+
+int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *enc,
+                    const RtGenOps *ops, void *user, char *err, size_t errlen) {
+  memset(st, 0, sizeof *st);
+  st->info = info;
+  st->ops = ops;
+  st->user = user;
+  st->sym_b = sym_index(info, "B");
+  st->sym_t = sym_index(info, "T");
+  st->sym_l = sym_index(info, "L");
+  st->sym_s = sym_index(info, "S");
+  st->in_tokens = input_index(info, "tokens");
+  st->in_src_mask = input_index(info, "src_mask");
+  st->enc_in_src = st->enc_in_mask = -1;
+  int inputs_ok = st->in_tokens >= 0 && info->inputs[st->in_tokens].kind == RT_INPUT_IDS;
+  for (int i = 0; i < info->n_inputs; i++) {
+    st->value_from[i] = -1;
+    inputs_ok &= i == st->in_tokens || i == st->in_src_mask ||
+                 info->inputs[i].kind == RT_INPUT_VALUES;
+  }
+  if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || !inputs_ok || info->n_outputs < 1 ||
+      info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0 ||
+      (st->sym_s >= 0) != (enc != NULL))
+    return rt_errorf(err, errlen, "model '%s' is not a generation step graph", info->name);
+  st->max_len = info->sym_max[st->sym_l];
+  st->max_rows = info->sym_max[st->sym_b];
+  st->vocab = info->outputs[0].dims[1].value;
+  st->token_vocab = info->inputs[st->in_tokens].vocab;
+  st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
+  int ok = st->b.inputs[st->in_tokens] != NULL;
+  if (st->in_src_mask >= 0)
+    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
+  for (int o = 0; o < info->n_outputs && ok; o++)
+    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o]) * sizeof(float) + 4)) != NULL;
+  if (!ok) return rt_errorf(err, errlen, "out of memory");
+  return enc ? init_encoder(st, enc, err, errlen) : 0;
+}
+
+int rt_stepper_encode(RtStepper *st, const int32_t *src, int64_t n, char *err, size_t errlen) {
+  const RtModelInfo *ei = st->enc, *info = st->info;
+  if (!ei) return rt_errorf(err, errlen, "internal: model '%s' has no encoder", info->name);
+  if (n < 1 || n > st->max_src)
+    return rt_errorf(err, errlen, "the source has %lld tokens; model '%s' takes 1..%lld",
+                     (long long)n, info->name, (long long)st->max_src);
+  int64_t real = 0;
+  int32_t *ids = st->eb.inputs[st->enc_in_src];
+  uint8_t *mask = st->enc_in_mask >= 0 ? st->eb.inputs[st->enc_in_mask]
+                  : st->in_src_mask >= 0 ? st->b.inputs[st->in_src_mask] : NULL;
+  for (int64_t i = 0; i < n; i++) {
+    if (src[i] < 0 || src[i] >= st->src_vocab)
+      return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
+                       src[i], (long long)st->src_vocab - 1);
+    ids[i] = src[i];
+    int is_real = ei->pad_id < 0 || src[i] != ei->pad_id;
+    real += is_real;
+    if (mask) mask[i] = (uint8_t)is_real;
+  }
+  if (mask && !real)
+    return rt_errorf(err, errlen, "the source is all padding (pad id %lld): nothing to translate",
+                     (long long)ei->pad_id);
+  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: every row the source's */
+    uint8_t *sm = st->b.inputs[st->in_src_mask];
+    for (int64_t r = 0; r < st->max_rows; r++)
+      if (sm + r * n != mask) memcpy(sm + r * n, mask, (size_t)n);
+  }
+  st->eb.syms[sym_index(ei, "B")] = 1;
+  st->eb.syms[sym_index(ei, "S")] = n;
+  st->encoded = 0;
+  if (st->ops->run(st->user, RT_GEN_ENCODE, &st->eb, err, errlen)) return 1;
+  st->b.syms[st->sym_s] = n;
+  for (int i = 0; i < info->n_inputs; i++) {
+    if (st->value_from[i] < 0) continue;
+    const float *v = st->eb.outputs[st->value_from[i]];
+    if (!st->rows[i]) {
+      st->b.inputs[i] = (void *)(uintptr_t)v;
+      continue;
+    }
+    size_t one = (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * n);
+    for (int64_t r = 0; r < st->max_rows; r++) memcpy(st->rows[i] + (size_t)r * one, v, one * sizeof(float));
+  }
+  st->encoded = 1;
+  return 0;
+}
+
+void rt_stepper_reset(RtStepper *st) { st->ops->reset(st->user); }
+
+int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
+                         int64_t past, const float **logits, char *err, size_t errlen) {
+  if (rows < 1 || rows > st->max_rows || n < 1 || past < 0 || past + n > st->max_len)
+    return rt_errorf(err, errlen, "a step of %lld x %lld tokens at %lld does not fit %lld rows of "
+                     "max_len %lld", (long long)rows, (long long)n, (long long)past,
+                     (long long)st->max_rows, (long long)st->max_len);
+  if (st->enc && !st->encoded)
+    return rt_errorf(err, errlen, "internal: a decoder step before the source was encoded");
+  for (int64_t i = 0; i < rows * n; i++) {
+    if (tokens[i] < 0 || tokens[i] >= st->token_vocab)
+      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
+                       (long long)st->token_vocab - 1);
+    ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
+  }
+  st->b.syms[st->sym_b] = rows;
+  st->b.syms[st->sym_t] = n;
+  st->b.syms[st->sym_l] = past + n;
+  if (st->ops->run(st->user, RT_GEN_STEP, &st->b, err, errlen)) return 1;
+  *logits = st->b.outputs[0];
+  return 0;
+}
+
+int rt_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
+                    const float **logits, char *err, size_t errlen) {
+  return rt_stepper_step_rows(user, tokens, 1, n, past, logits, err, errlen);
+}
+
+int rt_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
+                          int64_t past, const float **logits, char *err, size_t errlen) {
+  return rt_stepper_step_rows(user, tokens, rows, n, past, logits, err, errlen);
+}
+
+int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len, char *err,
+                       size_t errlen) {
+  RtStepper *st = user;
+  if (rows < 1 || rows > st->max_rows || len < 0 || len > st->max_len)
+    return rt_errorf(err, errlen, "internal: reordering %lld rows over %lld positions",
+                     (long long)rows, (long long)len);
+  return st->ops->reorder(st->user, parent, (int)rows, len, err, errlen);
+}
+
+void rt_stepper_free(RtStepper *st) {
+  if (st->info) {
+    free(st->b.inputs[st->in_tokens]);
+    if (st->in_src_mask >= 0) free(st->b.inputs[st->in_src_mask]);
+  }
+  for (int o = 0; o < RT_MAX_IO; o++) {
+    free(st->b.outputs[o]);
+    free(st->rows[o]);
+    free(st->eb.inputs[o]);
+    free(st->eb.outputs[o]);
+  }
+  memset(st, 0, sizeof *st);
+}
+
+/* ---- compiled generation artefacts ---- */
+
+int rt_gen_info_check(const RtGenInfo *gi, char *err, size_t errlen) {
+  if (!gi || gi->version != RT_GEN_INFO_VERSION)
+    return rt_errorf(err, errlen, "generation info version %u; this runtime reads version %d",
+                     gi ? gi->version : 0, RT_GEN_INFO_VERSION);
+  if (!gi->step || !gi->weights)
+    return rt_errorf(err, errlen, "generation info: no step program or weights layout");
+  if (rt_model_info_check(gi->step, err, errlen) ||
+      (gi->encode && rt_model_info_check(gi->encode, err, errlen)) ||
+      (gi->forward && rt_model_info_check(gi->forward, err, errlen)))
+    return 1;
+  if (gi->weights->abi_version != RT_ABI_VERSION)
+    return rt_errorf(err, errlen, "generation info: the weights layout is for ABI %u",
+                     gi->weights->abi_version);
+  /* the blocks: forward [0, f), encode [encode_offset, +e), step [step_offset, end) */
+  int64_t f = gi->forward ? gi->forward->weights_floats : 0;
+  int64_t e = gi->encode ? gi->encode->weights_floats : 0, s = gi->step->weights_floats;
+  if (f < 0 || e < 0 || s < 0 || gi->encode_offset % 16 || gi->step_offset % 16 ||
+      gi->encode_offset < f || gi->step_offset < gi->encode_offset + e ||
+      gi->weights->weights_floats != gi->step_offset + s)
+    return rt_errorf(err, errlen, "generation info: the weights image does not hold the programs");
+  if (gi->n_states < 0 || (gi->n_states && !gi->states))
+    return rt_errorf(err, errlen, "generation info: bad state count");
+  for (int i = 0; i < gi->n_states; i++) {
+    const RtStateInfo *st = &gi->states[i];
+    if (st->offset < 0 || st->offset % 64 || st->rows < 1 || st->positions < 1 || st->width < 1 ||
+        st->rows > gi->step->state_bytes / st->positions / st->width / 4 ||
+        st->rows * st->positions * st->width * 4 > gi->step->state_bytes - st->offset)
+      return rt_errorf(err, errlen, "generation info: state tensor %d is malformed", i);
+  }
+  return 0;
+}
+
+int rt_state_reorder(const RtStateInfo *states, int n_states, unsigned char *state,
+                     const int64_t *parent, int n, int64_t len, void **scratch,
+                     size_t *scratch_bytes, char *err, size_t errlen) {
+  for (int k = 0; k < n_states; k++) {
+    const RtStateInfo *s = &states[k];
+    if (n > s->rows || len > s->positions || len < 0)
+      return rt_errorf(err, errlen, "internal: reordering %d rows of %lld positions of '%s'", n,
+                       (long long)len, s->name);
+    size_t row = (size_t)(len * s->width) * sizeof(float), need = (size_t)n * row;
+    if (need > *scratch_bytes) {
+      void *p = realloc(*scratch, need);
+      if (!p) return rt_errorf(err, errlen, "out of memory reordering the KV cache");
+      *scratch = p;
+      *scratch_bytes = need;
+    }
+    float *base = (float *)(void *)(state + s->offset);
+    unsigned char *tmp = *scratch;
+    for (int i = 0; i < n; i++) {
+      if (parent[i] < 0 || parent[i] >= s->rows)
+        return rt_errorf(err, errlen, "internal: beam parent %lld of %lld rows",
+                         (long long)parent[i], (long long)s->rows);
+      memcpy(tmp + (size_t)i * row, base + parent[i] * s->positions * s->width, row);
+    }
+    for (int i = 0; i < n; i++)
+      memcpy(base + (int64_t)i * s->positions * s->width, tmp + (size_t)i * row, row);
+  }
+  return 0;
+}
