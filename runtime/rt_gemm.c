@@ -605,18 +605,16 @@ static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
   return isa;
 }
 
+#ifdef GEMM_AVX512
 /* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). */
 static int gemm_has_vnni(void) {
-#ifdef GEMM_AVX512
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 7)
     return 0;
   __cpuid_count(7, 0, a, b, c, d);
   return (c >> 11) & 1 && (b >> 30) & 1;
-#else
-  return 0;
-#endif
 }
+#endif
 
 static void gemm_init(void) {
   char isa_note[64];
