@@ -369,14 +369,14 @@ static const GemmKernels kernels_avx512bf16 = {
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
 #ifdef GEMM_NEON
-/* aarch64: NEON micro and decode kernels; the single-row sgemm kernels
- * and the decode path on unpacked weights stay the (vectorised) C ones */
+/* aarch64: NEON micro and decode kernels; the single-row sgemm kernels,
+ * the decode path on unpacked weights and int8 stay the (vectorised) C ones */
 static const GemmKernels kernels_neon = {
     .isa = "neon", .mr = GEMM_NEON_MR, .nr = GEMM_NEON_NR,
     .mc = GEMM_MC / GEMM_NEON_MR * GEMM_NEON_MR, .nc = GEMM_NC / GEMM_NEON_NR * GEMM_NEON_NR,
     .micro = rt_gemm_micro_neon, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
     .rows = gemm_rows_base, .rows_p = rt_gemm_rows_p_neon, .micro_bf16 = rt_gemm_micro_bf16w_neon,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_neon};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_neon, .rows_i8 = rt_gemm_rows_i8_base};
 #endif
 
 /* ---- backend selection ---- */
@@ -634,18 +634,18 @@ static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
   return isa;
 }
 
-/* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). */
-static int gemm_has_vnni(void) {
 #ifdef GEMM_AVX512
+/* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). Only where
+ * it is called: elsewhere an unused static function breaks -Werror
+ * builds (aarch64). */
+static int gemm_has_vnni(void) {
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 7)
     return 0;
   __cpuid_count(7, 0, a, b, c, d);
   return (c >> 11) & 1 && (b >> 30) & 1;
-#else
-  return 0;
-#endif
 }
+#endif
 
 static void gemm_init(void) {
   char isa_note[64];
