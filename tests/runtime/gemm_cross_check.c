@@ -1,6 +1,7 @@
 /* tests/runtime/gemm_cross_check.c — a plain C (no Criterion) check of
- * rt_linear, rt_linear_packed (weights packed by rt_gemm_pack) and
- * rt_linear_packed_bf16 (rt_gemm_pack_bf16), built with any C11 compiler
+ * rt_linear, rt_linear_packed (weights packed by rt_gemm_pack),
+ * rt_linear_packed_bf16 (rt_gemm_pack_bf16) and rt_linear_packed_i8
+ * (rt_gemm_pack_i8), built with any C11 compiler
  * and run where Criterion is not: cross-compiled for aarch64 and run under
  * qemu-user by tests/runtime/test_gemm_cross.c, once per kernel set.
  *
@@ -17,7 +18,13 @@
  *     tests/runtime/test_gemm.c), bf16 against the reference on the
  *     bf16-rounded weights (x as it is: NEON and the C set widen the
  *     weights; only an x86 set with vdpbf16ps, "+bf16" in its name, may
- *     also round x, as rt_gemm.h says);
+ *     also round x, as rt_gemm.h says); int8 against the exact integer
+ *     formula of rt_gemm.h (sx sw sum qx qw, x and w quantised per row)
+ *     within 2e-6 of the values added, as tests/runtime/test_gemm.c
+ *     (scale 1 there and here), and the f32 product within the
+ *     quantisation's bound: each |x w - sx qx sw qw| is at most
+ *     sw |x| / 2 + sx |w| / 2 + sx sw / 4 (plus f32 rounding), times
+ *     gelu's largest slope;
  *   - y's padding and the residual untouched;
  *   - the same bits on pools of 1, 2 and 3 threads under split policies
  *     that change every decision (split invariance).
@@ -91,9 +98,21 @@ static double ref_act(int act, double v) {
   }
 }
 
-enum { ENTRY_F32, ENTRY_PACKED, ENTRY_BF16, ENTRY_COUNT };
+/* rt_gemm.h's int8 quantisation: scale max|v| / 127, values v * 127 /
+ * max|v| rounded to nearest even. */
+static void quant_row(const float *v, int64_t n, int8_t *q, float *scale) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; i++)
+    amax = fmaxf(amax, fabsf(v[i]));
+  float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  *scale = amax / 127.0f;
+  for (int64_t i = 0; i < n; i++)
+    q[i] = (int8_t)nearbyintf(v[i] * inv);
+}
+
+enum { ENTRY_F32, ENTRY_PACKED, ENTRY_BF16, ENTRY_I8, ENTRY_COUNT };
 static const char *const entry_names[ENTRY_COUNT] = {"rt_linear", "rt_linear_packed",
-                                                     "rt_linear_packed_bf16"};
+                                                     "rt_linear_packed_bf16", "rt_linear_packed_i8"};
 
 typedef struct Case {
   int entry;
@@ -139,6 +158,10 @@ static void run(const Case *c, RtPool *pool, const int64_t *pol, const float *x,
     rt_linear_packed_bf16(pool, c->m, c->n, c->k, x, ldx, wp, bias, y, ldy, c->act, c->scale, r,
                           ldr, c->mc, c->nc, c->kc, pol[0], pol[1]);
     break;
+  case ENTRY_I8:
+    rt_linear_packed_i8(pool, c->m, c->n, c->k, x, ldx, wp, bias, y, ldy, c->act, c->scale, r, ldr,
+                        c->mc, c->nc, c->kc, pol[0], pol[1]);
+    break;
   }
 }
 
@@ -156,6 +179,7 @@ static void check_case(const Case *c, RtPool *const pools[3]) {
   float *wp = NULL;
   if (c->entry != ENTRY_F32) {
     int64_t floats = c->entry == ENTRY_BF16 ? rt_gemm_packed_bf16_floats(n, k)
+                     : c->entry == ENTRY_I8 ? rt_gemm_packed_i8_floats(n, k)
                                             : rt_gemm_packed_floats(n, k);
     wp = aligned_alloc(64, ((size_t)(floats > 0 ? floats : 1) * 4 + 63) & ~(size_t)63);
     if (!wp) {
@@ -164,12 +188,47 @@ static void check_case(const Case *c, RtPool *const pools[3]) {
     }
     if (c->entry == ENTRY_BF16)
       rt_gemm_pack_bf16(n, k, w, wp);
+    else if (c->entry == ENTRY_I8)
+      rt_gemm_pack_i8(n, k, w, wp);
     else
       rt_gemm_pack(n, k, w, wp);
   }
+  if (c->entry == ENTRY_I8 && m > 2) /* a row of zeros: scale 0 */
+    memset(x + 2 * ldx, 0, sizeof(float) * (size_t)k);
+  int8_t *qx = xmalloc((size_t)k), *qw = xmalloc((size_t)(n * k));
+  float *sw = xmalloc(sizeof(float) * (size_t)n), sx = 0;
+  if (c->entry == ENTRY_I8)
+    for (int64_t j = 0; j < n; j++)
+      quant_row(w + j * k, k, qw + j * k, &sw[j]);
   run(c, NULL, policies[0], x, ldx, w, wp, bias, y, ldy, r, r ? ldr : 0);
   for (int64_t i = 0; i < m && !failures; i++) {
+    if (c->entry == ENTRY_I8)
+      quant_row(x + i * ldx, k, qx, &sx);
     for (int64_t j = 0; j < n; j++) {
+      if (c->entry == ENTRY_I8) { /* the exact formula, and near the f32 product */
+        int32_t isum = 0;
+        double f = bias ? bias[j] : 0, mag = bias ? fabs(bias[j]) : 0, qerr = 0;
+        for (int64_t p = 0; p < k; p++) {
+          isum += qx[p] * qw[j * k + p];
+          f += (double)x[i * ldx + p] * w[j * k + p];
+          mag += fabs((double)x[i * ldx + p] * w[j * k + p]);
+          qerr += 0.5 * sw[j] * fabs(x[i * ldx + p]) + 0.5 * (double)sx * fabs(w[j * k + p]) +
+                  0.25 * (double)sx * sw[j];
+        }
+        double rv = r ? r[i * ldr + j] : 0, got = y[i * ldy + j];
+        double pre = (double)((float)isum * (sx * sw[j])) + (bias ? bias[j] : 0);
+        double exact = ref_act(c->act, pre) + rv, approx = ref_act(c->act, f) + rv;
+        if (!(fabs(got - exact) <= 2e-6 * (fabs(pre) + fabs(rv)) + 1e-30) ||
+            !(fabs(got - approx) <= 1.2 * (qerr + 1e-6 * mag) + 1e-6)) {
+          char what[192];
+          snprintf(what, sizeof what,
+                   "y[%lld,%lld] = %.9g, the integer formula %.9g, the f32 product %.9g",
+                   (long long)i, (long long)j, got, exact, approx);
+          fail_case(c, what);
+          break;
+        }
+        continue;
+      }
       double s = bias ? bias[j] : 0, sr = s, mag = bias ? fabs(bias[j]) : 0;
       for (int64_t p = 0; p < k; p++) {
         double wv = c->entry == ENTRY_BF16 ? bf16_round(w[j * k + p]) : w[j * k + p];
@@ -216,6 +275,9 @@ static void check_case(const Case *c, RtPool *const pools[3]) {
         fail_case(c, what);
       }
     }
+  free(qx);
+  free(qw);
+  free(sw);
   free(x);
   free(w);
   free(wp);
@@ -251,7 +313,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 60 && !failures; i++, cases++) {
       const int64_t *bl = blocks[(i + e) % 6];
       Case c = {e, ms[i % nm], nks[(i * 7 + 3 + e) % nnk], nks[(i * 5 + i / nnk + 2 * e) % nnk],
-                (i + e) % RT_ACT_COUNT, scales[i % 3], i % 3 != 0, (i + e) % 2 == 1,
+                (i + e) % RT_ACT_COUNT, e == ENTRY_I8 ? 1.0f : scales[i % 3], i % 3 != 0,
+                (i + e) % 2 == 1,
                 (int64_t)(i % 3), bl[0], bl[1], bl[2]};
       check_case(&c, pools);
     }
