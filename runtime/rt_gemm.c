@@ -5,8 +5,8 @@
  * TFMC_GEMM=portable selects the portable GEMM, TFMC_GEMM=portable-baseline
  * the same without ISA extensions (what a CPU without AVX2 runs; for tests
  * and benchmarks); anything else, OpenBLAS when it loads. TFMC_GEMM_ISA
- * caps the kernel set (avx512 | avx2 | scalar) below what cpuid + xgetbv
- * allow (gemm_isa_detect).
+ * caps the kernel set (avx512 | avx2 | scalar; neon | scalar on aarch64)
+ * below what cpuid + xgetbv allow (gemm_isa_detect).
  *
  * Backend choice happens once (pthread_once), at the first call of any entry
  * point; rt_main calls rt_gemm_backend() before it starts threads, because
@@ -32,9 +32,9 @@
  * in that layout over all of K (rt_gemm_pack, rt_linear_packed: the
  * pack-weights pass), and then only A is packed. The baseline
  * micro-kernel is plain C that the compiler vectorises (a 4x16 tile); on
- * x86 the AVX2+FMA set (rt_gemm_avx2.c, a 6x16 intrinsics tile) and on
- * x86-64 the AVX-512F set (rt_gemm_avx512.c, 6x64: four panels) come
- * beside it; the set (GemmKernels) carries its tile, and packing A
+ * x86 the AVX2+FMA set (rt_gemm_avx2.c, a 6x16 intrinsics tile), on
+ * x86-64 the AVX-512F set (rt_gemm_avx512.c, 6x64: four panels) and on
+ * aarch64 the NEON set (rt_gemm_neon.c, 6x16) come beside it; the set (GemmKernels) carries its tile, and packing A
  * follows it. Packing buffers are per thread (pthread key, freed at thread
  * exit), so nothing is allocated on the hot path after the first call.
  *
@@ -368,6 +368,16 @@ static const GemmKernels kernels_avx512bf16 = {
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
+#ifdef GEMM_NEON
+/* aarch64: NEON micro and decode kernels; the single-row sgemm kernels,
+ * the decode path on unpacked weights and int8 stay the (vectorised) C ones */
+static const GemmKernels kernels_neon = {
+    .isa = "neon", .mr = GEMM_NEON_MR, .nr = GEMM_NEON_NR,
+    .mc = GEMM_MC / GEMM_NEON_MR * GEMM_NEON_MR, .nc = GEMM_NC / GEMM_NEON_NR * GEMM_NEON_NR,
+    .micro = rt_gemm_micro_neon, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
+    .rows = gemm_rows_base, .rows_p = rt_gemm_rows_p_neon, .micro_bf16 = rt_gemm_micro_bf16w_neon,
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_neon, .rows_i8 = rt_gemm_rows_i8_base};
+#endif
 
 /* ---- backend selection ---- */
 
@@ -408,16 +418,18 @@ static GemmBackend gemm;
 
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
 
-/* The kernel sets, narrowest first; TFMC_GEMM_ISA names one by these
- * words to cap what the CPU would get. */
+/* The kernel sets, narrowest first (NEON, aarch64's, beside the x86
+ * ones: gemm_isa_runs); TFMC_GEMM_ISA names one by these words to cap
+ * what the CPU would get. */
 typedef enum GemmIsa {
   GEMM_ISA_BASELINE,
+  GEMM_ISA_NEON,
   GEMM_ISA_AVX2,
   GEMM_ISA_AVX512,
   GEMM_ISA_AVX512_BF16,
   GEMM_ISA_COUNT
 } GemmIsa;
-static const char *const gemm_isa_words[GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512",
+static const char *const gemm_isa_words[GEMM_ISA_COUNT] = {"baseline", "neon", "avx2", "avx512",
                                                            "avx512bf16"};
 
 /* The widest set this CPU and its OS can run: cpuid says what the CPU
@@ -452,9 +464,21 @@ static GemmIsa gemm_isa_detect(void) {
   (void)avx512f;
 #endif
   return GEMM_ISA_AVX2;
+#elif defined(GEMM_NEON)
+  return GEMM_ISA_NEON; /* architectural on aarch64 */
 #else
   return GEMM_ISA_BASELINE;
 #endif
+}
+
+/* Whether a machine whose widest set is have runs the set want: baseline
+ * everywhere, NEON on aarch64 only, an x86 set on x86 up to have. */
+static int gemm_isa_runs(GemmIsa want, GemmIsa have) {
+  if (want == GEMM_ISA_BASELINE || want == have)
+    return 1;
+  if (want == GEMM_ISA_NEON || have == GEMM_ISA_NEON)
+    return 0;
+  return want <= have;
 }
 
 static const GemmKernels *gemm_kernels_for(GemmIsa isa) {
@@ -472,6 +496,11 @@ static const GemmKernels *gemm_kernels_for(GemmIsa isa) {
   case GEMM_ISA_AVX2:
 #ifdef GEMM_X86
     return &kernels_avx2;
+#endif
+    /* fall through */
+  case GEMM_ISA_NEON:
+#ifdef GEMM_NEON
+    return &kernels_neon;
 #endif
     /* fall through */
   case GEMM_ISA_BASELINE:
@@ -579,7 +608,7 @@ static int gemm_load_openblas(char *why, size_t whylen) {
 #endif
 
 /* The kernel set: the widest the machine runs, capped by TFMC_GEMM_ISA
- * (avx512 | avx2 | baseline, or scalar for baseline) so that one machine
+ * (avx512 | avx2 | neon | baseline, or scalar for baseline) so that one machine
  * can test and time every path; a cap above what the machine runs, or an
  * unknown word, changes nothing and is noted in note. */
 static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
@@ -598,7 +627,7 @@ static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
     want = GEMM_ISA_AVX512;
   if (want < 0)
     snprintf(note, notelen, ", TFMC_GEMM_ISA=%.16s unknown", cap);
-  else if (want > (int)isa)
+  else if (!gemm_isa_runs((GemmIsa)want, isa))
     snprintf(note, notelen, ", TFMC_GEMM_ISA=%.16s not supported here", cap);
   else
     isa = (GemmIsa)want;
@@ -606,7 +635,9 @@ static GemmIsa gemm_isa_choose(char *note, size_t notelen) {
 }
 
 #ifdef GEMM_AVX512
-/* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). */
+/* AVX512_VNNI and AVX512BW (leaf 7: ECX bit 11, EBX bit 30). Only where
+ * it is called: elsewhere an unused static function breaks -Werror
+ * builds (aarch64). */
 static int gemm_has_vnni(void) {
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 7)

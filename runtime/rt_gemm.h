@@ -13,11 +13,12 @@
  * goes through sgemm: a matrix-vector kernel is 2-3x faster there; nor do
  * rt_linear's products of up to 8 rows (the decode path, below).
  *
- * The portable kernels come in three sets, the widest the CPU and OS run
+ * The portable kernels come in four sets, the widest the CPU and OS run
  * chosen once by cpuid and xgetbv: AVX-512F (6x64 register tile), AVX2+FMA
- * (6x16), baseline (a 4x16 C tile built for the target's base ISA; what
- * aarch64, s390x and pre-AVX2 x86 get). All read B in panels of 16
- * columns (rt_gemm_kernels.h), packed per call or once (rt_gemm_pack). TFMC_GEMM_ISA=avx512|avx2|scalar
+ * (6x16), on aarch64 NEON (6x16; always there), baseline (a 4x16 C tile
+ * built for the target's base ISA; what s390x and pre-AVX2 x86 get). All
+ * read B in panels of 16 columns (rt_gemm_kernels.h), packed per call or
+ * once (rt_gemm_pack). TFMC_GEMM_ISA=avx512|avx2|neon|scalar
  * caps the choice (baseline is scalar's other name), so one machine can
  * test and time every path; it applies whichever backend does the GEMMs,
  * since the few-row kernels are tfmc's in both. */

@@ -55,7 +55,7 @@
 #define GEMM_I8_MAX_K 133000
 
 typedef struct GemmKernels {
-  const char *isa; /* "avx512f", "avx2+fma", "baseline" */
+  const char *isa; /* "avx512f", "avx2+fma", "neon", "baseline" */
   int mr, nr;      /* the micro-kernel's register tile; nr a multiple of GEMM_PANEL */
   int64_t mc, nc;  /* cache blocks: multiples of mr and nr */
   /* C[mr',nr'] (ldc) += A_p^T B_p over kc, B_p's panels bs floats apart;
@@ -142,6 +142,22 @@ void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t *b, i
  * says AVX512_VNNI and AVX512BW too. */
 void rt_gemm_rows_i8_vnni(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
                           const float *sx, const uint8_t *wp, float *y, int64_t ldy);
+#endif
+
+#if defined(__GNUC__) && defined(__aarch64__) && defined(__ARM_NEON) && !defined(TFMC_STATIC)
+/* rt_gemm_neon.c: NEON is architectural on aarch64, so always callable
+ * there. A 6x16 tile (24 of the 32 q registers accumulate). */
+#define GEMM_NEON 1
+#define GEMM_NEON_MR 6
+#define GEMM_NEON_NR 16
+void rt_gemm_micro_neon(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                        int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_neon(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                         const float *wp, float *y, int64_t ldy);
+void rt_gemm_micro_bf16w_neon(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
+                              int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_bf16_neon(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                              const uint32_t *wp, float *y, int64_t ldy);
 #endif
 
 #endif

@@ -3,8 +3,10 @@
  * 7, 17, 129, sizes crossing every block boundary), all transposes, alpha
  * and beta cases, padded leading dimensions, pools of 1-3 threads, both
  * backends and kernel sets (TFMC_GEMM=portable / portable-baseline, and
- * every ISA path through TFMC_GEMM_ISA=avx512 / avx2 / scalar, each in its
- * own test process; a path the CPU cannot run is reported and skipped),
+ * every ISA path through TFMC_GEMM_ISA=avx512 / avx2 / neon / scalar, each
+ * in its own test process; a path the CPU cannot run is reported and
+ * skipped: neon everywhere but aarch64, where tests/runtime/
+ * test_gemm_cross.c runs it under qemu),
  * rt_linear's decode path (M <= 8) and odd shapes (M, N, K in 1..130,
  * padded x and y, bias or not); rt_linear's epilogue (act, scale, residual
  * with its own stride) under odd cache blocks (M, N, K not multiples of
@@ -792,6 +794,9 @@ static void use_scalar(void) {
 static void use_avx512bf16(void) {
   use_isa("avx512bf16");
 }
+static void use_neon(void) {
+  use_isa("neon");
+}
 
 Test(gemm, isa_avx512, .init = use_avx512, .timeout = 240) {
   isa_suite("avx512f kernels");
@@ -803,6 +808,10 @@ Test(gemm, isa_avx512bf16, .init = use_avx512bf16, .timeout = 240) {
 
 Test(gemm, isa_avx2, .init = use_avx2, .timeout = 240) {
   isa_suite("avx2+fma kernels");
+}
+
+Test(gemm, isa_neon, .init = use_neon, .timeout = 240) {
+  isa_suite("neon kernels");
 }
 
 Test(gemm, isa_scalar, .init = use_scalar, .timeout = 240) {
