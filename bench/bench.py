@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """bench/bench.py — the benchmark harness behind bench/run.sh.
 
-Times tfmc (JIT, `tfmc build` executable, `tfmc emit-c` project built with
-make) against PyTorch eager (out of the box and tuned) and ONNX Runtime on
+Times tfmc (JIT at -O2 with fp32 and with bf16 weights, without
+pack-weights and at -O0; `tfmc build` executable, `tfmc emit-c` project
+built with make) against PyTorch eager (out of the box and tuned) and ONNX Runtime on
 the workloads of bench/workloads.py, side by side in one run, and writes
 bench/RESULTS.md. bench/run.sh builds tfmc, the two C probes and the npm
 package first, then calls
@@ -16,13 +17,17 @@ Phases, in order (each process-level phase is preceded by an idle check):
   2. build      `tfmc check` FLOP counts; `tfmc build` executables;
                 `tfmc emit-c` projects built with make (a failure there
                 skips the C row with a note instead of stopping the run)
+  2b. blas probe  one bert-base layer's linears through PyTorch under each
+                plausible OPENBLAS_CORETYPE, interleaved rounds: the fastest
+                goes into the tuned PyTorch environment
   3. check      every framework runs every workload once; outputs must
-                match PyTorch's reference (max |diff| <= 1e-3 * max |ref|)
-                before anything is timed
+                match PyTorch's reference (max |diff| <= 1e-3 * max |ref|,
+                5e-2 for bf16 weights) before anything is timed
   4. ceilings   peak fp32 FMA throughput and DRAM read bandwidth (1, 2 threads)
   5. sweep      PyTorch environment candidates on bert-base batch 1 and
                 seq 2048: the evidence for the fixed tuned environment
-  6. timing     per workload and framework: one warm-up run, then N timed
+  6. timing     per workload, in interleaved rounds (each round runs every
+                framework once); per process: one warm-up run, then N timed
                 runs inside the process (tfmc --repeat; the same loop in
                 torch_bench.py and ort_bench.js); peak RSS from
                 /usr/bin/time; the CPU other processes used meanwhile;
