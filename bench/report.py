@@ -177,7 +177,9 @@ def write(R, path, workloads=None):
     add("| LLVM | %s |" % i.get("llvm"))
     add("| tuned PyTorch env | `%s` (%s) |" % (
         " ".join("%s=%s" % kv for kv in sorted(R.get("tuned_env", {}).items())) or "(none)",
-        "fixed; the sweep below is the evidence" if R.get("sweep") else "fixed; no sweep in this run"))
+        ("wait policy and malloc fixed, `OPENBLAS_CORETYPE` from this run's BLAS probe"
+         if (R.get("blas_probe") or {}).get("chosen") else "fixed") +
+        ("; the sweep below is the evidence" if R.get("sweep") else "; no sweep in this run")))
     if i.get("scrubbed_env"):
         add("| removed from the caller's env | %s |" % ", ".join(i["scrubbed_env"]))
     add("| suite run time | %.1f min |" % (R.get("elapsed_s", 0) / 60))
@@ -392,7 +394,8 @@ def write(R, path, workloads=None):
     if R.get("sweep"):
         add("## PyTorch environment sweep")
         add("")
-        add("The tuned environment is fixed (`%s`, see `bench/README.md`); these runs are the "
+        add("The tuned environment (`%s`, see `bench/README.md`: the wait policy and malloc "
+            "settings fixed, the core type from this run's BLAS probe); these runs are the "
             "evidence for it, measured in this run. Each cell is one process (warm-up, then "
             "timed runs): median ms, and in brackets the cores other processes used meanwhile. "
             "Rounds interleave the candidates." % R.get("tuned_label"))
