@@ -17,7 +17,7 @@
 # and the rounds interleave them, so a slow stretch of a shared machine
 # hits all configurations alike. Needs cc, python3, libopenblas0; for the
 # ORT column /usr/bin/python3 with torch (exports the one-MatMul models
-# once into work/ort/, ~1.5 GB: the weights rotate through > 256 MiB per
+# once into work/ort/, ~1.3 GB: the weights rotate through > 256 MiB per
 # shape as gemm_bench's do), node and npm (onnxruntime-node from
 # bench/package-lock.json, as bench/run.sh installs it); --no-ort skips it.
 set -eu
