@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/gemm/run.sh — tfmc's GEMM (rt_linear_packed on prepacked weights,
-# fp32 and bf16, every ISA path; rt_linear, portable and on OpenBLAS)
+# fp32, bf16 and int8, every ISA path; rt_linear, portable and on OpenBLAS)
 # against OpenBLAS called directly (every core type plausible on this CPU)
 # and ONNX Runtime's MatMul, at bert-base and gpt2 shapes; the machine's
 # fp32 FMA peak (widest vector unit, and 256-bit for reference) and DRAM

@@ -12,8 +12,8 @@ dominate the traffic: weight bytes / time is shown against the read
 bandwidth.
 
 The first tables put side by side what issue 12 compares: tfmc's packed
-fp32 path (`packed`, kernels as the runtime picks them), its bf16 path
-(`bf16`), OpenBLAS with its best core type on this machine (of the
+fp32 path (`packed`, kernels as the runtime picks them), its bf16 and int8
+paths (`bf16`, `int8`), OpenBLAS with its best core type on this machine (of the
 `openblas-*` configurations, the one with the highest geometric mean
 GFLOP/s over all shapes; named in the header) and ONNX Runtime's MatMul
 (`ort`), with % of the widest FMA peak the probe measured; for M = 1 and 8
@@ -154,10 +154,11 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
         v = [x for x in v if x]
         return math.exp(sum(math.log(x) for x in v) / len(v)) if v else 0
     best = max(blas, key=geomean) if blas else None
-    cols = [c for c in ("packed", "bf16", best, "ort") if c and c in labels]
+    cols = [c for c in ("packed", "bf16", "int8", best, "ort") if c and c in labels]
     if "packed" not in cols:
         return
-    name = {"packed": "tfmc packed fp32", "bf16": "tfmc packed bf16", "ort": "ORT MatMul"}
+    name = {"packed": "tfmc packed fp32", "bf16": "tfmc packed bf16", "int8": "tfmc packed int8",
+            "ort": "ORT MatMul"}
     if best:
         name[best] = "OpenBLAS %s (best core type here)" % best[len("openblas-"):]
     peak_s = f"{peak:.0f} GFLOP/s, {ISA_DESC[peak_isa]}" if peak else "not measured"
@@ -184,11 +185,14 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
     print()
     if bw:
         print(f"Decode (M = 1 and 8): weight bytes streamed per second, GB/s (% of the {T}-thread "
-              f"DRAM read bandwidth, {bw:.1f} GB/s; bf16 streams half the bytes); the weights "
-              "rotate through > 256 MiB of copies, so they come from DRAM:")
+              f"DRAM read bandwidth, {bw:.1f} GB/s; bf16 streams half the bytes, int8 about a "
+              "quarter plus its scales); the weights rotate through > 256 MiB of copies, so "
+              "they come from DRAM:")
         print()
-        print("| M | N | K | " + " | ".join(name[c] for c in cols) + " | bf16 speed-up over fp32 |")
-        print("|---:|---:|---:|" + "---:|" * (len(cols) + 1))
+        low = [c for c in ("bf16", "int8") if c in cols]
+        print("| M | N | K | " + " | ".join(name[c] for c in cols) + " | "
+              + " | ".join("%s speed-up over fp32" % c for c in low) + " |")
+        print("|---:|---:|---:|" + "---:|" * (len(cols) + len(low)))
         for (m, n, k) in shapes:
             if m not in (1, 8):
                 continue
@@ -196,8 +200,10 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
             for c in cols:
                 v = med(gbps, (c, m, n, k))
                 cells.append("-" if v is None else "%.1f (%.0f%%)" % (v, 100 * v / bw))
-            p, b = med(gf, ("packed", m, n, k)), med(gf, ("bf16", m, n, k))
-            cells.append("%.2fx" % (b / p) if p and b else "-")
+            p = med(gf, ("packed", m, n, k))
+            for c in low:
+                b = med(gf, (c, m, n, k))
+                cells.append("%.2fx" % (b / p) if p and b else "-")
             print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
         print()
     # the issue's GEMM targets, shape by shape
@@ -226,9 +232,11 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
         verdict("tfmc packed fp32 decode >= 85% of DRAM read bandwidth, M = 1 and 8",
                 [(s, None if not med(gbps, ("packed",) + s) else med(gbps, ("packed",) + s) >= 0.85 * bw)
                  for s in dec])
-    verdict("tfmc bf16 decode >= 1.8x the fp32 decode speed, M = 1 and 8",
-            [(s, None if not (med(gf, ("packed",) + s) and med(gf, ("bf16",) + s)) else
-              med(gf, ("bf16",) + s) >= 1.8 * med(gf, ("packed",) + s)) for s in dec])
+    for c, bound in (("bf16", 1.8), ("int8", 3.0)):
+        if c in cols:
+            verdict("tfmc %s decode >= %.1fx the fp32 decode speed, M = 1 and 8" % (c, bound),
+                    [(s, None if not (med(gf, ("packed",) + s) and med(gf, (c,) + s)) else
+                      med(gf, (c,) + s) >= bound * med(gf, ("packed",) + s)) for s in dec])
 
 
 if __name__ == "__main__":
