@@ -92,7 +92,7 @@ def main():
     bw = read.get(T)
     peak_isa = "avx512f" if fma.get((T, "avx512f")) else "avx2"
     peak = fma.get((T, peak_isa))
-    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw)
+    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend)
     print()
     print("All configurations:")
     print()
@@ -143,7 +143,7 @@ def med(d, key):
     return statistics.median(d[key]) if d.get(key) else None
 
 
-def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
+def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend):
     """The issue-12 view: packed, bf16, OpenBLAS at its best core type, ORT;
     then the targets (tfmc >= 1.1x OpenBLAS and >= 80% of peak for M >= 128;
     fp32 decode >= 85% of DRAM read bandwidth; bf16 decode >= 1.8x fp32)."""
@@ -160,7 +160,9 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw):
     name = {"packed": "tfmc packed fp32", "bf16": "tfmc packed bf16", "int8": "tfmc packed int8",
             "ort": "ORT MatMul"}
     if best:
-        name[best] = "OpenBLAS %s (best core type here)" % best[len("openblas-"):]
+        core = backend.get(best, "").rsplit(" ", 1)[-1]  # "openblas core X": what it loaded
+        name[best] = ("OpenBLAS %s (best core type here)" % core if best != "openblas-default" else
+                      "OpenBLAS %s (its own pick, best here)" % core)
     peak_s = f"{peak:.0f} GFLOP/s, {ISA_DESC[peak_isa]}" if peak else "not measured"
     print(f"Side by side, {T} threads: GFLOP/s (% of the {T}-thread fp32 FMA peak, {peak_s}); "
           "OpenBLAS's core types ranked by geometric mean GFLOP/s over the shapes: "
