@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """bench/bench.py — the benchmark harness behind bench/run.sh.
 
-Times tfmc (JIT, `tfmc build` executable, `tfmc emit-c` project built with
-make) against PyTorch eager (out of the box and tuned) and ONNX Runtime on
+Times tfmc (JIT at -O2 with fp32 and with bf16 weights, without
+pack-weights and at -O0; `tfmc build` executable, `tfmc emit-c` project
+built with make) against PyTorch eager (out of the box and tuned) and ONNX Runtime on
 the workloads of bench/workloads.py, side by side in one run, and writes
 bench/RESULTS.md. bench/run.sh builds tfmc, the two C probes and the npm
 package first, then calls
@@ -16,13 +17,17 @@ Phases, in order (each process-level phase is preceded by an idle check):
   2. build      `tfmc check` FLOP counts; `tfmc build` executables;
                 `tfmc emit-c` projects built with make (a failure there
                 skips the C row with a note instead of stopping the run)
+  2b. blas probe  one bert-base layer's linears through PyTorch under each
+                plausible OPENBLAS_CORETYPE, interleaved rounds: the fastest
+                goes into the tuned PyTorch environment
   3. check      every framework runs every workload once; outputs must
-                match PyTorch's reference (max |diff| <= 1e-3 * max |ref|)
-                before anything is timed
+                match PyTorch's reference (max |diff| <= 1e-3 * max |ref|,
+                5e-2 for bf16 weights) before anything is timed
   4. ceilings   peak fp32 FMA throughput and DRAM read bandwidth (1, 2 threads)
   5. sweep      PyTorch environment candidates on bert-base batch 1 and
                 seq 2048: the evidence for the fixed tuned environment
-  6. timing     per workload and framework: one warm-up run, then N timed
+  6. timing     per workload, in interleaved rounds (each round runs every
+                framework once); per process: one warm-up run, then N timed
                 runs inside the process (tfmc --repeat; the same loop in
                 torch_bench.py and ort_bench.js); peak RSS from
                 /usr/bin/time; the CPU other processes used meanwhile;
@@ -64,9 +69,12 @@ REL_TOL = 1e-3
 CHILD_TIMEOUT = 900
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-FRAMEWORKS = ["tfmc-jit", "tfmc-jit-O0", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
+FRAMEWORKS = ["tfmc-jit", "tfmc-jit-bf16", "tfmc-jit-nopack", "tfmc-jit-O0", "tfmc-exe", "tfmc-c",
+              "torch", "torch-tuned", "ort"]
 FRAMEWORK_LABEL = {
     "tfmc-jit": "tfmc JIT (`tfmc run`, default -O2)",
+    "tfmc-jit-bf16": "tfmc JIT with bf16 weights (`tfmc run --weights-dtype bf16`)",
+    "tfmc-jit-nopack": "tfmc JIT, linears on OpenBLAS sgemm (`--disable-pass=pack-weights`)",
     "tfmc-jit-O0": "tfmc JIT without graph passes (`tfmc run -O0`)",
     "tfmc-exe": "tfmc executable (`tfmc build`)",
     "tfmc-c": "tfmc emitted C (`emit-c` + make)",
@@ -74,7 +82,11 @@ FRAMEWORK_LABEL = {
     "torch-tuned": "PyTorch eager, tuned env",
     "ort": "ONNX Runtime CPU",
 }
-TIMED_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe", "tfmc-c", "tfmc-jit-O0"]
+TIMED_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-jit-bf16", "tfmc-jit-nopack",
+               "tfmc-exe", "tfmc-c", "tfmc-jit-O0"]
+# the tfmc JIT rows: `tfmc run` with these extra arguments
+JIT_ARGS = {"tfmc-jit": [], "tfmc-jit-bf16": ["--weights-dtype", "bf16"],
+            "tfmc-jit-nopack": ["--disable-pass=pack-weights"], "tfmc-jit-O0": ["-O0"]}
 
 SCRUB_PREFIXES = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "TFMC_", "MALLOC_",
                   "ORT_", "DNNL_", "ONEDNN_", "TORCH_", "PYTORCH_", "ATEN_")
@@ -82,44 +94,83 @@ SCRUB_NAMES = ("LD_PRELOAD", "GLIBC_TUNABLES", "CUDA_VISIBLE_DEVICES")
 
 # The tuned PyTorch environment: what an expert sets for eager CPU inference
 # on this machine (bench/README.md says why): OpenMP workers that sleep
-# instead of spinning against OpenBLAS's own threads, and a malloc that keeps
+# instead of spinning against OpenBLAS's own threads, a malloc that keeps
 # freed activation memory instead of unmapping it and faulting it back in
-# every forward (what jemalloc/tcmalloc preloading buys; neither is installed).
+# every forward (what jemalloc/tcmalloc preloading buys; neither is
+# installed), and the OpenBLAS core type that suits the CPU: the fastest of
+# the plausible ones in a short sgemm probe through PyTorch (blas_probe.py),
+# run by every suite before anything is checked or timed, since OpenBLAS's
+# own detection can fall back to its SSE3 (Prescott) kernels on CPUs it
+# does not know.
 MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=1073741824:"
                    "glibc.malloc.trim_threshold=4294967296")
-TUNED_LABEL = "PASSIVE + malloc tunables"
-TUNED_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GLIBC_TUNABLES": MALLOC_TUNABLES}
+TUNED_BASE_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GLIBC_TUNABLES": MALLOC_TUNABLES}
+
+# The BLAS probe: interleaved rounds of every candidate core type (and of
+# OpenBLAS's own choice, a control that is never picked); --quick: 1 round.
+BLAS_PROBE_ROUNDS = 3
+
+
+def blas_candidates(flags):
+    """The OpenBLAS 0.3.21 core types worth trying on a CPU with these
+    /proc/cpuinfo flags: AVX-512 kernels where AVX-512F is present
+    (Cooperlake also where AVX512_BF16 is), the AVX2 kernels where AVX2 and
+    FMA are, else Sandybridge (AVX) or Prescott (SSE3)."""
+    c = []
+    if "avx512f" in flags:
+        c.append("SkylakeX")
+        if "avx512_bf16" in flags:
+            c.append("Cooperlake")
+    if "avx2" in flags and "fma" in flags:
+        c += ["Haswell", "Zen"]
+    if not c:
+        c.append("Sandybridge" if "avx" in flags else "Prescott")
+    return c
+
+
+def tuned_label(env):
+    core = env.get("OPENBLAS_CORETYPE")
+    return "PASSIVE + malloc tunables" + (" + OPENBLAS_CORETYPE=%s" % core if core else "")
+
+
+def sweep_candidates(tuned_env):
+    """The PyTorch environment candidates the sweep measures next to the
+    fixed tuned choice: (label, env) pairs; the tuned one is labelled by
+    tuned_label."""
+    core = tuned_env.get("OPENBLAS_CORETYPE")
+    c = [("out of the box", {}),
+         ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"})]
+    if core:
+        c.append(("PASSIVE + OPENBLAS_CORETYPE=%s" % core,
+                  {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_CORETYPE": core}))
+    c += [(tuned_label(tuned_env), dict(tuned_env)),
+          ("GOMP_SPINCOUNT=10000", {"GOMP_SPINCOUNT": "10000"}),
+          ("PASSIVE + OMP_PROC_BIND=close", {"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close",
+                                             "OMP_PLACES": "cores"})]
+    return c
+
 
 # The evidence for that choice, measured in every run: candidates on
 # bert-base batch 1 (interleaved rounds), and the malloc question again at
-# seq 2048, where activations are hundreds of MB.
-SWEEP = [
-    ("out of the box", {}),
-    ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"}),
-    # Zen is what OpenBLAS 0.3.21 picks on this CPU by itself: a control row
-    ("PASSIVE + OPENBLAS_CORETYPE=Zen", {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_CORETYPE": "Zen"}),
-    ("PASSIVE + OPENBLAS_CORETYPE=Haswell", {"OMP_WAIT_POLICY": "PASSIVE",
-                                            "OPENBLAS_CORETYPE": "Haswell"}),
-    (TUNED_LABEL, TUNED_ENV),
-    ("GOMP_SPINCOUNT=10000", {"GOMP_SPINCOUNT": "10000"}),
-    ("PASSIVE + OMP_PROC_BIND=close", {"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close",
-                                       "OMP_PLACES": "cores"}),
-]
-SWEEP_PLAN = [("bert_b1", [label for label, _ in SWEEP], 2, 5),
-              ("bert_long", ["OMP_WAIT_POLICY=PASSIVE", TUNED_LABEL], 1, 3)]
+# seq 2048, where activations are hundreds of MB. None: every candidate.
+SWEEP_PLAN = [("bert_b1", None, 2, 5), ("bert_long", "passive-vs-tuned", 2, 2)]
 
-# timed runs per workload (after one warm-up); --quick halves them. Sized so
-# the whole suite stays well within 25 minutes on 2 cores.
-RUNS = {"bert_b1": 10, "bert_b8": 5, "gpt2_prefill": 10, "seq2seq": 30, "anatomy_tiny": 50,
-        "bert_long": 5}
-# Rounds: the small workloads (milliseconds per forward, so a process costs
-# seconds) run every framework several times, interleaved, and report the
-# median of the round medians, so one slow stretch of the machine cannot
-# decide a ratio. --quick runs one round. Five rounds, not three: on this
-# shared VM a whole process sometimes runs ~1.3x slower throughout (seen for
-# the JIT, the executable and ORT alike, no migrations or context switches
-# to show for it), and with three rounds two such processes decided a median.
-ROUNDS = {"seq2seq": 5, "anatomy_tiny": 5}
+# Every workload is timed in interleaved rounds: each round runs every
+# framework once (one process each: warm-up, then RUNS timed forwards), and
+# the report gives the median of the round medians, so one slow stretch of
+# the shared machine (a whole process now and then runs ~1.3x slower
+# throughout, whatever the framework) cannot decide a ratio. The big models
+# run 3 rounds of fewer forwards, the millisecond ones 5 rounds (with three,
+# two such processes once decided a median). --quick: half the runs, one
+# round. Sized so the whole suite stays within ~15 minutes on 2 cores.
+RUNS = {"bert_b1": 4, "bert_b8": 2, "gpt2_prefill": 4, "seq2seq": 30, "anatomy_tiny": 50,
+        "bert_long": 2}
+ROUNDS = {"bert_b1": 3, "bert_b8": 3, "gpt2_prefill": 3, "seq2seq": 5, "anatomy_tiny": 5,
+          "bert_long": 3}
+
+# max |out - ref| <= tol * max |ref|; bf16 weights keep 8 bits of mantissa,
+# so their outputs land within ~0.3-2.5e-2 of fp32 (README, "bf16 weights")
+REL_TOL_BF16 = 5e-2
 
 TIMING_RE = re.compile(r"timing: backend (\S+), compile ([\d.]+) ms, run median ([\d.]+) ms "
                        r"\(min ([\d.]+), max ([\d.]+)\) over (\d+) runs")
@@ -142,8 +193,9 @@ class Harness:
         self.idle_spent = 0.0
         self.base_env, self.scrubbed = clean_env()
         self.R = {"phases": [], "info": {}, "flops": {}, "builds": {}, "check": {},
-                  "ceilings": {}, "sweep": [], "tuned_env": dict(TUNED_ENV),
-                  "tuned_label": TUNED_LABEL, "timing": {}, "notes": []}
+                  "ceilings": {}, "sweep": [], "tuned_env": dict(TUNED_BASE_ENV),
+                  "tuned_label": tuned_label(TUNED_BASE_ENV), "blas_probe": None, "timing": {},
+                  "notes": []}
         self.workloads = [w for w in wl.WORKLOADS if not args.only or w.name in args.only]
         self.frameworks = [f for f in FRAMEWORKS if f not in (args.skip or [])]
         self.models = []
@@ -278,6 +330,12 @@ class Harness:
                 r = self.run([self.tfmc(), "build", spec, "--weights", weights, "-o", exe],
                              "build_exe_" + m.name)
                 b["exe"] = {"path": exe, "seconds": r["wall_s"], "error": r.get("error")}
+                if not r.get("error"):
+                    # the GEMM backend and kernel set tfmc's runtime picks here
+                    v = child_out([exe, "--version"], self.base_env) or ""
+                    gm = re.search(r"^gemm: (.*)$", v, re.M)
+                    if gm:
+                        self.R["info"]["tfmc_gemm"] = gm.group(1)
             if "tfmc-c" in self.frameworks:
                 cdir = os.path.join(bdir, "c")
                 shutil.rmtree(cdir, ignore_errors=True)
@@ -316,11 +374,12 @@ class Harness:
         env = dict(self.base_env)
         threads = str(self.args.threads)
         b = self.R["builds"].get(m.name, {})
-        if fw in ("tfmc-jit", "tfmc-jit-O0"):
+        if fw in JIT_ARGS:
+            # -O0: graph passes off, what they buy, side by side; bf16: half
+            # the weight bytes; nopack: rt_linear per linear (OpenBLAS sgemm
+            # when it loads), what packing the weights once buys
             cmd = [self.tfmc(), "run", spec, "--weights", weights, "--inputs", inputs,
-                   "--outputs", outp, "--threads", threads, "--repeat", str(runs)]
-            if fw == "tfmc-jit-O0":  # graph passes off: what they buy, side by side
-                cmd.append("-O0")
+                   "--outputs", outp, "--threads", threads, "--repeat", str(runs)] + JIT_ARGS[fw]
         elif fw in ("tfmc-exe", "tfmc-c"):
             ent = b.get("exe" if fw == "tfmc-exe" else "c") or {}
             if ent.get("error") or not ent.get("path"):
@@ -361,10 +420,73 @@ class Harness:
             res.update(median_ms=statistics.median(t), min_ms=min(t), max_ms=max(t), runs=len(t),
                        load_ms=j.get("load_ms"), warmup_ms=j.get("warmup_ms"),
                        version=j.get("version"), timing_source="in-process")
-        res["check"] = cross_check(outp, os.path.join(wdir, "expected.safetensors"))
+            # what the process ran with, as it saw itself (torch_bench.py)
+            for key in ("blas_core", "blas_threads", "torch_threads", "omp_wait_policy",
+                        "intra_op_threads", "inter_op_threads", "allow_spinning"):
+                if key in j:
+                    res[key] = j[key]
+        res["check"] = cross_check(outp, os.path.join(wdir, "expected.safetensors"),
+                                   REL_TOL_BF16 if fw == "tfmc-jit-bf16" else REL_TOL)
         if not self.args.keep_outputs and os.path.exists(outp):
             os.remove(outp)
         return res
+
+    # ---- phase 2b: the OpenBLAS core type for the tuned PyTorch row ----
+
+    def blas_probe(self):
+        """Times one bert-base layer's linears through PyTorch
+        (blas_probe.py) under each plausible OPENBLAS_CORETYPE
+        (blas_candidates) and under none (OpenBLAS's own pick, a control),
+        in interleaved rounds with OMP_WAIT_POLICY=PASSIVE; the candidate
+        with the lowest median layer time goes into the tuned environment.
+        A candidate that fails (SIGILL: kernels the CPU cannot run) is
+        recorded and left out."""
+        cands = blas_candidates(cpu_flags())
+        rounds = 1 if self.args.quick else BLAS_PROBE_ROUNDS
+        got = {c: [] for c in cands + ["(unset)"]}
+        rec = {"candidates": cands, "rounds": rounds, "runs": []}
+        for rnd in range(rounds):
+            ph = self.wait_idle("blas probe (round %d)" % (rnd + 1))  # seconds each: once a round
+            for c in cands + ["(unset)"]:
+                env = dict(self.base_env, OMP_WAIT_POLICY="PASSIVE")
+                if c != "(unset)":
+                    env["OPENBLAS_CORETYPE"] = c
+                r = self.run([PY, os.path.join(HERE, "blas_probe.py"), "--threads",
+                              str(self.args.threads)], "blas_probe_%s_%d" % (c.strip("()"), rnd + 1),
+                             env=env, timeout=300, cwd=HERE)
+                ent = {"coretype": c, "round": rnd + 1, "busy_before": ph["busy_cores"],
+                       "others_cores": r.get("others_cores")}
+                try:
+                    j = json.loads(r["stdout"].strip().splitlines()[-1])
+                    ent.update(core=j["core"], layer_ms=j["layer_ms"], shapes=j["shapes"],
+                               blas_threads=j["blas_threads"])
+                except (ValueError, IndexError, KeyError):
+                    ent["error"] = r.get("error") or "no JSON line from blas_probe.py"
+                if r.get("error"):
+                    ent["error"] = r["error"]
+                rec["runs"].append(ent)
+                if not ent.get("error"):
+                    got[c].append(ent["layer_ms"])
+                self.log("blas probe %s round %d: %s" % (
+                    c, rnd + 1, ent.get("error") or "%s kernels, one bert-base layer's linears "
+                    "%.1f ms" % (ent["core"], ent["layer_ms"])))
+        med = {c: statistics.median(v) for c, v in got.items() if v and len(v) == rounds}
+        rec["median_layer_ms"] = med
+        named = [c for c in cands if c in med]
+        if named:
+            best = min(named, key=lambda c: med[c])
+            rec["chosen"] = best
+            self.R["tuned_env"]["OPENBLAS_CORETYPE"] = best
+        else:
+            rec["chosen"] = None
+            self.R["notes"].append("BLAS probe: no core type ran (%s); the tuned PyTorch row "
+                                   "runs with OpenBLAS's own pick" % "; ".join(
+                                       e.get("error", "") for e in rec["runs"] if e.get("error")))
+        self.R["tuned_label"] = tuned_label(self.R["tuned_env"])
+        self.R["blas_probe"] = rec
+        self.log("blas probe: tuned PyTorch env gets %s" % (
+            "OPENBLAS_CORETYPE=%s" % rec["chosen"] if rec["chosen"] else "no core type"))
+        self.save()
 
     # ---- phase 3: correctness before timing ----
 
@@ -418,13 +540,17 @@ class Harness:
     # ---- phase 5: PyTorch environment sweep ----
 
     def sweep(self):
-        """Runs the PyTorch environment candidates (SWEEP_PLAN) and records
-        them next to the fixed tuned choice; --quick: one round, 3 runs."""
-        envs = dict(SWEEP)
-        for wname, labels, rounds, runs in SWEEP_PLAN:
+        """Runs the PyTorch environment candidates (sweep_candidates, planned
+        by SWEEP_PLAN) and records them next to the fixed tuned choice;
+        --quick: one round, 3 runs."""
+        cands = sweep_candidates(self.R["tuned_env"])
+        envs = dict(cands)
+        tuned = self.R["tuned_label"]
+        for wname, which, rounds, runs in SWEEP_PLAN:
             w = wl.WORKLOAD_BY_NAME[wname]
             if w not in self.workloads:
                 continue
+            labels = [l for l, _ in cands] if which is None else ["OMP_WAIT_POLICY=PASSIVE", tuned]
             if self.args.quick:
                 rounds, runs = 1, 3
             # rounds interleave the candidates, so a slow minute of the machine
@@ -526,8 +652,9 @@ class Harness:
         i["cpu"] = cpu_model()
         i["ncpu"] = self.ncpu
         flags = cpu_flags()
-        i["isa"] = ", ".join(f for f in ("avx2", "fma", "avx512f") if f in flags) + (
-            "" if "avx512f" in flags else " (no AVX-512)")
+        i["flags"] = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                                  "avx512_bf16", "avx512_fp16", "amx_tile") if f in flags]
+        i["isa"] = ", ".join(i["flags"]) + ("" if "avx512f" in flags else " (no AVX-512)")
         i["mem_gb"] = mem_total_gb()
         i["kernel"] = platform.release()
         i["hypervisor"] = "hypervisor" in flags
@@ -606,9 +733,9 @@ def busy_fraction(seconds):
     return 0.0 if t1 == t0 else 1.0 - (i1 - i0) / (t1 - t0)
 
 
-def cross_check(out_path, ref_path):
+def cross_check(out_path, ref_path, tol=REL_TOL):
     """Every reference tensor must be in the output with its shape, finite,
-    and max |out - ref| <= REL_TOL * max |ref|."""
+    and max |out - ref| <= tol * max |ref|."""
     if not os.path.exists(out_path):
         return {"ok": False, "message": "no output file written", "summary": "no output"}
     try:
@@ -635,10 +762,10 @@ def cross_check(out_path, ref_path):
         rel = d / scale if scale > 0 else d
         max_abs = max(max_abs, d)
         worst = max(worst, rel)
-        if rel > REL_TOL:
+        if rel > tol:
             msgs.append("%s max |diff| %.3g = %.3g x max |ref|" % (name, d, rel))
     ok = not msgs
-    return {"ok": ok, "max_abs": max_abs, "rel": worst, "message": "; ".join(msgs),
+    return {"ok": ok, "max_abs": max_abs, "rel": worst, "tol": tol, "message": "; ".join(msgs),
             "summary": ("ok (max |diff| %.2g, %.1e x max |ref|)" % (max_abs, worst)) if ok
             else "MISMATCH " + "; ".join(msgs)}
 
@@ -733,6 +860,8 @@ def main():
     h.info()
     h.prepare()
     h.build()
+    if "torch-tuned" in h.frameworks:
+        h.blas_probe()
     h.check()
     h.ceilings("before")
     if {"torch", "torch-tuned"} & set(h.frameworks) and not args.no_sweep:

@@ -8,7 +8,8 @@
 // threads, one inter-op thread, sequential execution. One warm-up run, then
 // RUNS timed runs of session.run; the outputs of the last run are written to
 // OUTPUTS.safetensors (F32) for the cross-check, and one JSON line goes to
-// stdout: {"framework": "ort", "version", "load_ms", "warmup_ms", "runs_ms": [...]}.
+// stdout: {"framework": "ort", "version", "load_ms", "warmup_ms", "runs_ms": [...],
+// "intra_op_threads", "inter_op_threads", "allow_spinning"}.
 //
 // Invariants: inputs are fed under their safetensors names, with their
 // stored dtype (the exported models take int64 ids); every model input
@@ -135,6 +136,8 @@ async function main() {
   process.stdout.write(JSON.stringify({
     framework: 'ort', version: ort.env.versions ? ort.env.versions.node : 'unknown',
     load_ms: loadMs, warmup_ms: warmupMs, runs_ms: times, median_ms: median(times),
+    // what the session ran with (the options above; spinning is ORT's default)
+    intra_op_threads: threads, inter_op_threads: 1, allow_spinning: 'ORT default (spin)',
   }) + '\n');
 }
 

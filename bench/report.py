@@ -10,24 +10,80 @@ its cross-check; a failed, skipped or mismatching run shows why instead.
 """
 
 import json
+import re
 import sys
 
 import workloads as wl
 
-FW_ORDER = ["tfmc-jit", "tfmc-jit-O0", "tfmc-exe", "tfmc-c", "torch", "torch-tuned", "ort"]
-FW_SHORT = {"tfmc-jit": "tfmc JIT", "tfmc-jit-O0": "tfmc JIT -O0", "tfmc-exe": "tfmc exe",
-            "tfmc-c": "tfmc C",
+FW_ORDER = ["tfmc-jit", "tfmc-jit-bf16", "tfmc-jit-nopack", "tfmc-jit-O0", "tfmc-exe", "tfmc-c",
+            "torch", "torch-tuned", "ort"]
+FW_SHORT = {"tfmc-jit": "tfmc JIT", "tfmc-jit-bf16": "tfmc JIT bf16",
+            "tfmc-jit-nopack": "tfmc JIT no-pack", "tfmc-jit-O0": "tfmc JIT -O0",
+            "tfmc-exe": "tfmc exe", "tfmc-c": "tfmc C",
             "torch": "PyTorch", "torch-tuned": "PyTorch tuned", "ort": "ORT"}
 
-# (workload, what, framework, baseline, bound): time ratio fw/baseline <= bound,
-# or for "rss" peak RSS ratio.
+# (issue, workload, what, framework, baseline, bound, needs): time ratio
+# fw/baseline <= bound, or for "rss" peak RSS ratio; needs: a CPU flag the
+# target is conditional on (None: always).
 TARGETS = [
-    ("bert_b1", "time", "tfmc-jit", "torch-tuned", 1.0),
-    ("bert_b1", "time", "tfmc-jit", "torch", 0.25),
-    ("gpt2_prefill", "time", "tfmc-jit", "torch-tuned", 1.0),
-    ("anatomy_tiny", "time", "tfmc-jit", "ort", 0.5),
-    ("bert_long", "rss", "tfmc-jit", "torch-lower", 0.6),
+    (5, "bert_b1", "time", "tfmc-jit", "torch-tuned", 1.0, None),
+    (5, "bert_b1", "time", "tfmc-jit", "torch", 0.25, None),
+    (5, "gpt2_prefill", "time", "tfmc-jit", "torch-tuned", 1.0, None),
+    (5, "anatomy_tiny", "time", "tfmc-jit", "ort", 0.5, None),
+    (5, "bert_long", "rss", "tfmc-jit", "torch-lower", 0.6, None),
+    (12, "bert_b1", "time", "tfmc-jit", "ort", 0.8, None),
+    (12, "gpt2_prefill", "time", "tfmc-jit", "ort", 0.8, None),
+    (12, "bert_b1", "time", "tfmc-jit-bf16", "ort", 0.5, "avx512_bf16"),
 ]
+
+
+ISA_DESC = {"avx512f": "AVX-512 (512-bit FMA)", "avx2": "AVX2 (256-bit FMA)"}
+
+
+def ran_with(R, fw):
+    """What row fw ran with: (threads, matmuls, BLAS core type, wait policy
+    and environment), from what the processes reported about themselves
+    where they did (PyTorch, ORT) and from the run's settings otherwise."""
+    i = R["info"]
+    t = i.get("threads", 2)
+    gemm = i.get("tfmc_gemm") or "?"
+    rs = [r for T in R["timing"].values() for r in [T.get(fw)] if ok_result(r)]
+
+    def seen(key):
+        vals = sorted({str(r[key]) for r in rs if r.get(key) is not None})
+        return "/".join(vals) if vals else "?"
+    if fw.startswith("tfmc"):
+        pool = "tfmc's own pool (a short bounded spin, ~50 us, then workers sleep on a condition variable)"
+        ks = re.search(r"(\S+) kernels", gemm)
+        kernels = "`%s` kernels" % ks.group(1) if ks else "kernels"
+        cs = re.search(r"core (\w+)", gemm)
+        blas = ("OpenBLAS %s (set by tfmc's runtime)" % cs.group(1) if "set by tfmc" in gemm else
+                "OpenBLAS %s" % cs.group(1)) if cs else "no OpenBLAS (%s)" % gemm
+        packed = ("fp32 weights packed once (`pack-weights`), `rt_linear_packed` with tfmc's %s "
+                  "(chosen by cpuid)" % kernels)
+        unpacked = "`rt_linear` per linear: %s sgemm, single-threaded calls split over tfmc's pool" % blas
+        what = {"tfmc-jit-bf16": "bf16 weights packed once (`--weights-dtype bf16`), "
+                                 "`rt_linear_packed_bf16` with tfmc's %s (vdpbf16ps where the CPU "
+                                 "has AVX512_BF16)" % kernels,
+                "tfmc-jit-nopack": "`--disable-pass=pack-weights`: " + unpacked,
+                "tfmc-jit-O0": "`-O0`, no graph or loop passes, so no `pack-weights`: " + unpacked}.get(
+                    fw, packed)
+        core = blas if fw in ("tfmc-jit-nopack", "tfmc-jit-O0") else \
+            "- (the packed linears call no BLAS)"
+        return "%d (`--threads %d`)" % (t, t), what, core, pool + "; no environment variables"
+    if fw in ("torch", "torch-tuned"):
+        env = R.get("tuned_env", {}) if fw == "torch-tuned" else {}
+        return ("torch %s, OpenBLAS %s" % (seen("torch_threads"), seen("blas_threads")),
+                "OpenBLAS sgemm (addmm), eager ops on libgomp",
+                seen("blas_core") + (" (`OPENBLAS_CORETYPE=%s`)" % env["OPENBLAS_CORETYPE"]
+                                     if env.get("OPENBLAS_CORETYPE") else " (OpenBLAS's own pick)"),
+                "OMP_WAIT_POLICY: %s; env: %s" % (seen("omp_wait_policy"), " ".join(
+                    "`%s=%s`" % kv for kv in sorted(env.items())) or "none"))
+    if fw == "ort":
+        return ("intra-op %s, inter-op %s" % (seen("intra_op_threads"), seen("inter_op_threads")),
+                "MLAS (ORT's own GEMM, weights prepacked at session creation)", "- (no BLAS)",
+                "%s; no environment variables" % seen("allow_spinning"))
+    return "?", "?", "?", "?"
 
 
 def ok_result(r):
@@ -85,12 +141,15 @@ def write(R, path, workloads=None):
     add = L.append
     i = R["info"]
     peak2 = peak1 = None
+    peak_isa = "avx2"  # older probes printed no isa: 256-bit FMAs
     for e in R["ceilings"].get("fma") or []:
         if isinstance(e, dict):
             if e["threads"] == 2:
                 peak2 = e["gflops"]
             if e["threads"] == 1:
                 peak1 = e["gflops"]
+            peak_isa = e.get("isa", peak_isa)
+    peak_desc = ISA_DESC.get(peak_isa, peak_isa)
     threads = i.get("threads", 2)
     peak_t = peak2 if threads >= 2 else peak1
 
@@ -118,7 +177,9 @@ def write(R, path, workloads=None):
     add("| LLVM | %s |" % i.get("llvm"))
     add("| tuned PyTorch env | `%s` (%s) |" % (
         " ".join("%s=%s" % kv for kv in sorted(R.get("tuned_env", {}).items())) or "(none)",
-        "fixed; the sweep below is the evidence" if R.get("sweep") else "fixed; no sweep in this run"))
+        ("wait policy and malloc fixed, `OPENBLAS_CORETYPE` from this run's BLAS probe"
+         if (R.get("blas_probe") or {}).get("chosen") else "fixed") +
+        ("; the sweep below is the evidence" if R.get("sweep") else "; no sweep in this run")))
     if i.get("scrubbed_env"):
         add("| removed from the caller's env | %s |" % ", ".join(i["scrubbed_env"]))
     add("| suite run time | %.1f min |" % (R.get("elapsed_s", 0) / 60))
@@ -137,10 +198,34 @@ def write(R, path, workloads=None):
                 max(p["busy_cores"] for p in busy)))
     add("")
 
+    add("## What each row ran with")
+    add("")
+    add("| row | threads | matmuls | BLAS core type | wait policy, environment |")
+    add("|---|---|---|---|---|")
+    for fw in FW_ORDER:
+        if any(fw in T for T in R["timing"].values()):
+            add("| %s | %s |" % (FW_SHORT[fw], " | ".join(x.replace("|", "/") for x in ran_with(R, fw))))
+    add("")
+    bp = R.get("blas_probe")
+    if bp:
+        add("The tuned PyTorch row's core type comes from this run's probe (`bench/blas_probe.py`: "
+            "one bert-base layer's four linears through `torch.nn.functional.linear`, 128 tokens, "
+            "`OMP_WAIT_POLICY=PASSIVE`, %d interleaved round%s; median ms per layer; `(unset)` is "
+            "OpenBLAS's own pick, a control): %s. Chosen: **%s**." % (
+                bp["rounds"], "s" if bp["rounds"] > 1 else "", "; ".join(
+                    "%s %s" % (c, ("%.1f ms (%s kernels)" % (bp["median_layer_ms"][c], next(
+                        (e["core"] for e in bp["runs"] if e["coretype"] == c and e.get("core")), "?")))
+                        if c in bp.get("median_layer_ms", {}) else "failed: " + "; ".join(
+                            e.get("error", "") for e in bp["runs"] if e["coretype"] == c)[:160])
+                    for c in bp["candidates"] + ["(unset)"]), bp.get("chosen") or "none"))
+        add("")
+
     # ---- summary ----
     add("## Median time per forward (ms)")
     add("")
-    add("One warm-up run, then N timed runs inside each process; median over the N. "
+    add("Every workload runs in interleaved rounds (each round runs every row once, one "
+        "process each: one warm-up run, then N timed runs); a cell is the median of the round "
+        "medians, `runs` counts the timed runs over all rounds. "
         "`*`: other processes used more than %.2f cores on average while this one ran "
         "(see \"others during\" below)." % DISTURBED)
     add("")
@@ -155,6 +240,7 @@ def write(R, path, workloads=None):
     add("## Ratios (time / time; below 1 means tfmc is faster)")
     add("")
     cols = [("tfmc-jit", "torch"), ("tfmc-jit", "torch-tuned"), ("tfmc-jit", "ort"),
+            ("tfmc-jit-bf16", "ort"), ("tfmc-jit-bf16", "tfmc-jit"), ("tfmc-jit", "tfmc-jit-nopack"),
             ("tfmc-exe", "torch-tuned"), ("tfmc-c", "torch-tuned"), ("tfmc-exe", "tfmc-jit"),
             ("tfmc-c", "tfmc-jit"), ("tfmc-jit", "tfmc-jit-O0")]
     add("| workload | " + " | ".join("%s / %s" % (FW_SHORT[a], FW_SHORT[b]) for a, b in cols) + " |")
@@ -169,13 +255,20 @@ def write(R, path, workloads=None):
     add("")
 
     # ---- targets ----
-    add("## Targets (issue 5)")
+    add("## Targets (issues 5 and 12)")
     add("")
-    add("| target | measured | verdict |")
-    add("|---|---:|---|")
-    for wname, what, fw, base, bound in TARGETS:
+    add("| issue | target | measured | verdict |")
+    add("|---:|---|---:|---|")
+    for issue, wname, what, fw, base, bound, needs in TARGETS:
         W = wl.WORKLOAD_BY_NAME[wname]
         T = R["timing"].get(wname, {})
+        if wname not in R["timing"]:
+            continue
+        if needs and needs not in (i.get("flags") or []):
+            add("| %d | %s: %s time <= %.2fx %s | - | not applicable: the CPU has no %s |" % (
+                issue, W.label, FW_SHORT[fw], bound, FW_SHORT[base], needs.upper()))
+            continue
+        add_cell = "| %d " % issue
         if what == "time":
             desc = "%s: %s time <= %.2fx %s" % (W.label, FW_SHORT[fw], bound, FW_SHORT[base])
             r = ratio(T.get(fw), T.get(base))
@@ -191,7 +284,7 @@ def write(R, path, workloads=None):
         if r is None:
             missing = [x for x in (fw, base) if not ok_result(T.get(x))]
             FW_SHORT.setdefault("torch-lower", "PyTorch")
-            add("| %s | - | not measured (%s: %s) |" % (
+            add(add_cell + "| %s | - | not measured (%s: %s) |" % (
                 desc, ", ".join(missing), "; ".join(why(T.get(x)) for x in missing)))
             continue
         if r <= bound:
@@ -206,7 +299,7 @@ def write(R, path, workloads=None):
             if a.get("min_ms") is not None and b.get("min_ms") is not None and \
                     a["min_ms"] <= bound * b["max_ms"] and bound * b["min_ms"] <= a["max_ms"]:
                 verdict += "; the min-max ranges overlap (a tie within this run's noise)"
-        add("| %s | %.3fx | %s |" % (desc, r, verdict))
+        add(add_cell + "| %s | %.3fx | %s |" % (desc, r, verdict))
     add("")
 
     # ---- detail ----
@@ -214,12 +307,12 @@ def write(R, path, workloads=None):
     add("")
     add("GFLOP/s use `tfmc check`'s count (linear layers + attention, full score "
         "matrices also for causal attention) times the batch; %% of peak is against the "
-        "measured %d-thread FMA peak (%s GFLOP/s). Peak RSS is the whole process's "
+        "measured %d-thread FMA peak (%s GFLOP/s, %s). Peak RSS is the whole process's "
         "(`/usr/bin/time`): runtime, weights, activations, and for the JIT the compiler. "
         "\"busy before\" is the number of busy cores measured just before the process "
         "started; \"others during\" is the CPU (in cores) that other processes on the "
         "machine used while it ran, the disturbance the timing suffered." % (
-            threads, "%.1f" % peak_t if peak_t else "?"))
+            threads, "%.1f" % peak_t if peak_t else "?", peak_desc))
     add("")
     for w in workloads:
         T = R["timing"].get(w.name, {})
@@ -271,7 +364,8 @@ def write(R, path, workloads=None):
     add("")
     add("| probe | 1 thread | %d threads |" % i.get("ncpu", 2))
     add("|---|---:|---:|")
-    for key, label, field, unit in (("fma", "peak fp32 FMA (`bench/peak_fma.c`)", "gflops", "GFLOP/s"),
+    for key, label, field, unit in (("fma", "peak fp32 FMA, %s (`bench/peak_fma.c`)" % peak_desc,
+                                     "gflops", "GFLOP/s"),
                                     ("read", "DRAM read, 1 GiB stream (`bench/stream_read.c`)",
                                      "gbytes_per_s", "GB/s")):
         e = R["ceilings"].get(key)
@@ -300,7 +394,8 @@ def write(R, path, workloads=None):
     if R.get("sweep"):
         add("## PyTorch environment sweep")
         add("")
-        add("The tuned environment is fixed (`%s`, see `bench/README.md`); these runs are the "
+        add("The tuned environment (`%s`, see `bench/README.md`: the wait policy and malloc "
+            "settings fixed, the core type from this run's BLAS probe); these runs are the "
             "evidence for it, measured in this run. Each cell is one process (warm-up, then "
             "timed runs): median ms, and in brackets the cores other processes used meanwhile. "
             "Rounds interleave the candidates." % R.get("tuned_label"))
@@ -382,7 +477,8 @@ def write(R, path, workloads=None):
     add("")
     add("Every framework ran every workload once before anything was timed; outputs are "
         "compared with PyTorch's fp32 reference (written by `bench/prepare.py`): pass when "
-        "max |out - ref| <= 1e-3 x max |ref|. Cells show max |out - ref| / max |ref|. "
+        "max |out - ref| <= 1e-3 x max |ref| (5e-2 for the bf16 row: bf16 keeps 8 bits of "
+        "mantissa). Cells show max |out - ref| / max |ref|. "
         "(PyTorch's two environments run the same code; it is checked once here, and every "
         "timed run's outputs are checked again.)")
     add("")

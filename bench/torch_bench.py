@@ -10,9 +10,14 @@ parameters, sets torch.set_num_threads(THREADS), and under
 torch.inference_mode() runs the forward once as warm-up, then N timed runs
 (time.perf_counter around each call). Writes the last run's outputs to OUT
 and prints one JSON line on stdout:
-    {"framework": "torch", "version", "threads", "load_ms", "warmup_ms", "runs_ms": [...]}
+    {"framework": "torch", "version", "threads", "load_ms", "warmup_ms", "runs_ms": [...],
+     "blas_core", "blas_threads", "torch_threads", "omp_wait_policy"}
 The environment (OMP_*, OPENBLAS_*, GLIBC_TUNABLES, ...) is the caller's:
-bench.py runs this script once out of the box and once tuned.
+bench.py runs this script once out of the box and once tuned; the last
+four fields say what this process ran with, as it sees itself: the kernels
+the OpenBLAS it loaded picked (openblas_get_corename), OpenBLAS's and
+PyTorch's thread counts, and libgomp's wait policy (OMP_WAIT_POLICY, or
+libgomp's default: spin, then sleep).
 """
 
 import argparse
@@ -25,6 +30,7 @@ import time
 import torch
 
 import workloads as wl
+from blas_probe import openblas_in_process
 
 
 def main():
@@ -60,8 +66,12 @@ def main():
     outs = out if isinstance(out, tuple) else (out,)
     wl.stio.write(args.outputs, {n: o.contiguous().numpy()
                                  for n, o in zip(w.model.outputs, outs)})
+    _, core, blas_threads = openblas_in_process()
     print(json.dumps({"framework": "torch", "version": torch.__version__,
-                      "threads": torch.get_num_threads(), "load_ms": load_ms,
+                      "threads": torch.get_num_threads(), "torch_threads": torch.get_num_threads(),
+                      "blas_core": core, "blas_threads": blas_threads,
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
+                      "load_ms": load_ms,
                       "warmup_ms": warmup_ms, "runs_ms": times,
                       "median_ms": statistics.median(times)}), flush=True)
     return 0

@@ -1,16 +1,25 @@
 #!/bin/sh
-# bench/gemm/run.sh — tfmc's GEMM (rt_linear, every ISA path and the
-# OpenBLAS backend) against OpenBLAS called directly (every core type worth
-# trying here), at bert-base and gpt2 shapes; the machine's fp32 FMA peak
-# and DRAM read bandwidth alongside. Prints a markdown table (medians over
-# interleaved rounds) and keeps the raw lines in bench/gemm/work/.
+# bench/gemm/run.sh — tfmc's GEMM (rt_linear_packed on prepacked weights,
+# fp32, bf16 and int8, every ISA path; rt_linear, portable and on OpenBLAS)
+# against OpenBLAS called directly (every core type plausible on this CPU)
+# and ONNX Runtime's MatMul, at bert-base and gpt2 shapes; the machine's
+# fp32 FMA peak (widest vector unit, and 256-bit for reference) and DRAM
+# read bandwidth alongside. Prints markdown tables (medians over
+# interleaved rounds; the first one side by side: packed, bf16, OpenBLAS
+# with its best core type, ORT, with % of the widest FMA peak and, for
+# M = 1 and 8, weight GB/s against the DRAM read bandwidth) and keeps the
+# raw lines in bench/gemm/work/.
 #
-#   bench/gemm/run.sh [--quick] [--rounds N] [--threads T]
+#   bench/gemm/run.sh [--quick] [--rounds N] [--threads T] [--no-ort]
 #
 # Every configuration is a fresh process (the runtime chooses its backend
 # and kernels once per process); one round runs each configuration once,
 # and the rounds interleave them, so a slow stretch of a shared machine
-# hits all configurations alike. Needs cc, python3, libopenblas0.
+# hits all configurations alike. Needs cc, python3, libopenblas0; for the
+# ORT column /usr/bin/python3 with torch (exports the one-MatMul models
+# once into work/ort/, ~1.3 GB: the weights rotate through > 256 MiB per
+# shape as gemm_bench's do), node and npm (onnxruntime-node from
+# bench/package-lock.json, as bench/run.sh installs it); --no-ort skips it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,12 +27,14 @@ work="$here/work"
 rounds=3
 threads=2
 quick=
+ort=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=--quick ;;
     --rounds) rounds=$2; shift ;;
     --threads) threads=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--rounds N] [--threads T]" >&2; exit 2 ;;
+    --no-ort) ort= ;;
+    *) echo "usage: $0 [--quick] [--rounds N] [--threads T] [--no-ort]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -37,6 +48,36 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -mfma -pthread "$root/bench/peak_fm
   -o "$work/peak_fma"
 cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -pthread "$root/bench/stream_read.c" \
   -o "$work/stream_read"
+
+# OpenBLAS core types plausible here (bench/bench.py's blas_candidates):
+# the AVX-512 kernels only where the CPU has AVX-512F (elsewhere they die
+# with SIGILL), Cooperlake where it has AVX512_BF16, the AVX2 ones where it
+# has AVX2 and FMA; openblas-default is OpenBLAS's own pick
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
+cores=
+has avx512f && cores="$cores SkylakeX"
+has avx512_bf16 && cores="$cores Cooperlake"
+has avx2 && has fma && cores="$cores Haswell Zen"
+
+if [ -n "$ort" ]; then
+  if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || ! command -v node >/dev/null; then
+    echo "bench/gemm/run.sh: no torch for /usr/bin/python3 or no node: the ORT column is skipped" >&2
+    ort=
+  else
+    if ! (cd "$root/bench" && node -e 'require("onnxruntime-node")' >/dev/null 2>&1); then
+      echo "installing onnxruntime-node (npm ci --ignore-scripts in bench/)" >&2
+      (cd "$root/bench" && npm ci --ignore-scripts --no-audit --no-fund) >"$work/npm.log" 2>&1 || {
+        echo "bench/gemm/run.sh: npm ci failed (see $work/npm.log): the ORT column is skipped" >&2
+        ort=
+      }
+    fi
+    [ -z "$ort" ] || /usr/bin/python3 "$here/ort_matmul.py" --out "$work/ort" || {
+      echo "bench/gemm/run.sh: exporting the MatMul models failed: the ORT column is skipped" >&2
+      ort=
+    }
+  fi
+fi
 
 out="$work/results.jsonl"
 : >"$out"
@@ -53,7 +94,7 @@ echo "{\"loadavg_before\": \"$(cat /proc/loadavg)\"}" >>"$out"
 r=1
 while [ "$r" -le "$rounds" ]; do
   echo "round $r of $rounds ($(cat /proc/loadavg))" >&2
-  run packed-avx512 packed TFMC_GEMM_ISA=avx512
+  run packed packed
   run packed-avx2 packed TFMC_GEMM_ISA=avx2
   run packed-scalar packed TFMC_GEMM_ISA=scalar
   run bf16 bf16
@@ -66,9 +107,13 @@ while [ "$r" -le "$rounds" ]; do
   run tfmc-scalar tfmc TFMC_GEMM=portable TFMC_GEMM_ISA=scalar
   run tfmc-openblas tfmc
   run openblas-default openblas
-  run openblas-SkylakeX openblas OPENBLAS_CORETYPE=SkylakeX
-  run openblas-Zen openblas OPENBLAS_CORETYPE=Zen
-  run openblas-Haswell openblas OPENBLAS_CORETYPE=Haswell
+  for c in $cores; do
+    run "openblas-$c" openblas OPENBLAS_CORETYPE="$c"
+  done
+  if [ -n "$ort" ]; then
+    $clean node "$here/ort_matmul.js" "$work/ort" --threads "$threads" $quick >>"$out" ||
+      echo "bench/gemm/run.sh: ort_matmul.js failed in round $r" >&2
+  fi
   r=$((r + 1))
 done
 "$work/peak_fma" 1 "$threads" | sed 's/^{/{"probe": "fma", /' >>"$out"

@@ -9,11 +9,24 @@ call (GFLOP/s). The machine: CPU model and flags, the best fp32 FMA peak
 after, load averages, and how busy the rest of the machine kept the cores
 while each configuration ran (median over rounds). For M <= 8 the weights
 dominate the traffic: weight bytes / time is shown against the read
-bandwidth."""
+bandwidth.
+
+The first tables put side by side what issue 12 compares: tfmc's packed
+fp32 path (`packed`, kernels as the runtime picks them), its bf16 and int8
+paths (`bf16`, `int8`), OpenBLAS with its best core type on this machine (of the
+`openblas-*` configurations, the one with the highest geometric mean
+GFLOP/s over all shapes; named in the header) and ONNX Runtime's MatMul
+(`ort`), with % of the widest FMA peak the probe measured; for M = 1 and 8
+the weight-streaming GB/s against the measured DRAM read bandwidth; and
+the issue's GEMM targets met or missed. The full per-configuration tables
+follow."""
 import argparse
 import json
+import math
 import statistics
 from collections import defaultdict
+
+ISA_DESC = {"avx512f": "AVX-512, 512-bit FMA", "avx2": "AVX2, 256-bit FMA"}
 
 
 def cpu_info():
@@ -76,6 +89,13 @@ def main():
         print(f"| {lab} | {backend[lab]} | {o:.2f} |")
     print()
     shapes = sorted({(m, n, k) for (_, m, n, k) in gf}, key=lambda s: (s[1], s[2], s[0]))
+    bw = read.get(T)
+    peak_isa = "avx512f" if fma.get((T, "avx512f")) else "avx2"
+    peak = fma.get((T, peak_isa))
+    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend)
+    print()
+    print("All configurations:")
+    print()
     print(f"GFLOP/s, {T} threads, median of {max(len(v) for v in gf.values())} rounds "
           "(best of each row in bold):")
     print()
@@ -88,8 +108,6 @@ def main():
         cells = [("**%.1f**" % v if v == best else "%.1f" % v) if v is not None else "-"
                  for v in vals]
         print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
-    bw = read.get(T)
-    peak = fma.get((T, "avx512f")) or fma.get((T, "avx2"))
     print()
     if bw:
         print(f"Decode rows (M <= 8): weight bytes / time in GB/s and % of the {T}-thread "
@@ -108,7 +126,8 @@ def main():
             print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
     if peak:
         print()
-        print(f"% of the {T}-thread fp32 FMA peak ({peak:.0f} GFLOP/s), M >= 128:")
+        print(f"% of the {T}-thread fp32 FMA peak ({peak:.0f} GFLOP/s, {ISA_DESC[peak_isa]}), "
+              "M >= 128:")
         print()
         print("| M | N | K | " + " | ".join(labels) + " |")
         print("|---:|---:|---:|" + "---:|" * len(labels))
@@ -118,6 +137,108 @@ def main():
             cells = ["%.0f%%" % (100 * statistics.median(gf[(l, m, n, k)]) / peak)
                      if gf[(l, m, n, k)] else "-" for l in labels]
             print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
+
+
+def med(d, key):
+    return statistics.median(d[key]) if d.get(key) else None
+
+
+def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend):
+    """The issue-12 view: packed, bf16, OpenBLAS at its best core type, ORT;
+    then the targets (tfmc >= 1.1x OpenBLAS and >= 80% of peak for M >= 128;
+    fp32 decode >= 85% of DRAM read bandwidth; bf16 decode >= 1.8x fp32)."""
+    blas = [l for l in labels if l.startswith("openblas-")]
+
+    def geomean(l):
+        v = [med(gf, (l, m, n, k)) for (m, n, k) in shapes]
+        v = [x for x in v if x]
+        return math.exp(sum(math.log(x) for x in v) / len(v)) if v else 0
+    best = max(blas, key=geomean) if blas else None
+    cols = [c for c in ("packed", "bf16", "int8", best, "ort") if c and c in labels]
+    if "packed" not in cols:
+        return
+    name = {"packed": "tfmc packed fp32", "bf16": "tfmc packed bf16", "int8": "tfmc packed int8",
+            "ort": "ORT MatMul"}
+    if best:
+        core = backend.get(best, "").rsplit(" ", 1)[-1]  # "openblas core X": what it loaded
+        name[best] = ("OpenBLAS %s (best core type here)" % core if best != "openblas-default" else
+                      "OpenBLAS %s (its own pick, best here)" % core)
+    peak_s = f"{peak:.0f} GFLOP/s, {ISA_DESC[peak_isa]}" if peak else "not measured"
+    print(f"Side by side, {T} threads: GFLOP/s (% of the {T}-thread fp32 FMA peak, {peak_s}); "
+          "OpenBLAS's core types ranked by geometric mean GFLOP/s over the shapes: "
+          + ", ".join("%s %.1f" % (l[len("openblas-"):], geomean(l))
+                      for l in sorted(blas, key=geomean, reverse=True)) + ".")
+    print()
+    ratio_cols = [c for c in (best, "ort") if c in cols]
+    print("| M | N | K | " + " | ".join(name[c] for c in cols) + " | "
+          + " | ".join("packed / " + ("OpenBLAS" if c == best else "ORT") for c in ratio_cols) + " |")
+    print("|---:|---:|---:|" + "---:|" * (len(cols) + len(ratio_cols)))
+    for (m, n, k) in shapes:
+        cells = []
+        for c in cols:
+            v = med(gf, (c, m, n, k))
+            cells.append("-" if v is None else "%.1f (%.0f%%)" % (v, 100 * v / peak) if peak
+                         else "%.1f" % v)
+        p = med(gf, ("packed", m, n, k))
+        for c in ratio_cols:
+            v = med(gf, (c, m, n, k))
+            cells.append("%.2fx" % (p / v) if p and v else "-")
+        print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
+    print()
+    if bw:
+        print(f"Decode (M = 1 and 8): weight bytes streamed per second, GB/s (% of the {T}-thread "
+              f"DRAM read bandwidth, {bw:.1f} GB/s; bf16 streams half the bytes, int8 about a "
+              "quarter plus its scales); the weights rotate through > 256 MiB of copies, so "
+              "they come from DRAM:")
+        print()
+        low = [c for c in ("bf16", "int8") if c in cols]
+        print("| M | N | K | " + " | ".join(name[c] for c in cols) + " | "
+              + " | ".join("%s speed-up over fp32" % c for c in low) + " |")
+        print("|---:|---:|---:|" + "---:|" * (len(cols) + len(low)))
+        for (m, n, k) in shapes:
+            if m not in (1, 8):
+                continue
+            cells = []
+            for c in cols:
+                v = med(gbps, (c, m, n, k))
+                cells.append("-" if v is None else "%.1f (%.0f%%)" % (v, 100 * v / bw))
+            p = med(gf, ("packed", m, n, k))
+            for c in low:
+                b = med(gf, (c, m, n, k))
+                cells.append("%.2fx" % (b / p) if p and b else "-")
+            print(f"| {m} | {n} | {k} | " + " | ".join(cells) + " |")
+        print()
+    # the issue's GEMM targets, shape by shape
+    print("Targets (issue 12), shape by shape:")
+    print()
+    big = [s for s in shapes if s[0] >= 128]
+    dec = [s for s in shapes if s[0] in (1, 8)]
+
+    def verdict(desc, ok_list):
+        ok_list = [(s, v) for s, v in ok_list if v is not None]
+        if not ok_list:
+            print(f"- {desc}: not measured")
+            return
+        miss = [s for s, v in ok_list if not v]
+        print(f"- {desc}: met at {len(ok_list) - len(miss)} of {len(ok_list)} shapes"
+              + ("" if not miss else "; missed at " + ", ".join("%dx%dx%d" % s for s in miss)))
+    if best:
+        verdict("tfmc packed >= 1.1x OpenBLAS (%s), M >= 128" % best[len("openblas-"):],
+                [(s, None if not (med(gf, ("packed",) + s) and med(gf, (best,) + s)) else
+                  med(gf, ("packed",) + s) >= 1.1 * med(gf, (best,) + s)) for s in big])
+    if peak:
+        verdict("tfmc packed >= 80% of the FMA peak, M >= 128",
+                [(s, None if not med(gf, ("packed",) + s) else med(gf, ("packed",) + s) >= 0.8 * peak)
+                 for s in big])
+    if bw:
+        verdict("tfmc packed fp32 decode >= 85% of DRAM read bandwidth, M = 1 and 8",
+                [(s, None if not med(gbps, ("packed",) + s) else med(gbps, ("packed",) + s) >= 0.85 * bw)
+                 for s in dec])
+    for c, bound in (("bf16", 1.8), ("int8", 3.0)):
+        if c in cols:
+            verdict("tfmc %s decode >= %.1fx the fp32 decode speed, M = 1 and 8" % (c, bound),
+                    [(s, None if not (med(gf, ("packed",) + s) and med(gf, (c,) + s)) else
+                      med(gf, (c,) + s) >= bound * med(gf, ("packed",) + s)) for s in dec])
 
 
 if __name__ == "__main__":
