@@ -170,7 +170,7 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
     char *e;
     errno = 0;
     unsigned long long v = strtoull(s, &e, 10);
-    if (*e || errno || !*s || *s == '-')
+    if (*e || errno || !*s || strchr(s, '-')) /* strtoull takes " -1" */
       return usage_error(cmd, "--seed takes a non-negative integer");
     *seed = v;
   }
