@@ -153,6 +153,24 @@ static bool reads_var_outside(const LStmt *s, const LStmt *skip, int var) {
   return false;
 }
 
+/* Whether a statement that starts before stop, in statement order, defines
+ * var (a let, a set, or a loop driving it): the verifier's rule for a read.
+ * *hit is set once stop is reached. */
+static bool defined_before(const LStmt *s, const LStmt *stop, int var, bool *hit) {
+  if (!s || *hit)
+    return false;
+  if (s == stop) {
+    *hit = true;
+    return false;
+  }
+  if ((s->kind == LS_LET || s->kind == LS_SET || s->kind == LS_FOR) && s->var == var)
+    return true;
+  for (int i = 0; i < s->n_stmts && !*hit; i++)
+    if (defined_before(s->stmts[i], stop, var, hit))
+      return true;
+  return false;
+}
+
 static int split_in(LoopProgram *p, LKernel *k, LStmt *parent) {
   int n = 0;
   for (int i = 0; i < parent->n_stmts; i++) {
@@ -161,6 +179,13 @@ static int split_in(LoopProgram *p, LKernel *k, LStmt *parent) {
     /* a loop variable read after its loop (listings may say so) keeps its
      * loop: the split one is driven by other variables */
     if (set && reads_var_outside(k->body, s, s->var)) set = NULL;
+    /* max / min lanes start at r's value, read before the loop: a reduction
+     * whose r nothing defines before it (its first read is 0, which only
+     * the set itself may rely on) keeps its loop, or the split program
+     * would read r undefined */
+    bool hit = false;
+    if (set && set->value->op != LB_ADD && !defined_before(k->body, s, set->var, &hit))
+      set = NULL;
     LStmt *blk = set ? split(p, k, s, set) : NULL;
     if (blk) {
       parent->stmts[i] = blk;

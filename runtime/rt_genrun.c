@@ -63,7 +63,7 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
   if (s->seed) {
     errno = 0;
     unsigned long long v = strtoull(s->seed, &e, 10);
-    if (*e || !*s->seed || errno || s->seed[0] == '-')
+    if (*e || !*s->seed || errno || strchr(s->seed, '-')) /* strtoull takes " -1" */
       return usage(err, errlen, "--seed takes a non-negative integer");
     g->seed = v;
   }
@@ -194,6 +194,14 @@ static int write_outputs(const char *path, const int32_t *out, int64_t n, char *
   return rc;
 }
 
+/* Room for the generated ids: generation stops at max_len positions (one id
+ * at least), so --generate 2^62 does not size the buffer (its byte count
+ * wrapped to 0). */
+static int64_t gen_out_len(const RtGenArgs *g, const RtStepper *st) {
+  int64_t room = st->max_len > 1 ? st->max_len : 1;
+  return g->max_new < room ? g->max_new : room;
+}
+
 /* --repeat R: R more generations, timed; the summary on stderr. */
 static int gen_repeat(const RtGenRun *r, const RtGenArgs *g, RtStepper *st,
                       RtGenerateOptions *go, RtRng *rng, const int32_t *src, int64_t n_src,
@@ -201,7 +209,7 @@ static int gen_repeat(const RtGenRun *r, const RtGenArgs *g, RtStepper *st,
                       size_t errlen) {
   int n = r->repeat;
   double *ms = malloc((size_t)n * 3 * sizeof *ms);
-  int32_t *again = malloc((size_t)g->max_new * sizeof *again);
+  int32_t *again = malloc((size_t)gen_out_len(g, st) * sizeof *again);
   int rc = 1;
   if (!ms || !again) {
     rt_errorf(err, errlen, "out of memory");
@@ -299,7 +307,7 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
               g->beams, (long long)st->max_rows, st->max_rows == 1 ? "" : "s");
     goto fail;
   }
-  if (!(out = malloc((size_t)g->max_new * sizeof *out))) {
+  if (!(out = malloc((size_t)gen_out_len(g, st) * sizeof *out))) {
     rt_errorf(err, sizeof err, "out of memory");
     goto fail;
   }

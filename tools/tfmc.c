@@ -170,7 +170,7 @@ static int weights_source(const char *cmd, const Args *args, const char **weight
     char *e;
     errno = 0;
     unsigned long long v = strtoull(s, &e, 10);
-    if (*e || errno || !*s || *s == '-')
+    if (*e || errno || !*s || strchr(s, '-')) /* strtoull takes " -1" */
       return usage_error(cmd, "--seed takes a non-negative integer");
     *seed = v;
   }
@@ -377,6 +377,8 @@ done:
   }
 
 static bool same_file(const char *a, const char *b);
+static int refuse_overwrite(const char *cmd, const char *what, const char *out, bool within,
+                            const char *const *ins, int n);
 
 /* Takes -O0..-O3 out of argv (parse_args knows only --options; the value
  * of an option that takes one is left alone); *level = -1 when absent.
@@ -407,17 +409,74 @@ static int take_opt_level(const char *cmd, const Args *args, int *argc, char **a
   return 0;
 }
 
+/* --print-file FILE: the IR printed after passes, written as every other
+ * output is (runtime/rt_file.h: temp + rename for a regular file, through a
+ * symlink, in place to a FIFO or device); f is a stdio stream on a dup of
+ * out.fd, so closing it leaves the output to commit or abort. */
+typedef struct PrintFile {
+  RtOut out;
+  FILE *f; /* NULL: no --print-file */
+} PrintFile;
+
+static int print_file_open(PrintFile *pf, const char *path) {
+  char err[1024];
+  memset(pf, 0, sizeof *pf);
+  pf->out.fd = -1;
+  if (rt_out_open(&pf->out, path, 0, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --print-file: %s\n", err);
+    return EXIT_USER;
+  }
+  int fd = dup(pf->out.fd);
+  if (fd < 0 || !(pf->f = fdopen(fd, "w"))) {
+    fprintf(stderr, "tfmc: --print-file: cannot write %s: %s\n", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    rt_out_abort(&pf->out);
+    return EXIT_USER;
+  }
+  return 0;
+}
+
+/* Ends --print-file: with ok (the command succeeded) the file gets its
+ * name; otherwise, or when writing it failed, it is dropped (the old file,
+ * if any, stays as it was). Returns 0, or EXIT_USER after a message. */
+static int print_file_close(PrintFile *pf, bool ok) {
+  if (!pf->f)
+    return 0;
+  const char *path = pf->out.path;
+  int bad = fflush(pf->f) != 0 || ferror(pf->f);
+  bad |= fclose(pf->f) != 0;
+  pf->f = NULL;
+  if (bad) {
+    fprintf(stderr, "tfmc: --print-file: cannot write %s: %s\n", path, strerror(errno));
+    rt_out_abort(&pf->out);
+    return EXIT_USER;
+  }
+  if (!ok) {
+    rt_out_abort(&pf->out);
+    return 0;
+  }
+  char err[1024];
+  if (rt_out_commit(&pf->out, err, sizeof err)) {
+    fprintf(stderr, "tfmc: --print-file: %s\n", err);
+    return EXIT_USER;
+  }
+  return 0;
+}
+
 /* The pipeline and context from the options (default_level without
- * --passes or -O); *print_file is opened for --print-file (the caller
- * closes it), which must not be one of the n files (NULL entries skipped)
- * the command reads or writes. Returns 0 or EXIT_USAGE / EXIT_USER. */
+ * --passes or -O); *pf is opened for --print-file (the caller ends it with
+ * print_file_close), which must not be one of the n files (NULL entries
+ * skipped) the command reads or writes, nor tfmc itself. Returns 0 or
+ * EXIT_USAGE / EXIT_USER. */
 static int pass_options(const char *cmd, const Args *args, int level, int default_level,
                         const char *const *files, int n, PassPipeline *pl, PassContext *ctx,
-                        FILE **print_file) {
+                        PrintFile *pf) {
   char err[1024];
   const char *list = opt(args, "passes"), *after = opt(args, "print-after");
   const char *path = opt(args, "print-file"), *disable = opt(args, "disable-pass");
-  *print_file = NULL;
+  memset(pf, 0, sizeof *pf);
+  pf->out.fd = -1;
   /* --passes=-a,-b: the level's pipeline (default or -O) less those */
   const char *first = list;
   while (first && (*first == ' ' || *first == '\t'))
@@ -441,12 +500,13 @@ static int pass_options(const char *cmd, const Args *args, int level, int defaul
   for (int i = 0; path && i < n; i++)
     if (files[i] && (strcmp(path, files[i]) == 0 || same_file(path, files[i])))
       return usage_error(cmd, "--print-file %s would overwrite %s", path, files[i]);
-  if (path && !(*print_file = fopen(path, "w"))) {
-    fprintf(stderr, "tfmc: cannot write %s: %s\n", path, strerror(errno));
-    return EXIT_USER;
-  }
+  int r;
+  if (path && (r = refuse_overwrite(cmd, "--print-file", path, false, NULL, 0)))
+    return r;
+  if (path && (r = print_file_open(pf, path)))
+    return r;
   ctx->print_after = after;
-  ctx->print_out = *print_file;
+  ctx->print_out = pf->f;
   ctx->stats_out = opt(args, "pass-stats") ? stderr : NULL;
   /* the target the tile pass sizes for: the host, or for emit-c (code for
    * another machine) a generic one, then what the options say */
@@ -566,12 +626,11 @@ static int cmd_ir(int argc, char **argv) {
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
-  FILE *print_file;
+  PrintFile print_file;
   if ((r = pass_options("ir", &args, olevel, 0, args.pos, 1, &pl, &pctx, &print_file)))
     return r;
   if (ends_with(args.pos[0], ".tfir") && opt(&args, "attention")) {
-    if (print_file)
-      fclose(print_file);
+    print_file_close(&print_file, false);
     return usage_error("ir", "--attention applies to specs, not .tfir files");
   }
   Arena *a = arena_create();
@@ -611,7 +670,7 @@ static int cmd_ir(int argc, char **argv) {
     ir_graph_print(c.g, stdout);
   rc = 0;
 done:
-  if (print_file && fclose(print_file))
+  if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
   arena_destroy(a);
   return rc;
@@ -820,7 +879,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
-  FILE *print_file;
+  PrintFile print_file;
   const char *files[] = {args->pos[0], weights, vocab_path, outputs};
   if ((r = pass_options("run", (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
                         &print_file)))
@@ -873,7 +932,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
     goto done;
   rc = 0;
 done:
-  if (print_file && fclose(print_file))
+  if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
@@ -997,7 +1056,7 @@ static int cmd_run(int argc, char **argv) {
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
-  FILE *print_file;
+  PrintFile print_file;
   const char *files[] = {args.pos[0], weights, ri.inputs, ri.vocab, outputs};
   if ((r = pass_options("run", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
                         &print_file)))
@@ -1040,7 +1099,7 @@ static int cmd_run(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (print_file && fclose(print_file))
+  if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
   prepared_free(&p);
   return rc;
@@ -1134,7 +1193,7 @@ static int cmd_attention(int argc, char **argv) {
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
-  FILE *print_file;
+  PrintFile print_file;
   const char *files[] = {args.pos[0], weights, ri.inputs, ri.vocab, out};
   if ((r = pass_options("attention", &args, olevel, COMPILE_DEFAULT_LEVEL, files, 5, &pl, &pctx,
                         &print_file)))
@@ -1191,7 +1250,7 @@ static int cmd_attention(int argc, char **argv) {
           maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
   rc = 0;
 done:
-  if (print_file && fclose(print_file))
+  if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
   rt_attnmap_free(&maps);
   prepared_free(&p);
@@ -1301,7 +1360,9 @@ done:
 
 /* The shared front of build and emit-c: the pass options (default -O2;
  * --print-file must not be one of the n files) and the driver, to packed
- * weights. Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
+ * weights. *print_file is opened for --print-file; the caller ends it with
+ * print_file_close once it knows whether the command succeeded (also after
+ * a failure here). Returns 0, EXIT_USAGE or EXIT_USER (after a message). */
 /* Whether a spec generates (arch decoder or encoder_decoder with a
  * language-model head): then build and emit-c make generation artefacts. */
 static bool spec_generates(const Spec *spec) {
@@ -1325,21 +1386,17 @@ static int max_beams_opt(const char *cmd, const Args *args) {
 
 static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, int olevel,
                          const char *weights, uint64_t seed, const char *const *files, int n,
-                         Compiled *c, CompiledGeneration *gen, int max_beams) {
+                         PrintFile *print_file, Compiled *c, CompiledGeneration *gen,
+                         int max_beams) {
   PassPipeline pl;
   PassContext pctx = {.diags = d};
-  FILE *print_file;
-  int rc =
-      pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx, &print_file);
+  int rc = pass_options(cmd, args, olevel, COMPILE_DEFAULT_LEVEL, files, n, &pl, &pctx, print_file);
   if (rc)
     return rc;
   char err[1024];
   OutputNames on;
-  if ((rc = output_names(cmd, args, &on))) {
-    if (print_file)
-      fclose(print_file);
+  if ((rc = output_names(cmd, args, &on)))
     return rc;
-  }
   DriverOptions dopt = {.attention = opt(args, "attention"),
                         .weights = weights,
                         .seed = seed,
@@ -1368,8 +1425,6 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
     if (rc)
       compile_failed(err);
   }
-  if (print_file && fclose(print_file))
-    rc = EXIT_USER;
   return rc;
 }
 
@@ -1445,14 +1500,15 @@ static int cmd_build(int argc, char **argv) {
   CompiledGeneration gen;
   RtGenInfo *gi = NULL;
   float *image = NULL;
-  const char *files[] = {args.pos[0], weights, exe};
+  const char *files[] = {args.pos[0], weights, exe, path[0]};
+  PrintFile print_file = {0};
   int max_beams = max_beams_opt("build", &args);
   if (max_beams < 0) {
     rc = EXIT_USAGE;
     goto done;
   }
-  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 3, &c, &gen,
-                          max_beams)))
+  if ((rc = compile_model(a, &d, "build", &args, olevel, weights, seed, files, 4, &print_file, &c,
+                          &gen, max_beams)))
     goto done;
   rc = EXIT_USER;
   if (gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
@@ -1477,6 +1533,8 @@ static int cmd_build(int argc, char **argv) {
             (long long)gen.step.info->state_bytes, (long long)gi->states[0].positions, max_beams);
   rc = 0;
 done:
+  if (print_file_close(&print_file, rc == 0))
+    rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }
@@ -1621,6 +1679,7 @@ static int cmd_emit_c(int argc, char **argv) {
   RtGenInfo *gi = NULL;
   float *image = NULL;
   const char *files[] = {args.pos[0], weights};
+  PrintFile print_file = {0};
   bool stat = opt(&args, "static") != NULL;
   int max_beams = max_beams_opt("emit-c", &args);
   if (max_beams < 0) {
@@ -1628,7 +1687,7 @@ static int cmd_emit_c(int argc, char **argv) {
     goto done;
   }
   /* --static: the forward pass only (no state on hosts without an OS yet) */
-  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &c,
+  if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &print_file, &c,
                           stat ? NULL : &gen, max_beams)))
     goto done;
   rc = EXIT_USER;
@@ -1658,6 +1717,8 @@ static int cmd_emit_c(int argc, char **argv) {
     goto done;
   rc = 0;
 done:
+  if (print_file_close(&print_file, rc == 0))
+    rc = EXIT_USER;
   arena_destroy(a);
   return rc;
 }

@@ -3,8 +3,10 @@
  * against libm; greedy argmax and its ties; top-k / top-p edge cases; same
  * seed, same tokens; a chi-square test that draws follow softmax(logits / T)
  * after filtering (and never leave the top-k / nucleus); NaN / inf logits;
- * option messages; beam search against the PyTorch reference searches in
+ * option messages; the command-line options (rt_gen_args_parse);
+ * beam search against the PyTorch reference searches in
  * tests/data/sample/beam_cases.txt (tools/gen_sample_refs.py). */
+#include "runtime/rt_genrun.h"
 #include "runtime/rt_sample.h"
 
 #include <criterion/criterion.h>
@@ -490,4 +492,71 @@ Test(sample_beam, all_inf_row_is_an_error) {
   cr_expect_neq(rt_beam_step(bs, row, parent, token, &n_live, &done, err, sizeof err), 0);
   cr_expect_str_eq(err, "beam search: all logits of beam 0 are -inf or NaN");
   rt_beam_destroy(bs);
+}
+
+/* ---- the command-line options (rt_gen_args_parse, runtime/rt_genrun.h) ---- */
+
+Test(sample_options, args_parse_accepts_and_fills) {
+  RtGenArgStrings a = {.generate = "12",
+                       .sample = 1,
+                       .temperature = "1.5",
+                       .top_k = "20",
+                       .top_p = "0.95",
+                       .seed = "18446744073709551615"};
+  RtGenArgs o;
+  char err[256] = "";
+  cr_assert_eq(rt_gen_args_parse(&a, &o, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(o.max_new, 12);
+  cr_expect(o.sample.sample && o.sample.temperature == 1.5 && o.sample.top_k == 20 &&
+            o.sample.top_p == 0.95);
+  cr_expect_eq(o.seed, UINT64_MAX);
+  cr_expect(o.beams == 0 && o.length_penalty == 1.0);
+  RtGenArgStrings b = {.generate = "3", .beams = "4", .length_penalty = "-0.5"};
+  cr_assert_eq(rt_gen_args_parse(&b, &o, err, sizeof err), 0, "%s", err);
+  cr_expect(o.beams == 4 && o.length_penalty == -0.5 && !o.sample.sample);
+  cr_expect(o.sample.temperature == 1.0 && o.sample.top_k == 0 && o.sample.top_p == 1.0);
+}
+
+Test(sample_options, args_parse_refuses_with_the_option_named) {
+  struct {
+    RtGenArgStrings a;
+    int rc;
+    const char *msg;
+  } bad[] = {
+      {{.generate = NULL}, 2, "--generate takes a count"},
+      {{.generate = "3 "}, 2, "--generate takes a count"},
+      {{.generate = "0x10"}, 2, "--generate takes a count"},
+      {{.generate = "99999999999999999999"}, 2, "--generate takes a count"},
+      {{.generate = "0"}, 1, "--generate 0: nothing to generate"},
+      {{.generate = "-5"}, 1, "--generate -5: nothing to generate"},
+      /* strtoull reads " -1" as 2^64 - 1 */
+      {{.generate = "3", .seed = " -1"}, 2, "--seed takes a non-negative integer"},
+      {{.generate = "3", .seed = "-1"}, 2, "--seed takes a non-negative integer"},
+      {{.generate = "3", .seed = "18446744073709551616"}, 2, "--seed takes"},
+      {{.generate = "3", .top_k = "5"}, 2, "go with --sample"},
+      {{.generate = "3", .sample = 1, .temperature = ""}, 2, "--temperature takes a number"},
+      {{.generate = "3", .sample = 1, .temperature = "0"},
+       1,
+       "--temperature must be a finite number > 0"},
+      {{.generate = "3", .sample = 1, .top_k = "99999999999999999999"},
+       2,
+       "--top-k takes an integer"},
+      {{.generate = "3", .sample = 1, .top_k = "-1"}, 1, "--top-k must be >= 1"},
+      {{.generate = "3", .sample = 1, .top_p = "1.5"}, 1, "--top-p must be in (0, 1]"},
+      {{.generate = "3", .beams = "2x"}, 2, "--beams takes an integer"},
+      {{.generate = "3", .beams = "65"}, 1, "--beams must be in 1..64 (got 65)"},
+      {{.generate = "3", .beams = "99999999999999999999"}, 2, "--beams takes"},
+      {{.generate = "3", .length_penalty = "1"}, 2, "goes with --beams"},
+      {{.generate = "3", .beams = "2", .length_penalty = "inf"},
+       2,
+       "--length-penalty takes a finite number"},
+      {{.generate = "3", .beams = "2", .sample = 1}, 1, "do not go together"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    RtGenArgs o;
+    char err[256] = "";
+    int rc = rt_gen_args_parse(&bad[i].a, &o, err, sizeof err);
+    cr_expect_eq(rc, bad[i].rc, "case %zu: rc %d (%s)", i, rc, err);
+    cr_expect(strstr(err, bad[i].msg), "case %zu: '%s' lacks '%s'", i, err, bad[i].msg);
+  }
 }

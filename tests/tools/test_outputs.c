@@ -4,7 +4,7 @@
  * files) count; emit-c refuses a foreign non-empty directory unless
  * --force; symlinks are written through, FIFOs and device nodes written in
  * place; a failed command leaves no partial output; write errors on stdout
- * give exit status 1.
+ * give exit status 1. --print-file follows the same rules.
  *
  * Each test works in a fresh temporary directory with the built tfmc and
  * the bundled sort model, through the shell. */
@@ -210,6 +210,67 @@ Test(outputs, failed_emit_c_leaves_nothing) {
   EXPECT_ERR(sh(TFMC " emit-c m.tfm --init random -o P"), "Makefile");
   cr_assert_eq(sh("ls -A P | tr '\\n' ' '"), 0);
   cr_assert_str_eq(out_text, ".tfmc-project Makefile ", "left behind: %s", out_text);
+}
+
+/* --print-file FILE (the IR after passes): an output like the others */
+#define PRINT_SORT                                                                                 \
+  TFMC " run m.tfm --weights m.weights --inputs in.safetensors -O1 --print-after=dce"
+#define IR_HEAD "# IR after pass 'dce'"
+
+Test(outputs, print_file_follows_the_output_rules) {
+  /* a regular file: replaced whole, keeping its mode */
+  cr_assert_eq(sh("echo old > ir.txt && chmod 600 ir.txt"), 0);
+  cr_assert_eq(sh(PRINT_SORT " --print-file ir.txt"), 0, "%s", err_text);
+  cr_assert_eq(sh("head -c %d ir.txt", (int)strlen(IR_HEAD)), 0);
+  cr_assert_str_eq(out_text, IR_HEAD);
+  struct stat st;
+  cr_assert_eq(stat(at("ir.txt"), &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", (unsigned)(st.st_mode & 0777));
+  /* through a symlink to its target */
+  cr_assert_eq(mkdir(at("sub"), 0755), 0);
+  cr_assert_eq(symlink("sub/ir.txt", at("link.txt")), 0);
+  cr_assert_eq(sh(PRINT_SORT " --print-file link.txt"), 0, "%s", err_text);
+  cr_assert_eq(kind("link.txt"), S_IFLNK, "the symlink was replaced");
+  same_bytes("sub/ir.txt", "ir.txt");
+  /* a FIFO: written in place */
+  cr_assert_eq(mkfifo(at("fifo"), 0644), 0);
+  cr_assert_eq(
+      sh("(cat fifo > from_fifo &) ; " PRINT_SORT " --print-file fifo > run.txt; sleep 0.2; true"),
+      0);
+  cr_assert_eq(kind("fifo"), S_IFIFO, "the FIFO was replaced");
+  cr_assert_eq(sh("sleep 0.3; cmp -s from_fifo ir.txt"), 0, "the FIFO got other bytes");
+  /* an input, or tfmc itself: refused before any work */
+  cr_assert_eq(sh("cp m.weights orig.weights"), 0);
+  cr_assert_eq(sh(PRINT_SORT " --print-file m.weights"), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "would overwrite m.weights"), "%s", err_text);
+  same_bytes("m.weights", "orig.weights");
+  EXPECT_ERR(sh(PRINT_SORT " --print-file " TFMC), "tfmc itself");
+  /* build: the weights beside -o count too */
+  cr_assert_eq(sh(TFMC " build m.tfm --init random -o x -O1 --print-after=dce "
+                       "--print-file x.weights"),
+               2, "%s", err_text);
+  cr_assert(!exists("x") && !exists("x.weights"), "a refused build wrote outputs");
+  /* a failed command: the IR was printed, but the old file stays as it was,
+   * a new one is not created, and no temporary is left */
+  cr_assert_eq(sh("cp ir.txt ir.orig"), 0);
+  cr_assert_eq(sh("CC=false " TFMC " build m.tfm --init random -o x -O1 --print-after=dce "
+                  "--print-file ir.txt"),
+               1, "%s", err_text);
+  same_bytes("ir.txt", "ir.orig");
+  cr_assert_eq(sh("CC=false " TFMC " build m.tfm --init random -o x -O1 --print-after=dce "
+                  "--print-file new.txt"),
+               1, "%s", err_text);
+  cr_assert(!exists("new.txt"), "a failed build left its --print-file");
+  cr_assert_neq(sh("ls -A | grep tmp"), 0, "a temporary was left: %s", out_text);
+  /* device nodes of our own (root only): written in place; a full one is
+   * a write error, exit 1 */
+  if (mknod(at("null"), S_IFCHR | 0666, makedev(1, 3)) != 0)
+    return;
+  cr_assert_eq(mknod(at("full"), S_IFCHR | 0666, makedev(1, 7)), 0);
+  cr_assert_eq(sh(PRINT_SORT " --print-file null"), 0, "%s", err_text);
+  cr_assert_eq(kind("null"), S_IFCHR, "the device node was replaced");
+  EXPECT_ERR(sh(PRINT_SORT " --print-file full"), "No space left on device");
+  cr_assert_eq(kind("full"), S_IFCHR);
 }
 
 Test(outputs, executable_refuses_to_overwrite_itself) {
