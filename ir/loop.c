@@ -561,3 +561,11 @@ void loop_program_print(const LoopProgram *p, FILE *out) {
     for (int j = 0; j < k->body->n_stmts; j++) print_stmt(p, k->body->stmts[j], 1, out);
   }
 }
+
+int loop_callee_arg(LCallee c, const char *name) {
+  const LCalleeInfo *ci = &loop_callee_info[c];
+  for (int i = 0; i < ci->n_args; i++)
+    if (strcmp(ci->args[i].name, name) == 0) return i;
+  TFMC_ASSERT(!"no such callee argument");
+  return -1;
+}

@@ -199,6 +199,9 @@ typedef struct LCalleeInfo {
 
 /* The rows of ir/callees.def, indexed by LCallee. */
 extern const LCalleeInfo loop_callee_info[LC_CALLEE_COUNT];
+/* The position of callee c's argument called name in its ir/callees.def
+ * row (asserts that there is one). */
+int loop_callee_arg(LCallee c, const char *name);
 /* "const float *" for LA_F32_PTR, ... */
 const char *loop_arg_ctype(LArgKind k);
 

@@ -62,22 +62,14 @@ static void count_expr(PackState *S, const LExpr *e) {
   count_expr(S, e->c);
 }
 
-static int arg_index(LCallee c, const char *name) {
-  const LCalleeInfo *ci = &loop_callee_info[c];
-  for (int i = 0; i < ci->n_args; i++)
-    if (strcmp(ci->args[i].name, name) == 0)
-      return i;
-  TFMC_ASSERT(!"no such callee argument");
-  return -1;
-}
 
 /* The weight buffer an rt_linear call's w is the whole of, with its N, K;
  * -1 when the call does not qualify. */
 static int packable(const PackState *S, const LStmt *s, int64_t *n, int64_t *k) {
   if (s->kind != LS_CALL || s->callee != LC_LINEAR)
     return -1;
-  const LExpr *w = s->args[arg_index(LC_LINEAR, "w")];
-  const LExpr *en = s->args[arg_index(LC_LINEAR, "n")], *ek = s->args[arg_index(LC_LINEAR, "k")];
+  const LExpr *w = s->args[loop_callee_arg(LC_LINEAR, "w")];
+  const LExpr *en = s->args[loop_callee_arg(LC_LINEAR, "n")], *ek = s->args[loop_callee_arg(LC_LINEAR, "k")];
   if (w->kind != LX_ADDR || !w->a || w->a->kind != LX_CONST_I || w->a->ival != 0)
     return -1;
   if (en->kind != LX_CONST_I || ek->kind != LX_CONST_I || en->ival < 1 || ek->ival < 1)
@@ -128,7 +120,7 @@ static void rewrite_stmt(PackState *S, LStmt *s, int *calls) {
     s->callee = l == LW_PANELS_BF16 ? LC_LINEAR_PACKED_BF16
                 : l == LW_PANELS_I8 ? LC_LINEAR_PACKED_I8
                                     : LC_LINEAR_PACKED;
-    s->args[arg_index(s->callee, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
+    s->args[loop_callee_arg(s->callee, "w")] = lx_addr(S->p, S->packed_as[b], lx_i(S->p, 0));
     (*calls)++;
   }
   for (int i = 0; i < s->n_stmts; i++)

@@ -270,15 +270,6 @@ static void tile_choose(const PassTarget *t, int64_t *v) {
     v[TILE_GEMM_NC] = clamp_down(t->l3 / (8 * kc * threads), 192, 8064, 192);
 }
 
-/* The call argument of that name in s's ir/callees.def row. */
-static int arg_index(LCallee c, const char *name) {
-  const LCalleeInfo *ci = &loop_callee_info[c];
-  for (int i = 0; i < ci->n_args; i++)
-    if (strcmp(ci->args[i].name, name) == 0)
-      return i;
-  TFMC_ASSERT(!"no such callee argument");
-  return -1;
-}
 
 /* Sets s's arguments for the keys that concern its callee; counts calls. */
 static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
@@ -298,7 +289,7 @@ static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
       case TILE_KEY_COUNT: break;
       }
       if (arg)
-        s->args[arg_index(s->callee, arg)] = lx_i(p, v[k]);
+        s->args[loop_callee_arg(s->callee, arg)] = lx_i(p, v[k]);
     }
     (*calls)++;
   }
