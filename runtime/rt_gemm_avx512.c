@@ -46,6 +46,17 @@ AVX512 static inline __mmask16 lanes(int n) {
   return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
+/* C[mr, nr] += acc for a tile of NV panels, through lane masks; rows by
+ * constant index (an i < mr loop would keep acc in memory through the k
+ * loop). Used inside the micro-kernel macros below. */
+#define ADD_TILE_RAGGED(NV)                                                                        \
+  _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                                \
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                         \
+      __mmask16 m = lanes(nr - 16 * v);                                                            \
+      float *ci = c + i * ldc + 16 * v;                                                            \
+      _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));        \
+    }
+
 /* C[mr,nr] += A_p^T B_p for a tile of NV panels (NV*16 columns); the
  * panels past nr are never read (the last tile of prepacked weights may
  * have fewer than 4). */
@@ -73,12 +84,7 @@ AVX512 static inline __mmask16 lanes(int n) {
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
-        __mmask16 m = lanes(nr - 16 * v);                                                          \
-        float *ci = c + i * ldc + 16 * v;                                                          \
-        _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));      \
-      }                                                                                            \
+    ADD_TILE_RAGGED(NV);                                                                           \
   }
 
 MICRO(1)
@@ -259,12 +265,7 @@ AVX512 static inline __m512 bf16_hi(__m512i w) {
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
-        __mmask16 m = lanes(nr - 16 * v);                                                          \
-        float *ci = c + i * ldc + 16 * v;                                                          \
-        _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));      \
-      }                                                                                            \
+    ADD_TILE_RAGGED(NV);                                                                           \
   }
 
 MICRO_BF16W(1)
