@@ -58,7 +58,7 @@ static const PassInfo pass_table[] = {
      "rt_linear on a whole weight -> rt_linear_packed on it packed once into GEMM panels (loop IR)",
      NULL, PASS_LOOP, pass_pack_weights_run},
     {"tile",
-     "rt_linear's cache blocks, parallel grain and thread split from the target's caches (loop IR)",
+     "rt_linear's cache blocks, parallel grain and thread split, attention's blocks, from the target's caches (loop IR)",
      NULL, PASS_LOOP, pass_tile_run},
     {"lane-split",
      "reassociable reductions into one variable -> 8 lanes folded pairwise (loop IR)", NULL,

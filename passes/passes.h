@@ -158,10 +158,20 @@ void pass_mask_names(const char *mask_input, const char **ids_input, const char 
  * unless the user set it; values outside min..max are refused when parsed.
  * A new tiling decision is one row here plus its case in tile.c's
  * tile_choose and tile_apply (the switches have no default, so the
- * compiler lists them). attention.block_k (keys per block of the
- * flash-attention lowering) belongs here once that lowering exists: a row
- * TILE_ATTENTION_BLOCK_K, "attention.block_k" after the gemm rows. */
-#define TILE_KEYS(X)                                                                              X(GEMM_MC, "gemm.mc", 1, 4096, "rt_linear rows per packed block of x (mc x kc lives in L2)")    X(GEMM_NC, "gemm.nc", 1, 65536,                                                                   "rt_linear columns per packed block of w (kc x nc lives in L3, shared by the threads)")       X(GEMM_KC, "gemm.kc", 8, 8192, "rt_linear depth per block (the micro-kernel's panels in L1)")   X(GEMM_TASK_MACS, "gemm.task_macs", 1, (int64_t)1 << 40,                                          "rt_linear multiply-adds per pool task at least (the parallel grain)")                        X(GEMM_SPLIT_MACS, "gemm.split_macs", 0, (int64_t)1 << 40,                                        "rt_linear products below this are cut into one piece per thread (the thread split)")
+ * compiler lists them). */
+#define TILE_KEYS(X)                                                                       \
+  X(GEMM_MC, "gemm.mc", 1, 4096, "rt_linear rows per packed block of x (mc x kc lives in L2)")   \
+  X(GEMM_NC, "gemm.nc", 1, 65536,                                                                \
+    "rt_linear columns per packed block of w (kc x nc lives in L3, shared by the threads)")      \
+  X(GEMM_KC, "gemm.kc", 8, 8192, "rt_linear depth per block (the micro-kernel's panels in L1)")  \
+  X(GEMM_TASK_MACS, "gemm.task_macs", 1, (int64_t)1 << 40,                                       \
+    "rt_linear multiply-adds per pool task at least (the parallel grain)")                       \
+  X(GEMM_SPLIT_MACS, "gemm.split_macs", 0, (int64_t)1 << 40,                                     \
+    "rt_linear products below this are cut into one piece per thread (the thread split)")        \
+  X(ATTENTION_BLOCK_Q, "attention.block_q", 1, 4096,                                             \
+    "attention query rows per task (their Q and output rows live in L1)")                        \
+  X(ATTENTION_BLOCK_K, "attention.block_k", 1, 65536,                                            \
+    "flash attention keys per block of the online softmax (K and V blocks live in L2)")
 
 typedef enum TileKey {
 #define TILE_KEY_ENUM(e, key, mn, mx, doc) TILE_##e,
@@ -383,7 +393,13 @@ bool pass_pack_weights_run(struct LoopProgram *p, PassContext *ctx);
  *        of its share of L3), 192..8064, a multiple of 192
  *   task_macs = 2^17 (a pool hand-off costs a few microseconds)
  *   split_macs = threads * 2^22 (pieces under ~4M multiply-adds gain
- *        nothing from finer splitting) */
+ *        nothing from finer splitting)
+ * and every rt_attention / rt_attention_flash call's blocks from its head
+ * dims d = dh + dv:
+ *   block_q = L1 / (4 d) (the block's Q and output rows), 16..256, a
+ *        multiple of 16
+ *   block_k = L2 / (8 (d + block_q)) (flash only: the key block's K^T, V
+ *        and scores in half of L2), 32..2048, a multiple of 32 */
 bool pass_tile_run(struct LoopProgram *p, PassContext *ctx);
 
 /* share_kernels.c: kernels equal up to the buffers they touch

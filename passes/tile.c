@@ -24,6 +24,16 @@
  *               per thread (each piece under ~4M multiply-adds, ~0.1 ms,
  *               where finer pieces buy no balance and each repacks the
  *               shared operand); 8M on 2 threads, the measured default.
+ * Attention (rt_attention, rt_attention_flash), per call from its head
+ * dims dh, dv (d = dh + dv):
+ *   block_q  query rows per task: their Q rows and output rows (block_q x d
+ *            floats) stay in L1 while the keys pass: block_q = L1 / (4 d),
+ *            a multiple of 16 in 16..256 (32K, d 128: 64; 48K: 96).
+ *   block_k  keys per block of the flash form's online softmax: the block's
+ *            K^T and V (block_k x d floats) and its scores (block_q x
+ *            block_k) stay in half of L2 while the block's rows are
+ *            swept: block_k = L2 / (8 (d + block_q)), a multiple of 32 in
+ *            32..2048 (1M, d 128, block_q 96: 576).
  * Each is clamped to the range its TILE_KEYS row gives; a --tile KEY=VALUE
  * override replaces the choice. With OpenBLAS doing the products, mc x nc
  * is the block the epilogue follows sgemm by.
@@ -31,10 +41,10 @@
  * The target: --target-cache / --target-threads (emit-c, or anything that
  * passes them), else the host's /sys/devices/system/cpu/cpu0/cache.
  *
- * Invariants: only rt_linear's policy arguments change, to constants; no
- * result changes beyond float rounding (kc sets where K is cut, so tfmc's
- * own GEMM sums in another order); running the pass again changes
- * nothing. */
+ * Invariants: only the policy arguments of rt_linear* and rt_attention*
+ * change, to constants; no result changes beyond float rounding (kc sets
+ * where K is cut, block_k where the online softmax rescales); running the
+ * pass again changes nothing. */
 #include "ir/loop.h"
 #include "passes/passes.h"
 
@@ -248,7 +258,9 @@ static int64_t clamp_down(int64_t v, int64_t lo, int64_t hi, int64_t unit) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Every key's value for target t (formulas at the top), overrides last. */
+/* Every key's value for target t (formulas at the top), overrides last.
+ * The attention keys depend on each call's head dims: here they get the
+ * value for dh = dv = 64, and attn_blocks sizes them per call. */
 static void tile_choose(const PassTarget *t, int64_t *v) {
   int64_t threads = t->threads >= 1 ? t->threads : 1;
   for (int k = 0; k < TILE_KEY_COUNT; k++) {
@@ -258,6 +270,8 @@ static void tile_choose(const PassTarget *t, int64_t *v) {
     case TILE_GEMM_NC: break;
     case TILE_GEMM_TASK_MACS: v[k] = (int64_t)1 << 17; break;
     case TILE_GEMM_SPLIT_MACS: v[k] = threads << 22; break;
+    case TILE_ATTENTION_BLOCK_Q: break; /* per call, attn_blocks */
+    case TILE_ATTENTION_BLOCK_K: break;
     case TILE_KEY_COUNT: break;
     }
     if (t->set[k])
@@ -270,9 +284,38 @@ static void tile_choose(const PassTarget *t, int64_t *v) {
     v[TILE_GEMM_NC] = clamp_down(t->l3 / (8 * kc * threads), 192, 8064, 192);
 }
 
+/* block_q and block_k of an attention call with head dims dh, dv (formulas
+ * at the top), overrides last. */
+static void attn_blocks(const PassTarget *t, int64_t dh, int64_t dv, int64_t *bq, int64_t *bk) {
+  int64_t d = dh + dv > 0 ? dh + dv : 128;
+  *bq = t->set[TILE_ATTENTION_BLOCK_Q] ? t->tile[TILE_ATTENTION_BLOCK_Q]
+                                        : clamp_down(t->l1 / (4 * d), 16, 256, 16);
+  *bk = t->set[TILE_ATTENTION_BLOCK_K] ? t->tile[TILE_ATTENTION_BLOCK_K]
+                                        : clamp_down(t->l2 / (8 * (d + *bq)), 32, 2048, 32);
+}
+
+/* The value of a constant i64 argument, else fallback. */
+static int64_t const_arg(const LStmt *s, const char *name, int64_t fallback) {
+  const LExpr *e = s->args[loop_callee_arg(s->callee, name)];
+  return e && e->kind == LX_CONST_I ? e->ival : fallback;
+}
+
+/* What the pass set, for its note. */
+typedef struct TileCount {
+  int linear, attention, flash;
+  int64_t bq_min, bq_max, bk_min, bk_max; /* over the attention / flash calls */
+} TileCount;
+
+static void count_range(int64_t v, int64_t *lo, int64_t *hi, bool first) {
+  if (first || v < *lo)
+    *lo = v;
+  if (first || v > *hi)
+    *hi = v;
+}
 
 /* Sets s's arguments for the keys that concern its callee; counts calls. */
-static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
+static void tile_apply(LoopProgram *p, LStmt *s, const PassTarget *t, const int64_t *v,
+                       TileCount *n) {
   if (!s)
     return;
   if (s->kind == LS_CALL && (s->callee == LC_LINEAR || s->callee == LC_LINEAR_PACKED ||
@@ -286,15 +329,27 @@ static void tile_apply(LoopProgram *p, LStmt *s, const int64_t *v, int *calls) {
       case TILE_GEMM_KC: arg = "kc"; break;
       case TILE_GEMM_TASK_MACS: arg = "task_macs"; break;
       case TILE_GEMM_SPLIT_MACS: arg = "split_macs"; break;
+      case TILE_ATTENTION_BLOCK_Q: break;
+      case TILE_ATTENTION_BLOCK_K: break;
       case TILE_KEY_COUNT: break;
       }
       if (arg)
         s->args[loop_callee_arg(s->callee, arg)] = lx_i(p, v[k]);
     }
-    (*calls)++;
+    n->linear++;
+  }
+  if (s->kind == LS_CALL && (s->callee == LC_ATTENTION || s->callee == LC_ATTENTION_FLASH)) {
+    int64_t bq, bk;
+    attn_blocks(t, const_arg(s, "dh", 64), const_arg(s, "dv", 64), &bq, &bk);
+    s->args[loop_callee_arg(s->callee, "block_q")] = lx_i(p, bq);
+    count_range(bq, &n->bq_min, &n->bq_max, n->attention++ == 0);
+    if (s->callee == LC_ATTENTION_FLASH) { /* rt_attention has no key blocks */
+      s->args[loop_callee_arg(s->callee, "block_k")] = lx_i(p, bk);
+      count_range(bk, &n->bk_min, &n->bk_max, n->flash++ == 0);
+    }
   }
   for (int i = 0; i < s->n_stmts; i++)
-    tile_apply(p, s->stmts[i], v, calls);
+    tile_apply(p, s->stmts[i], t, v, n);
 }
 
 /* "32K", "1M", or bytes. */
@@ -316,10 +371,10 @@ bool pass_tile_run(LoopProgram *p, PassContext *ctx) {
   }
   int64_t v[TILE_KEY_COUNT];
   tile_choose(t, v);
-  int calls = 0;
+  TileCount n = {0};
   for (int i = 0; i < p->n_kernels; i++)
-    tile_apply(p, p->kernels[i].body, v, &calls);
-  char l1[32], l2[32], l3[32], over[96] = "";
+    tile_apply(p, p->kernels[i].body, t, v, &n);
+  char l1[32], l2[32], l3[32], over[160] = "", attn[160] = "";
   size_str(t->l1, l1, sizeof l1);
   size_str(t->l2, l2, sizeof l2);
   size_str(t->l3, l3, sizeof l3);
@@ -328,11 +383,20 @@ bool pass_tile_run(LoopProgram *p, PassContext *ctx) {
     if (t->set[i])
       k += (size_t)snprintf(over + k, sizeof over - k, "%s%s", k ? "," : "; --tile ",
                             tile_keys[i].key);
+  if (n.attention) {
+    char bq[48], bk[48];
+    snprintf(bq, sizeof bq, n.bq_min == n.bq_max ? "%" PRId64 : "%" PRId64 "..%" PRId64,
+             n.bq_min, n.bq_max);
+    snprintf(bk, sizeof bk, n.bk_min == n.bk_max ? "%" PRId64 : "%" PRId64 "..%" PRId64,
+             n.bk_min, n.bk_max);
+    snprintf(attn, sizeof attn, "; %d attention call%s: block_q=%s block_k=%s", n.attention,
+             n.attention == 1 ? "" : "s", bq, n.flash ? bk : "-");
+  }
   pass_note(ctx,
             "%d rt_linear call%s: mc=%" PRId64 " nc=%" PRId64 " kc=%" PRId64
-            " task_macs=%" PRId64 " split_macs=%" PRId64 " (L1 %s, L2 %s, L3 %s, %d thread%s: %s%s)",
-            calls, calls == 1 ? "" : "s", v[TILE_GEMM_MC], v[TILE_GEMM_NC], v[TILE_GEMM_KC],
+            " task_macs=%" PRId64 " split_macs=%" PRId64 " (L1 %s, L2 %s, L3 %s, %d thread%s: %s%s)%s",
+            n.linear, n.linear == 1 ? "" : "s", v[TILE_GEMM_MC], v[TILE_GEMM_NC], v[TILE_GEMM_KC],
             v[TILE_GEMM_TASK_MACS], v[TILE_GEMM_SPLIT_MACS], l1, l2, l3, t->threads,
-            t->threads == 1 ? "" : "s", t->source, over);
+            t->threads == 1 ? "" : "s", t->source, over, attn);
   return true;
 }

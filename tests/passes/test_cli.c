@@ -354,7 +354,28 @@ Test(cli, tile_options) {
                              " L3 "),
             "%s", err_text);
   cr_expect(strstr(err_text, "--tile gemm.mc,gemm.nc,gemm.task_macs)"), "%s", err_text);
+  /* the attention keys: per call from the head dims (L1 48K, L2 2M: dh = dv
+   * = 16 -> block_q 48K / 128 = 384 -> 256, block_k 2M / (8 (32 + 256)) =
+   * 910 -> 896; dh = dv = 64 -> block_q 48K / 512 = 96), or as given */
+  cr_assert_eq(tfmc("ir " GOLDEN "/loop/tile.tfloop --passes=tile --target-cache L1=48K,L2=2M"
+                    " --pass-stats"),
+               0, "%s", err_text);
+  cr_expect(strstr(out_text, "&b3[0], 256, 896)"), "%s", out_text);
+  cr_expect(strstr(out_text, "&b3[0], null, 96, 1024)"), "%s", out_text);
+  cr_expect(strstr(err_text, "; 2 attention calls: block_q=96..256 block_k=896"), "%s", err_text);
+  cr_assert_eq(tfmc("ir " GOLDEN "/loop/tile.tfloop --passes=tile --tile attention.block_k=100"
+                    " --tile attention.block_q=7 --pass-stats"),
+               0, "%s", err_text);
+  cr_expect(strstr(out_text, "&b3[0], 7, 100)"), "%s", out_text);
+  cr_expect(strstr(out_text, "&b3[0], null, 7, 1024)"), "%s", out_text);
+  cr_expect(strstr(err_text, "--tile attention.block_q,attention.block_k); 2 attention calls: "
+                             "block_q=7 block_k=100"),
+            "%s", err_text);
   const char *bad[][2] = {
+      {"--passes=tile --tile attention.block_k=0",
+       "--tile: attention.block_k=0 is not an integer in 1..65536"},
+      {"--passes=tile --tile attention.block_q=5000",
+       "--tile: attention.block_q=5000 is not an integer in 1..4096"},
       {"--passes=tile --tile gemm.kc=3", "--tile: gemm.kc=3 is not an integer in 8..8192"},
       {"--passes=tile --tile gemm.kc=12x", "--tile: gemm.kc=12x is not an integer in 8..8192"},
       {"--passes=tile --tile gemm.bogus=3", "--tile: unknown key 'gemm.bogus' (keys: gemm.mc,"},
