@@ -5,6 +5,7 @@
 #include "runtime/rt_arena.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@
 #if defined(MAP_ANONYMOUS)
 #define RT_ARENA_MMAP 1
 #endif
+#endif
+#if defined(__linux__)
+#include <sys/sysinfo.h>
 #endif
 
 #define PAGE 4096
@@ -103,10 +107,41 @@ int rt_arena_open(RtArena *a, const RtModelInfo *info, char *err, size_t errlen)
   return open_malloc(a, info, err, errlen, NULL);
 }
 
+#ifdef RT_ARENA_MMAP
+/* The machine's memory, bytes: RAM and swap (Linux), else RAM; 0 when the
+ * system does not say. */
+static int64_t machine_memory(void) {
+#if defined(__linux__)
+  struct sysinfo si;
+  if (sysinfo(&si) == 0 && si.mem_unit > 0)
+    return ((int64_t)si.totalram + (int64_t)si.totalswap) * (int64_t)si.mem_unit;
+#endif
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && size > 0) return (int64_t)pages * (int64_t)size;
+#endif
+  return 0;
+}
+#endif
+
 int rt_arena_commit(RtArena *a, const int64_t *syms, char *err, size_t errlen) {
   if (!a->mapped) return 0;
 #ifdef RT_ARENA_MMAP
   const RtModelInfo *info = a->info;
+  /* The system may grant more than it has (overcommit, and each block
+   * alone may look affordable): a run that needs more than the machine's
+   * RAM and swap in all would only be killed by the OOM killer once its
+   * pages are touched, after minutes of work. Refuse it here. */
+  bool grows = false;
+  for (int i = 0; i < info->n_arena_blocks && !grows; i++)
+    grows = rt_arena_block_bytes(&info->arena_blocks[i], syms) > a->done[i];
+  int64_t have = grows ? machine_memory() : 0, need = have > 0 ? rt_arena_need(info, syms) : 0;
+  if (need > have)
+    return rt_errorf(err, errlen,
+                     "cannot have the memory this run needs: %lld bytes of activations at "
+                     "these dims, more than this machine has (%lld bytes of RAM and swap); "
+                     "run fewer or shorter sequences at a time",
+                     (long long)need, (long long)have);
   for (int i = 0; i < info->n_arena_blocks; i++) {
     const RtArenaBlock *b = &info->arena_blocks[i];
     int64_t len = rt_arena_block_bytes(b, syms);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +149,30 @@ Test(resources, arena_follows_the_run_s_dims) {
   cr_assert(strstr(err_text, "address space"), "%s", err_text);
   EXPECT_ERR(sh("ulimit -v 2000000; ./exe --tokens '1 2 3'"), want);
 #endif
+  /* A run at the maximum dims (256 x 200000 tokens, as u8 ids) needs the
+   * whole plan: more than this machine's RAM and swap, so it is refused
+   * before any work, where the system would have let the blocks be
+   * committed and then killed the process (an OOM kill 2.5 minutes into
+   * such a run was seen here). */
+  struct sysinfo si;
+  cr_assert_eq(sysinfo(&si), 0);
+  long long have = ((long long)si.totalram + (long long)si.totalswap) * si.mem_unit;
+  if (have >= plan)
+    cr_skip_test("this machine has %lld bytes of RAM and swap, more than the plan", have);
+  uint8_t *ids = malloc((size_t)256 * 200000);
+  cr_assert(ids);
+  for (size_t i = 0; i < (size_t)256 * 200000; i++) ids[i] = (uint8_t)(1 + i % 10);
+  RtStWrite t = {"tokens", RT_U8, 2, {256, 200000}, ids};
+  char in[512], err[512];
+  snprintf(in, sizeof in, "%s/big.safetensors", dir);
+  cr_assert_eq(rt_st_write(in, &t, 1, NULL, 0, err, sizeof err), 0, "%s", err);
+  free(ids);
+  char more[256];
+  snprintf(more, sizeof more, "cannot have the memory this run needs: %lld bytes of activations at "
+           "these dims, more than this machine has (%lld bytes", plan, have);
+  EXPECT_ERR(sh(TFMC " run wide.tfm --init random --inputs big.safetensors"), more);
+  EXPECT_ERR(sh("./exe --inputs big.safetensors --outputs out.safetensors"), more);
+  cr_assert_neq(sh("ls out.safetensors"), 0, "a refused run wrote its outputs");
 }
 
 /* The sort checkpoint with NaN and Inf written into two weights. */
