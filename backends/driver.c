@@ -204,7 +204,10 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
   diags_add_source(d, src);
   Spec *spec = spec_parse(a, src, d);
   if (!spec) return 1;
-  LowerOptions step = {.step = true, .step_max_batch = o->step_rows}, encode = {.encode = true};
+  /* the encoder takes as many sources as the step has rows (a batch of
+   * sources; beam search encodes one and copies it to every row) */
+  LowerOptions step = {.step = true, .step_max_batch = o->step_rows},
+               encode = {.encode = true, .step_max_batch = o->step_rows};
   gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
   gen->step.spec = gen->encode.spec = spec;
   if (!(gen->step.g = spec_lower(a, spec, &step, d)) || !ir_graph_verify(gen->step.g, d)) return 1;

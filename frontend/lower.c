@@ -33,6 +33,8 @@ typedef struct Lower {
   int *attn_values;      /* attn_all: their value ids, in forward order */
   const char **attn_names; /* attn_all: "attention.LAYER" of each */
   int sym_l;             /* step graph: the symbol L (past + new tokens), else -1 */
+  int positions;         /* decoder step graph: the input "positions" i32[B,T] (each row's
+                            own positions: left padding), else -1 */
   /* encoder_decoder step graph: per decoder layer the inputs holding the
    * cross-attention keys / values the encode graph computed, else NULL */
   int *cross_k, *cross_v;
@@ -194,7 +196,9 @@ static int embeddings(Lower *L, int ids, int types, int64_t vocab, int len_sym,
   IrLoc ploc = pick(m, m->loc_position);
   if (m->pos != POS_NONE) {
     int pos;
-    if (L->sym_l >= 0) { /* step: positions P..L-1, the last T of 0..L-1 */
+    if (L->positions >= 0) { /* decoder step: each row's positions, given */
+      pos = L->positions;
+    } else if (L->sym_l >= 0) { /* step: positions P..L-1, the last T of 0..L-1 */
       int all = ir_build_typed(L->g, IR_OP_ARANGE, NULL, 0, NULL,
                                ir_type(IR_I32, 1, (IrDim[]){IR_SYM(L->sym_l)}), ploc);
       IrAttrs ta = no_attrs();
@@ -209,8 +213,10 @@ static int embeddings(Lower *L, int ids, int types, int64_t vocab, int len_sym,
       int pt = param(L, arena_printf(a, "%spos.weight", side), ir_type2(IR_F32, m->pos_max, L->d), ploc);
       pe = op2(L, IR_OP_EMBED, pt, pos, ploc);
     } else {
-      pe = ir_build_typed(L->g, IR_OP_SINUSOID, (int[]){pos}, 1, NULL,
-                          ir_type(IR_F32, 2, (IrDim[]){IR_SYM(len_sym), IR_CONST(L->d)}), ploc);
+      IrType pt = L->g->nodes[pos].type;
+      pt.dtype = IR_F32;
+      pt.dims[pt.rank++] = IR_CONST(L->d);
+      pe = ir_build_typed(L->g, IR_OP_SINUSOID, (int[]){pos}, 1, NULL, pt, ploc);
     }
     x = op2(L, IR_OP_ADD, x, pe, ploc);
   }
@@ -464,6 +470,7 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
   }
   Lower L = {0};
   L.sym_l = -1;
+  L.positions = -1;
   L.g = ir_graph_create(a, m->name);
   L.g->pad_id = m->pad_id;
   L.m = m;
@@ -501,9 +508,17 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     L.sym_l = ir_graph_add_symbol(g, "L", m->max_tgt);
     IrType ti = ir_type(IR_I32, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(T)});
     int tokens = ir_build_input(g, "tokens", ti, aloc);
-    /* query t (position P+t) sees keys 0..P+t */
+    /* a batch of left-padded prompts (HF's generate): row b's pads are
+     * masked out of every query by "mask" bool[B,L] (1 = real token), and
+     * its tokens sit at their own positions, "positions" i32[B,T]
+     * (cumsum(mask) - 1); the runtime fills both (runtime/rt_stepper.c) */
+    if (m->pos != POS_NONE) L.positions = ir_build_input(g, "positions", ti, pick(m, m->loc_position));
+    int keys = key_mask(&L, ir_build_input(g, "mask", ir_type(IR_BOOL, 2, (IrDim[]){IR_SYM(L.sym_b), IR_SYM(L.sym_l)}), mloc),
+                        L.sym_l, mloc);
+    /* query t (position P+t) sees keys 0..P+t that are not padding */
     int mask = ir_build_typed(g, IR_OP_MASK_CAUSAL, NULL, 0, NULL,
                               ir_type(IR_BOOL, 3, (IrDim[]){IR_CONST(1), IR_SYM(T), IR_SYM(L.sym_l)}), mloc);
+    mask = op2(&L, IR_OP_AND, mask, keys, mloc);
     int ep;
     int y = embeddings(&L, tokens, -1, m->vocab_tgt, T, "", &ep);
     y = decoder(&L, y, mask, -1, -1);

@@ -200,12 +200,17 @@ typedef struct LowerOptions {
    * the step graph of generation with a KV cache (encoder_decoder: see
    * encode). Symbols B, T (new tokens)
    * and L (= P + T, P the tokens already in the cache; the runtime binds
-   * it); input "tokens" i32[B,T] at positions P..L-1; per decoder layer two
+   * it); input "tokens" i32[B,T] at cache slots P..L-1; per decoder layer two
    * states "cache.decoder.N.k" / ".v" f32[max_batch, max_len, d_model] that
    * the step's keys and values are appended to (kv.append) and attended
-   * over (causal mask bool[1,T,L]); the head at the last position only:
-   * "logits" (or "log_probs") [B,V]. Key padding masks are not taken
-   * (one unpadded sequence per batch row). */
+   * over; the head at the last position only: "logits" (or "log_probs")
+   * [B,V]. A decoder's step also takes "mask" bool[B,L] (1 = a real token
+   * in that cache slot; the causal mask bool[1,T,L] and-ed with it, so a
+   * left-padded row's pads are no query's keys) and, with a position
+   * encoding, "positions" i32[B,T] (each row's own positions of its new
+   * tokens: cumsum(mask) - 1 for a left-padded row, P..L-1 without
+   * padding). An encoder_decoder's target is never padded (every row
+   * starts at bos): its positions are P..L-1. */
   bool step;
   /* true (encoder_decoder specs): the encode graph of generation, run once
    * per source. Symbols B, S; inputs "src" (and "src_mask" with an encoder

@@ -273,11 +273,14 @@ bool ir_infer_type(const IrGraph *g, IrOp op, const int *operands, int n,
     *out = r;
     return true;
   case IR_OP_SINUSOID:
-    if (t[0]->dtype != IR_I32 || t[0]->rank != 1)
-      return fail(err, errlen, "sinusoid takes positions i32[N]");
-    if (out->dtype != IR_F32 || out->rank != 2 || !same_dims(out, 0, t[0], 0) ||
-        out->dims[1].sym >= 0 || out->dims[1].value <= 0)
-      return fail(err, errlen, "sinusoid result must be f32[N,D] with constant D");
+    if (t[0]->dtype != IR_I32 || t[0]->rank < 1 || t[0]->rank >= IR_MAX_RANK)
+      return fail(err, errlen, "sinusoid takes positions i32[...] of rank 1..%d", IR_MAX_RANK - 1);
+    if (out->dtype != IR_F32 || out->rank != t[0]->rank + 1 ||
+        out->dims[out->rank - 1].sym >= 0 || out->dims[out->rank - 1].value <= 0)
+      return fail(err, errlen, "sinusoid result must be f32[...,D] with constant D");
+    for (int d = 0; d < t[0]->rank; d++)
+      if (!same_dims(out, d, t[0], d))
+        return fail(err, errlen, "sinusoid result must be f32[...,D] over the positions' dims");
     return true;
   case IR_OP_EMBED:
     if (t[0]->dtype != IR_F32 || t[0]->rank != 2)

@@ -218,8 +218,8 @@ static void lower_arange(Lw *L, int node) {
  * with 10000^(-2i/D) = exp(2i * -(ln 10000) / D), in double. */
 static void lower_sinusoid(Lw *L, int node) {
   const IrNode *n = &L->g->nodes[node];
-  int64_t D = n->type.dims[1].value;
-  LKernel *k = kernel(L, node, dimx(L, n->type.dims[0]), true);
+  int64_t D = n->type.dims[n->type.rank - 1].value;
+  LKernel *k = kernel(L, node, rowsx(L, &n->type), true); /* one row of D per position */
   int pos = var(L, LT_F64), j = var(L, LT_I64);
   emit(L, NULL, ls_let(L->p, pos, LT_F64, lx_cast(L->p, LT_F64, load(L, n->operands[0], V(L, k->outer_var)))));
   LStmt *f = for_(L, NULL, j, I(L, D));

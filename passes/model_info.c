@@ -8,6 +8,7 @@
 #include "passes/passes.h"
 #include "runtime/rt_model.h"
 
+#include <stdint.h>
 #include <string.h>
 
 void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths) {
@@ -85,7 +86,8 @@ void pass_input_vocabs(const IrGraph *g, int64_t *input_vocab) {
       int64_t rows = rows_dim.value;
       if (v == 0 || rows < v) v = rows;
     }
-    input_vocab[k++] = v;
+    /* feeding no table (positions of a sinusoidal encoding): unbounded */
+    input_vocab[k++] = v || g->nodes[i].type.dtype != IR_I32 ? v : INT32_MAX;
   }
 }
 

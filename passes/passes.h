@@ -113,8 +113,9 @@ const struct RtKernelInfo *pass_kernel_table(Arena *a, const IrGraph *g,
                                              const struct LoopProgram *p);
 /* Every input's exclusive id bound, in input-node order (input_vocab of
  * pass_model_info): the rows of the embedding tables an ids input feeds
- * directly (the smallest, if several); 0 for masks and for ids that feed no
- * embedding (unbounded). */
+ * directly (the smallest, if several); 0 for masks; INT32_MAX (unbounded)
+ * for ids that feed no embedding table (a step graph's positions under a
+ * sinusoidal encoding). */
 void pass_input_vocabs(const IrGraph *g, int64_t *input_vocab);
 /* The ids input a mask input pads and the name of its lengths alternative. */
 void pass_mask_names(const char *mask_input, const char **ids_input, const char **lengths);

@@ -1,6 +1,8 @@
-/* runtime/rt_generate.c — the greedy generation loop (rt_generate.h).
- * Invariant: the step function sees every id exactly once, at its
- * position: the prompt at 0..n_prompt-1, generated id i at n_prompt + i. */
+/* runtime/rt_generate.c — the generation loops (rt_generate.h): one
+ * sequence, a batch of them, beam search.
+ * Invariant: the step function sees every id exactly once, at its cache
+ * slot: the prompt at 0..n_prompt-1, generated id i at n_prompt + i (a
+ * batch: every row in lockstep, each row's padding known to the step). */
 #include "runtime/rt_generate.h"
 
 #include "runtime/rt_model.h"   /* rt_errorf */
@@ -74,6 +76,86 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
   }
   res->decode_ms = rt_timing_now_ms() - t1;
   return 0;
+}
+
+/* One id from a row of logits: greedy, or drawn from rng. */
+static int pick_id(const RtGenerateOptions *o, int sampling, const float *logits, RtRng *rng,
+                   int32_t *id, char *err, size_t errlen) {
+  if (!sampling) {
+    *id = rt_argmax(logits, o->vocab);
+    return 0;
+  }
+  int64_t tok;
+  if (rt_sample_token(logits, o->vocab, o->sample, rng, o->scratch, &tok, err, errlen)) return 1;
+  *id = (int32_t)tok;
+  return 0;
+}
+
+int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step_user,
+                      const int32_t *prompt, int64_t rows, int64_t n_prompt, int32_t *out,
+                      int64_t *lengths, RtStop *stop, RtRowDoneFn on_done, void *done_user,
+                      RtGenerateResult *res, char *err, size_t errlen) {
+  res->n = 0;
+  res->stop = RT_STOP_COUNT;
+  res->prefill_ms = res->decode_ms = 0;
+  if (gen_check(o, n_prompt, err, errlen)) return 1;
+  if (rows < 1) return rt_errorf(err, errlen, "generation needs at least one prompt");
+  int sampling = o->sample && o->sample->sample;
+  if (sampling && (!o->rng || !o->scratch))
+    return rt_errorf(err, errlen, "internal: sampling without generators or scratch");
+  if (sampling && rt_sample_options_check(o->sample, err, errlen)) return 1;
+  int32_t *feed = malloc((size_t)rows * sizeof *feed);
+  unsigned char *finished = calloc((size_t)rows, 1);
+  if (!feed || !finished) {
+    free(feed);
+    free(finished);
+    return rt_errorf(err, errlen, "out of memory");
+  }
+  for (int64_t b = 0; b < rows; b++) lengths[b] = 0;
+  int rc = 1;
+  const float *logits;
+  double t0 = rt_timing_now_ms();
+  if (step(step_user, prompt, rows, n_prompt, 0, &logits, err, errlen)) goto done;
+  res->prefill_ms = rt_timing_now_ms() - t0;
+  double t1 = rt_timing_now_ms();
+  int64_t live = rows, k = 0; /* k: ids each live row has */
+  for (;;) {
+    k++;
+    int cache_full = n_prompt + k >= o->max_len; /* feeding the new ids would go past it */
+    for (int64_t b = 0; b < rows; b++) {
+      if (finished[b]) continue; /* done earlier: fed its last id again */
+      int32_t id;
+      if (pick_id(o, sampling, logits + b * o->vocab, sampling ? &o->rng[b] : NULL, &id, err,
+                  errlen))
+        goto done;
+      out[b * o->max_new + lengths[b]++] = id;
+      feed[b] = id;
+      RtStop why = o->eos >= 0 && id == o->eos ? RT_STOP_EOS
+                   : k >= o->max_new           ? RT_STOP_COUNT
+                   : cache_full                ? RT_STOP_MAX_LEN
+                                               : RT_STOP_KIND_COUNT;
+      if (why == RT_STOP_KIND_COUNT) continue;
+      live--;
+      finished[b] = 1;
+      if (stop) stop[b] = why;
+      if (why == RT_STOP_MAX_LEN) res->stop = RT_STOP_MAX_LEN;
+      if (on_done) on_done(done_user, b, out + b * o->max_new, lengths[b], why);
+    }
+    if (!live) break;
+    if (step(step_user, feed, rows, 1, n_prompt + k - 1, &logits, err, errlen)) goto done;
+  }
+  res->decode_ms = rt_timing_now_ms() - t1;
+  int all_eos = 1;
+  for (int64_t b = 0; b < rows; b++) {
+    if (lengths[b] > res->n) res->n = lengths[b];
+    all_eos &= o->eos >= 0 && out[b * o->max_new + lengths[b] - 1] == o->eos;
+  }
+  if (res->stop != RT_STOP_MAX_LEN && all_eos) res->stop = RT_STOP_EOS;
+  rc = 0;
+done:
+  free(feed);
+  free(finished);
+  return rc;
 }
 
 int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalty,

@@ -17,7 +17,9 @@
  * it is chosen. The step function owns its cache: it keeps what earlier
  * steps appended, and the caller zeroes it before a new sequence.
  *
- * libc only; nothing is allocated. Batch 1 (one sequence). */
+ * libc only; rt_generate allocates nothing. rt_generate runs one sequence;
+ * rt_generate_batch a batch of them (below); rt_generate_beam one sequence's
+ * beams. */
 #ifndef TFMC_RT_GENERATE_H
 #define TFMC_RT_GENERATE_H
 
@@ -49,7 +51,8 @@ typedef struct RtGenerateOptions {
   int64_t eos;     /* -1: none */
   /* NULL or not sampling: greedy (rt_argmax). Else each id is drawn by
    * rt_sample_token with rng (seeded by the caller: same seed, same ids on
-   * every backend) and scratch (rt_sample_scratch_bytes(vocab) bytes). */
+   * every backend) and scratch (rt_sample_scratch_bytes(vocab) bytes);
+   * rt_generate_batch: rng[b] for row b. */
   const RtSampleOptions *sample;
   RtRng *rng;
   void *scratch;
@@ -94,6 +97,30 @@ int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalt
                      RtBatchStepFn step, RtReorderFn reorder, void *step_user,
                      const int32_t *prompt, int64_t n_prompt, int32_t *out,
                      RtGenerateResult *res, char *err, size_t errlen);
+
+/* ---- a batch of prompts (or of sources) at once ----
+ * Called when row `row` is done: its ids ids[0..n), why it stopped. */
+typedef void (*RtRowDoneFn)(void *user, int64_t row, const int32_t *ids, int64_t n, RtStop stop);
+
+/* Greedy or sampled generation for `rows` sequences at once: the prompts
+ * prompt[rows, n_prompt] (row-major, each row's own padding already known
+ * to the step function: rt_stepper_set_padding) run as one step (prefill),
+ * then every row feeds its new id back, one step of `rows` x 1 tokens at a
+ * time. Each row stops on its own, at its eos (kept) or max_new ids; a
+ * finished row's later ids are ignored (it is fed its eos again). All rows
+ * stop at max_len cache slots (n_prompt + generated, the padding counted).
+ * out[rows, max_new] gets row b's ids at out + b * max_new, lengths[b]
+ * their count, stop[b] (may be NULL) why it stopped; on_done (may be NULL)
+ * sees each row once, when it is done, rows finishing at one step in row
+ * order. Sampling: row b draws from o->rng[b] (rows generators, seeded by
+ * the caller). res->n is the longest row's count; res->stop RT_STOP_MAX_LEN
+ * when the cache filled up first, else RT_STOP_EOS when every row ended at
+ * its eos, else RT_STOP_COUNT. Returns 0, or 1 with a message (as
+ * rt_generate's refusals, a failing step). */
+int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step_user,
+                      const int32_t *prompt, int64_t rows, int64_t n_prompt, int32_t *out,
+                      int64_t *lengths, RtStop *stop, RtRowDoneFn on_done, void *done_user,
+                      RtGenerateResult *res, char *err, size_t errlen);
 
 /* The index of the first maximum of x[0..n) (NaNs never win); 0 if n < 1. */
 int32_t rt_argmax(const float *x, int64_t n);

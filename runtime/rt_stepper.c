@@ -52,10 +52,12 @@ static int init_encoder(RtStepper *st, const RtModelInfo *ei, char *err, size_t 
       return rt_errorf(err, errlen, "the encode program of '%s' does not compute '%s'", ei->name,
                        info->inputs[i].name);
   }
-  if (ei->sym_max[eb_sym] != 1)
-    return rt_errorf(err, errlen, "internal: the encode program runs one source (max batch 1)");
-  int ok = (st->eb.inputs[st->enc_in_src] = malloc((size_t)st->max_src * sizeof(int32_t))) != NULL;
-  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc((size_t)st->max_src)) != NULL;
+  st->max_enc_rows = ei->sym_max[eb_sym];
+  if (st->max_enc_rows > st->max_rows)
+    return rt_errorf(err, errlen, "internal: the encode program takes more rows than the step");
+  size_t cells = (size_t)(st->max_enc_rows * st->max_src);
+  int ok = (st->eb.inputs[st->enc_in_src] = malloc(cells * sizeof(int32_t))) != NULL;
+  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc(cells)) != NULL;
   for (int o = 0; o < ei->n_outputs && ok; o++)
     ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
   /* more rows than one (beam search): the source's keys / values copied to
@@ -79,12 +81,16 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
   st->sym_s = sym_index(info, "S");
   st->in_tokens = input_index(info, "tokens");
   st->in_src_mask = input_index(info, "src_mask");
+  st->in_positions = input_index(info, "positions");
+  st->in_mask = input_index(info, "mask");
   st->enc_in_src = st->enc_in_mask = -1;
-  int inputs_ok = st->in_tokens >= 0 && info->inputs[st->in_tokens].kind == RT_INPUT_IDS;
+  int inputs_ok = st->in_tokens >= 0 && info->inputs[st->in_tokens].kind == RT_INPUT_IDS &&
+                  (st->in_positions < 0 || info->inputs[st->in_positions].kind == RT_INPUT_IDS) &&
+                  (st->in_mask < 0 || info->inputs[st->in_mask].rank == 2);
   for (int i = 0; i < info->n_inputs; i++) {
     st->value_from[i] = -1;
-    inputs_ok &= i == st->in_tokens || i == st->in_src_mask ||
-                 info->inputs[i].kind == RT_INPUT_VALUES;
+    inputs_ok &= i == st->in_tokens || i == st->in_src_mask || i == st->in_positions ||
+                 i == st->in_mask || info->inputs[i].kind == RT_INPUT_VALUES;
   }
   if (st->sym_b < 0 || st->sym_t < 0 || st->sym_l < 0 || !inputs_ok || info->n_outputs < 1 ||
       info->outputs[0].rank != 2 || info->outputs[0].dims[1].sym >= 0 ||
@@ -96,6 +102,11 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
   st->token_vocab = info->inputs[st->in_tokens].vocab;
   st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
   int ok = st->b.inputs[st->in_tokens] != NULL;
+  ok &= (st->pad = calloc((size_t)st->max_rows, sizeof *st->pad)) != NULL;
+  if (st->in_positions >= 0)
+    ok &= (st->b.inputs[st->in_positions] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t))) != NULL;
+  if (st->in_mask >= 0)
+    ok &= (st->b.inputs[st->in_mask] = malloc((size_t)(st->max_len * st->max_rows))) != NULL;
   if (st->in_src_mask >= 0)
     ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
   for (int o = 0; o < info->n_outputs && ok; o++)
@@ -105,33 +116,52 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
 }
 
 int rt_stepper_encode(RtStepper *st, const int32_t *src, int64_t n, char *err, size_t errlen) {
+  return rt_stepper_encode_rows(st, src, NULL, 1, n, err, errlen);
+}
+
+int rt_stepper_encode_rows(RtStepper *st, const int32_t *src, const uint8_t *src_mask,
+                           int64_t rows, int64_t n, char *err, size_t errlen) {
   const RtModelInfo *ei = st->enc, *info = st->info;
   if (!ei) return rt_errorf(err, errlen, "internal: model '%s' has no encoder", info->name);
   if (n < 1 || n > st->max_src)
     return rt_errorf(err, errlen, "the source has %lld tokens; model '%s' takes 1..%lld",
                      (long long)n, info->name, (long long)st->max_src);
-  int64_t real = 0;
+  if (rows < 1 || rows > st->max_enc_rows)
+    return rt_errorf(err, errlen, "a batch of %lld sources; this model encodes at most %lld at once",
+                     (long long)rows, (long long)st->max_enc_rows);
   int32_t *ids = st->eb.inputs[st->enc_in_src];
+  /* the mask of rows x n: the encoder's input, else the step's */
   uint8_t *mask = st->enc_in_mask >= 0 ? st->eb.inputs[st->enc_in_mask]
                   : st->in_src_mask >= 0 ? st->b.inputs[st->in_src_mask] : NULL;
-  for (int64_t i = 0; i < n; i++) {
-    if (src[i] < 0 || src[i] >= st->src_vocab)
-      return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
-                       src[i], (long long)st->src_vocab - 1);
-    ids[i] = src[i];
-    int is_real = ei->pad_id < 0 || src[i] != ei->pad_id;
-    real += is_real;
-    if (mask) mask[i] = (uint8_t)is_real;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t real = 0;
+    for (int64_t i = r * n; i < (r + 1) * n; i++) {
+      if (src[i] < 0 || src[i] >= st->src_vocab)
+        return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
+                         src[i], (long long)st->src_vocab - 1);
+      ids[i] = src[i];
+      int is_real = src_mask ? src_mask[i] != 0 : ei->pad_id < 0 || src[i] != ei->pad_id;
+      real += is_real;
+      if (mask) mask[i] = (uint8_t)is_real;
+    }
+    if (src_mask && real < n && (st->enc_in_mask < 0 || st->in_src_mask < 0))
+      return rt_errorf(err, errlen,
+                       "source row %lld is padded, but model '%s' does not mask source padding in "
+                       "its %s (the spec's 'mask encoder ... padding' and 'mask cross padding'): "
+                       "a padded batch would not translate as each source alone",
+                       (long long)r, info->name, st->enc_in_mask < 0 ? "encoder" : "cross-attention");
+    if ((mask || src_mask) && !real)
+      return rt_errorf(err, errlen, src_mask ? "source row %lld is all padding: nothing to translate"
+                                             : "the source is all padding (pad id %lld): nothing to translate",
+                       src_mask ? (long long)r : (long long)ei->pad_id);
   }
-  if (mask && !real)
-    return rt_errorf(err, errlen, "the source is all padding (pad id %lld): nothing to translate",
-                     (long long)ei->pad_id);
-  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: every row the source's */
+  if (st->in_src_mask >= 0) { /* the step's mask, [rows, S]: one source's on every row, or each's */
     uint8_t *sm = st->b.inputs[st->in_src_mask];
-    for (int64_t r = 0; r < st->max_rows; r++)
+    if (rows > 1 && sm != mask) memcpy(sm, mask, (size_t)(rows * n));
+    for (int64_t r = 0; rows == 1 && r < st->max_rows; r++)
       if (sm + r * n != mask) memcpy(sm + r * n, mask, (size_t)n);
   }
-  st->eb.syms[sym_index(ei, "B")] = 1;
+  st->eb.syms[sym_index(ei, "B")] = rows;
   st->eb.syms[sym_index(ei, "S")] = n;
   st->encoded = 0;
   if (st->ops->run(st->user, RT_GEN_ENCODE, &st->eb, err, errlen)) return 1;
@@ -139,18 +169,40 @@ int rt_stepper_encode(RtStepper *st, const int32_t *src, int64_t n, char *err, s
   for (int i = 0; i < info->n_inputs; i++) {
     if (st->value_from[i] < 0) continue;
     const float *v = st->eb.outputs[st->value_from[i]];
-    if (!st->rows[i]) {
+    if (!st->rows[i] || rows > 1) { /* [rows, n, d] as the step reads it */
       st->b.inputs[i] = (void *)(uintptr_t)v;
       continue;
     }
+    st->b.inputs[i] = st->rows[i];
     size_t one = (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * n);
     for (int64_t r = 0; r < st->max_rows; r++) memcpy(st->rows[i] + (size_t)r * one, v, one * sizeof(float));
   }
+  st->enc_rows = rows;
   st->encoded = 1;
   return 0;
 }
 
-void rt_stepper_reset(RtStepper *st) { st->ops->reset(st->user); }
+int rt_stepper_set_padding(RtStepper *st, const int64_t *pad, int64_t rows, char *err,
+                           size_t errlen) {
+  if (rows < 1 || rows > st->max_rows)
+    return rt_errorf(err, errlen, "padding for %lld rows; the step takes 1..%lld", (long long)rows,
+                     (long long)st->max_rows);
+  for (int64_t r = 0; r < rows; r++)
+    if (pad && (pad[r] < 0 || pad[r] >= st->max_len))
+      return rt_errorf(err, errlen, "row %lld: %lld pads do not fit max_len %lld", (long long)r,
+                       (long long)pad[r], (long long)st->max_len);
+  if (pad && st->in_mask < 0)
+    for (int64_t r = 0; r < rows; r++)
+      if (pad[r])
+        return rt_errorf(err, errlen, "model '%s' takes no padding in its step", st->info->name);
+  for (int64_t r = 0; r < st->max_rows; r++) st->pad[r] = pad && r < rows ? pad[r] : 0;
+  return 0;
+}
+
+void rt_stepper_reset(RtStepper *st) {
+  st->ops->reset(st->user);
+  memset(st->pad, 0, (size_t)st->max_rows * sizeof *st->pad);
+}
 
 int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int64_t n,
                          int64_t past, const float **logits, char *err, size_t errlen) {
@@ -160,11 +212,25 @@ int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int
                      (long long)st->max_rows, (long long)st->max_len);
   if (st->enc && !st->encoded)
     return rt_errorf(err, errlen, "internal: a decoder step before the source was encoded");
+  if (st->enc && st->enc_rows > 1 && rows != st->enc_rows)
+    return rt_errorf(err, errlen, "internal: a step of %lld rows over a batch of %lld sources",
+                     (long long)rows, (long long)st->enc_rows);
   for (int64_t i = 0; i < rows * n; i++) {
     if (tokens[i] < 0 || tokens[i] >= st->token_vocab)
       return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
                        (long long)st->token_vocab - 1);
     ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
+  }
+  /* each row's positions of its new tokens and its real cache slots: row b's
+   * first pad[b] slots are pads (position 0, masked), slot s >= pad[b] is
+   * position s - pad[b] */
+  int32_t *pos = st->in_positions >= 0 ? st->b.inputs[st->in_positions] : NULL;
+  uint8_t *mask = st->in_mask >= 0 ? st->b.inputs[st->in_mask] : NULL;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t pr = st->pad[r];
+    for (int64_t t = 0; pos && t < n; t++)
+      pos[r * n + t] = (int32_t)(past + t >= pr ? past + t - pr : 0);
+    for (int64_t s = 0; mask && s < past + n; s++) mask[r * (past + n) + s] = s >= pr;
   }
   st->b.syms[st->sym_b] = rows;
   st->b.syms[st->sym_t] = n;
@@ -197,7 +263,10 @@ void rt_stepper_free(RtStepper *st) {
   if (st->info) {
     free(st->b.inputs[st->in_tokens]);
     if (st->in_src_mask >= 0) free(st->b.inputs[st->in_src_mask]);
+    if (st->in_positions >= 0) free(st->b.inputs[st->in_positions]);
+    if (st->in_mask >= 0) free(st->b.inputs[st->in_mask]);
   }
+  free(st->pad);
   for (int o = 0; o < RT_MAX_IO; o++) {
     free(st->b.outputs[o]);
     free(st->rows[o]);

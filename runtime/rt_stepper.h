@@ -3,10 +3,11 @@
  *
  * A decoder generates with one program, the *step* graph (frontend/spec.h
  * LowerOptions.step: input "tokens" i32[B,T], symbols B, T, L; output 0 the
- * last position's logits [B,V]; its KV caches are the program's state). An
- * encoder_decoder adds the *encode* program (src [1,S] -> every decoder
- * layer's cross-attention keys / values), whose outputs the step graph
- * takes as RT_INPUT_VALUES inputs by name. RtStepper binds both programs'
+ * last position's logits [B,V]; its KV caches are the program's state; its
+ * "mask" and "positions" inputs the stepper fills from each row's left
+ * padding). An encoder_decoder adds the *encode* program (src [B,S] ->
+ * every decoder layer's cross-attention keys / values), whose outputs the
+ * step graph takes as RT_INPUT_VALUES inputs by name. RtStepper binds both programs'
  * inputs and outputs to buffers allocated once, at the maxima (nothing per
  * token), and runs them through a small table of function pointers,
  * RtGenOps, so one loop serves every backend:
@@ -63,6 +64,10 @@ typedef struct RtStepper {
   RtBound b;                /* syms set per step; inputs[in_tokens] = tokens, outputs[0] = logits */
   int sym_b, sym_t, sym_l, sym_s; /* sym_s: an encoder_decoder's source length, else -1 */
   int in_tokens, in_src_mask;     /* step inputs (in_src_mask -1: none) */
+  int in_positions, in_mask;      /* a decoder's step: "positions" (-1: no position
+                                     encoding) and "mask" (-1: an encoder_decoder) */
+  int64_t *pad;             /* [max_rows]: the left padding of each row (its first pad[b]
+                               cache slots are masked out), rt_stepper_set_padding */
   int64_t max_len;          /* L's maximum: the positions the cache holds */
   int64_t max_rows;         /* B's maximum: 1, or the beams of a beam search */
   int64_t vocab;            /* V */
@@ -76,6 +81,9 @@ typedef struct RtStepper {
   int enc_in_src, enc_in_mask;  /* enc_in_mask -1: the encoder takes no mask */
   int value_from[RT_MAX_IO];    /* step input i <- encode output value_from[i], or -1 */
   int64_t max_src, src_vocab;   /* S's maximum; ids of src are < src_vocab */
+  int64_t max_enc_rows;         /* the encode program's B maximum */
+  int64_t enc_rows;             /* sources last encoded: 1 (every row translates it) or
+                                   the batch's rows */
   int encoded;                  /* rt_stepper_encode has run */
 } RtStepper;
 
@@ -91,7 +99,26 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *step, const RtModelInfo *e
  * step's KV cache (rt_stepper_reset) for a new sequence. Refuses ids
  * outside the source vocabulary and n outside 1..max_src. */
 int rt_stepper_encode(RtStepper *st, const int32_t *src, int64_t n, char *err, size_t errlen);
-/* A new sequence: the step's state zeroed (ops->reset). */
+/* A batch of sources src[rows, n] (row-major) with their masks
+ * src_mask[rows, n] (1 = real token; NULL: ids != the pad id, as
+ * rt_stepper_encode): encodes them at once, row b's target then translates
+ * source b, so the steps after it run exactly `rows` rows (rows 1: every
+ * row translates the one source). Refuses rows outside 1..the encode
+ * program's maximum, a row without a real token, and a mask with padding
+ * the model does not mask (its encoder or its cross-attention takes no
+ * source mask: the batch would not translate as each source alone). The
+ * caller puts each row's real tokens first (right padding: the encoder's
+ * positions count from 0). */
+int rt_stepper_encode_rows(RtStepper *st, const int32_t *src, const uint8_t *src_mask,
+                           int64_t rows, int64_t n, char *err, size_t errlen);
+/* Left padding of a decoder's batch: row b's first pad[b] cache slots hold
+ * pads, masked out of every query, and its tokens sit at positions
+ * slot - pad[b] (HF's position_ids = cumsum(attention_mask) - 1). NULL:
+ * none. Holds until the next call or rt_stepper_reset. Refuses rows
+ * outside 1..max_rows and pads outside 0..max_len-1. */
+int rt_stepper_set_padding(RtStepper *st, const int64_t *pad, int64_t rows, char *err,
+                           size_t errlen);
+/* A new sequence: the step's state zeroed (ops->reset), no padding. */
 void rt_stepper_reset(RtStepper *st);
 /* Runs rows x n new tokens (row-major; rows <= max_rows) at positions
  * past..past+n-1 of every row; *logits: [rows, V], valid until the next

@@ -455,7 +455,8 @@ static int kernel_sinusoid(Interp *in, int id) {
   const Tensor *pos = operand(in, id, 0);
   Tensor *o;
   if (out_alloc(in, id, &o)) return 1;
-  int64_t N = o->dims[0], D = o->dims[1];
+  /* pos i32[...] -> f32[...,D]: one row of D per position */
+  int64_t N = tensor_numel(pos), D = o->dims[o->rank - 1];
   const int32_t *p = pos->data;
   float *y = o->data;
   double k = -log(10000.0) / (double)D;
