@@ -148,25 +148,96 @@ static int64_t parse_ids(const char *s, int32_t *ids, int64_t cap) {
   return k ? k : -1;
 }
 
-/* --inputs: the one tensor `tokens` (decoder) or `src` (encoder_decoder), [1,N]. */
-static int64_t read_inputs(const char *path, const RtStepper *st, int32_t **ids, char *err,
-                           size_t errlen) {
+/* --inputs: `tokens` [B,T] (decoder) or `src` [B,S] (encoder_decoder), and
+ * the padding as the forward pass takes it (README "Inputs and outputs"):
+ * `mask` / `src_mask` [B,N] (1 = real token), or `lengths` / `src_lengths`
+ * [B], or the spec's pad id, else none. */
+typedef struct GenBatch {
+  int32_t *ids;     /* [rows, len] */
+  uint8_t *mask;    /* [rows, len], 1 = real */
+  int64_t rows, len;
+  int explicit_pad; /* the file gave a mask or lengths */
+} GenBatch;
+
+static void gen_batch_free(GenBatch *gb) {
+  free(gb->ids);
+  free(gb->mask);
+  memset(gb, 0, sizeof *gb);
+}
+
+static int read_inputs(const char *path, const RtStepper *st, GenBatch *gb, char *err,
+                       size_t errlen) {
   const char *name = st->enc ? "src" : "tokens";
+  const char *mask_name = st->enc ? "src_mask" : "mask";
+  const char *lengths_name = st->enc ? "src_lengths" : "lengths";
   int64_t vocab = st->enc ? st->src_vocab : st->token_vocab;
   int64_t max_len = st->enc ? st->max_src : st->max_len;
+  int64_t pad_id = st->enc ? st->enc->pad_id : st->info->pad_id;
+  memset(gb, 0, sizeof *gb);
   RtSafetensors *sf = NULL;
-  if (rt_st_open(path, &sf, err, errlen)) return -1;
-  int64_t b = 0, len = -1;
-  for (int k = 0; k < rt_st_count(sf); k++)
-    if (strcmp(rt_st_get(sf, k)->name, name) != 0) {
-      rt_errorf(err, errlen, "%s: unexpected input '%s'; generation takes '%s' [1,N] (the %s)",
-                path, rt_st_get(sf, k)->name, name, st->enc ? "source" : "prompt");
-      rt_st_close(sf);
-      return -1;
+  if (rt_st_open(path, &sf, err, errlen)) return 1;
+  int rc = 1;
+  for (int k = 0; k < rt_st_count(sf); k++) {
+    const char *got = rt_st_get(sf, k)->name;
+    if (strcmp(got, name) != 0 && strcmp(got, mask_name) != 0 && strcmp(got, lengths_name) != 0) {
+      rt_errorf(err, errlen, "%s: unexpected input '%s'; generation takes '%s' [B,N] (the %s) and "
+                "optionally '%s' [B,N] or '%s' [B]", path, got, name,
+                st->enc ? "sources" : "prompts", mask_name, lengths_name);
+      goto done;
     }
-  if (rt_io_read_ids(sf, path, name, vocab, 1, max_len, ids, &b, &len, err, errlen)) len = -1;
+  }
+  gb->explicit_pad = rt_st_find(sf, mask_name) || rt_st_find(sf, lengths_name);
+  if (rt_io_read_ids(sf, path, name, vocab, INT64_MAX, max_len, &gb->ids, &gb->rows, &gb->len, err,
+                     errlen))
+    goto done;
+  if (!(gb->mask = malloc((size_t)(gb->rows * gb->len)))) {
+    rt_errorf(err, errlen, "out of memory");
+    goto done;
+  }
+  if (rt_io_key_mask(sf, path, mask_name, lengths_name, gb->ids, gb->rows, gb->len, pad_id,
+                     gb->mask, err, errlen))
+    goto done;
+  rc = 0;
+done:
   rt_st_close(sf);
-  return len;
+  if (rc) gen_batch_free(gb);
+  return rc;
+}
+
+/* Each row's real tokens must be one run: moved to the row's end (left
+ * padding: a decoder's prompt, whose next token follows its last) or its
+ * start (right padding: a source, whose positions count from 0), the pads'
+ * ids in the freed cells in their order. pad[b] gets row b's pad count. */
+static int realign_rows(GenBatch *gb, int to_end, int64_t *pad, const char *what, char *err,
+                        size_t errlen) {
+  int64_t n = gb->len;
+  int32_t *tmp = malloc((size_t)n * sizeof *tmp);
+  if (!tmp) return rt_errorf(err, errlen, "out of memory");
+  for (int64_t b = 0; b < gb->rows; b++) {
+    int32_t *ids = gb->ids + b * n;
+    uint8_t *m = gb->mask + b * n;
+    int64_t first = 0, last = n - 1, real = 0;
+    while (!m[first]) first++; /* rt_io_key_mask: every row has a real token */
+    while (!m[last]) last--;
+    for (int64_t i = first; i <= last; i++) real += m[i];
+    if (real != last - first + 1) {
+      free(tmp);
+      return rt_errorf(err, errlen,
+                       "%s %lld has padding between its real tokens; generation takes each as "
+                       "one run of real tokens, padded on the left or on the right",
+                       what, (long long)b);
+    }
+    int64_t k = to_end ? n - real : 0, p = to_end ? 0 : real;
+    for (int64_t i = 0; i < n; i++) {
+      if (m[i]) tmp[k++] = ids[i];
+      else tmp[p++] = ids[i];
+    }
+    memcpy(ids, tmp, (size_t)n * sizeof *tmp);
+    for (int64_t i = 0; i < n; i++) m[i] = to_end ? i >= n - real : i < real;
+    pad[b] = n - real;
+  }
+  free(tmp);
+  return 0;
 }
 
 /* ---- the loop ---- */
@@ -248,6 +319,169 @@ done:
   return rc;
 }
 
+/* ---- a batch of prompts (or sources): --inputs with B > 1 ---- */
+
+typedef struct RowPrint {
+  const RtVocab *vocab; /* NULL: ids only */
+  int64_t bos, eos;     /* not text */
+} RowPrint;
+
+/* One line per row, when it is done: "row B: ID ID ...", and with a
+ * vocabulary a tab and its text (symbols separated by spaces, or what the
+ * tokenizer decodes the ids to; bos and eos are not text). */
+static void print_row(void *user, int64_t row, const int32_t *ids, int64_t n, RtStop stop) {
+  const RowPrint *rp = user;
+  (void)stop;
+  printf("row %lld:", (long long)row);
+  for (int64_t i = 0; i < n; i++) printf(" %d", ids[i]);
+  if (rp->vocab) {
+    putchar('\t');
+    int32_t *text_ids = malloc((size_t)n * sizeof *text_ids + 4);
+    int64_t k = 0;
+    for (int64_t i = 0; text_ids && i < n; i++)
+      if (ids[i] != rp->eos && ids[i] != rp->bos) text_ids[k++] = ids[i];
+    if (text_ids && rp->vocab->tokenizer) {
+      char *txt, msg[256];
+      size_t len;
+      if (!rt_tokenizer_decode(rp->vocab->tokenizer, text_ids, k, &txt, &len, msg, sizeof msg)) {
+        fwrite(txt, 1, len, stdout);
+        free(txt);
+      }
+    } else {
+      for (int64_t i = 0; text_ids && i < k; i++) {
+        const char *sym = rt_text_vocab_symbol(rp->vocab, text_ids[i]);
+        if (i) putchar(' ');
+        if (sym) fputs(sym, stdout);
+        else printf("[%d]", text_ids[i]);
+      }
+    }
+    free(text_ids);
+  }
+  putchar('\n');
+  fflush(stdout);
+}
+
+/* generated i64 [rows, N] (N: the longest row; a shorter row's tail is
+ * RT_GEN_PAD_ID) and generated_lengths i64 [rows] */
+static int write_batch_outputs(const char *path, const int32_t *out, int64_t stride,
+                               const int64_t *lengths, int64_t rows, char *err, size_t errlen) {
+  int64_t n = 1;
+  for (int64_t b = 0; b < rows; b++) n = lengths[b] > n ? lengths[b] : n;
+  int64_t *ids = malloc((size_t)(rows * n) * sizeof *ids);
+  if (!ids) return rt_errorf(err, errlen, "out of memory");
+  for (int64_t b = 0; b < rows; b++)
+    for (int64_t i = 0; i < n; i++) ids[b * n + i] = i < lengths[b] ? out[b * stride + i] : RT_GEN_PAD_ID;
+  RtStWrite w[2] = {
+      {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {rows, n}, .data = ids},
+      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {rows}, .data = lengths}};
+  int rc = rt_st_write(path, w, 2, NULL, 0, err, errlen);
+  free(ids);
+  return rc;
+}
+
+/* One generation of the batch from a fresh state: the sources encoded
+ * (encoder_decoder) or each row's padding set (decoder), the generators
+ * seeded (row b: seed + b), the loop. */
+static int batch_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions *go, RtRng *rngs,
+                      const GenBatch *gb, const int64_t *pad, const int32_t *prompt,
+                      int64_t n_prompt, int32_t *out, int64_t *lengths, RtRowDoneFn on_done,
+                      void *done_user, RtGenerateResult *res, double *encode_ms, char *err,
+                      size_t errlen) {
+  double t0 = rt_timing_now_ms();
+  if (st->enc && rt_stepper_encode_rows(st, gb->ids, gb->mask, gb->rows, gb->len, err, errlen))
+    return 1;
+  if (encode_ms) *encode_ms = rt_timing_now_ms() - t0;
+  rt_stepper_reset(st);
+  if (!st->enc && rt_stepper_set_padding(st, pad, gb->rows, err, errlen)) return 1;
+  for (int64_t b = 0; b < gb->rows; b++) rt_rng_seed(&rngs[b], g->seed + (uint64_t)b);
+  return rt_generate_batch(go, rt_stepper_batch_step, st, prompt, gb->rows, n_prompt, out,
+                           lengths, NULL, on_done, done_user, res, err, errlen);
+}
+
+static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, GenBatch *gb,
+                         char *err, size_t errlen) {
+  int64_t rows = gb->rows, cap = st->enc ? st->max_enc_rows : st->max_rows;
+  if (g->beams)
+    return rt_errorf(err, errlen, "--beams takes one %s; %s holds a batch of %lld (beam search "
+                     "of a batch is not supported)", st->enc ? "source" : "prompt", r->inputs,
+                     (long long)rows);
+  if (rows > cap)
+    return rt_errorf(err, errlen, "%s: a batch of %lld %s; this model was compiled to generate at "
+                     "most %lld rows at once (tfmc build / emit-c --max-beams K compiles for K)",
+                     r->inputs, (long long)rows, st->enc ? "sources" : "prompts", (long long)cap);
+  int64_t max_new = gen_out_len(g, st);
+  int64_t *pad = malloc((size_t)rows * sizeof *pad), *lengths = malloc((size_t)rows * sizeof *lengths);
+  int32_t *out = malloc((size_t)(rows * max_new) * sizeof *out);
+  int32_t *prompt = st->enc ? malloc((size_t)rows * sizeof *prompt) : gb->ids;
+  RtRng *rngs = malloc((size_t)rows * sizeof *rngs);
+  void *scratch = g->sample.sample ? malloc(rt_sample_scratch_bytes(st->vocab) + 64) : NULL;
+  double *ms = r->repeat > 0 ? malloc((size_t)r->repeat * 3 * sizeof *ms) : NULL;
+  int rc = 1;
+  if (!pad || !lengths || !out || !prompt || !rngs || (g->sample.sample && !scratch) ||
+      (r->repeat > 0 && !ms)) {
+    rt_errorf(err, errlen, "out of memory");
+    goto done;
+  }
+  if (realign_rows(gb, !st->enc, pad, st->enc ? "source row" : "prompt row", err, errlen)) goto done;
+  int64_t n_prompt = gb->len;
+  if (st->enc) { /* every target starts at bos */
+    for (int64_t b = 0; b < rows; b++) prompt[b] = (int32_t)r->bos;
+    n_prompt = 1;
+  }
+  RtGenerateOptions go = {max_new, st->max_len, st->vocab, r->eos,
+                          g->sample.sample ? &g->sample : NULL, rngs, scratch};
+  RtGenerateResult res;
+  RowPrint rp = {r->vocab, r->bos, r->eos};
+  if (batch_once(g, st, &go, rngs, gb, pad, prompt, n_prompt, out, lengths, print_row, &rp, &res,
+                 NULL, err, errlen))
+    goto done;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    rt_errorf(err, errlen, "cannot write to standard output: %s", strerror(errno));
+    goto done;
+  }
+  if (res.stop == RT_STOP_MAX_LEN)
+    fprintf(stderr, "%s: stopped after %lld tokens: the batch reached max_len %lld (%lld prompt "
+            "slots, padding included)\n", r->prog ? r->prog : "tfmc", (long long)res.n,
+            (long long)st->max_len, (long long)n_prompt);
+  if (r->repeat > 0) { /* --repeat R: R more generations of the batch, timed */
+    double *enc = ms, *pre = ms + r->repeat, *tok = ms + 2 * r->repeat;
+    for (int i = 0; i < r->repeat; i++) {
+      RtGenerateResult r2;
+      if (batch_once(g, st, &go, rngs, gb, pad, prompt, n_prompt, out, lengths, NULL, NULL, &r2,
+                     &enc[i], err, errlen))
+        goto done;
+      pre[i] = r2.prefill_ms;
+      tok[i] = r2.n > 1 ? r2.decode_ms / (double)(r2.n - 1) : 0;
+    }
+    RtTiming te, tp, tt;
+    rt_timing_summarise(enc, r->repeat, &te);
+    rt_timing_summarise(pre, r->repeat, &tp);
+    rt_timing_summarise(tok, r->repeat, &tt);
+    if (st->enc)
+      fprintf(stderr, "timing: backend %s, %lld sources of %lld tokens, encode median %.3f ms "
+              "(min %.3f)\n", r->backend, (long long)rows, (long long)gb->len, te.median_ms,
+              te.min_ms);
+    fprintf(stderr,
+            "timing: backend %s, batch of %lld, prompts %lld tokens, prefill median %.3f ms (min "
+            "%.3f); decode median %.3f ms per step of the batch (min %.3f) over %lld steps; %d "
+            "runs\n",
+            r->backend, (long long)rows, (long long)n_prompt, tp.median_ms, tp.min_ms,
+            tt.median_ms, tt.min_ms, (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
+  }
+  if (r->outputs && write_batch_outputs(r->outputs, out, max_new, lengths, rows, err, errlen))
+    goto done;
+  rc = 0;
+done:
+  free(pad);
+  free(lengths);
+  free(out);
+  if (st->enc) free(prompt);
+  free(rngs);
+  free(scratch);
+  free(ms);
+  return rc;
+}
+
 int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   char err[1024];
   int rc = 1;
@@ -268,7 +502,25 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   /* the prompt's (or source's) ids */
   int64_t ids_vocab = st->enc ? st->src_vocab : st->token_vocab;
   if (r->inputs) {
-    n_src = read_inputs(r->inputs, st, &src, err, sizeof err);
+    GenBatch gb;
+    if (read_inputs(r->inputs, st, &gb, err, sizeof err)) goto fail;
+    if (gb.rows > 1) { /* one line per row when it is done */
+      rc = gen_run_batch(r, g, st, &gb, err, sizeof err);
+      gen_batch_free(&gb);
+      if (rc) goto fail;
+      goto done;
+    }
+    /* one sequence: as the prompt (source) alone, its padding dropped when
+     * the file says where it is */
+    int64_t pad0 = 0;
+    if (gb.explicit_pad && realign_rows(&gb, 0, &pad0, st->enc ? "source row" : "prompt row", err,
+                                        sizeof err)) {
+      gen_batch_free(&gb);
+      goto fail;
+    }
+    src = gb.ids;
+    n_src = gb.len - pad0;
+    free(gb.mask);
   } else {
     size_t cap = strlen(r->tokens ? r->tokens : r->text) + 2;
     if (!(src = malloc(cap * sizeof *src))) {

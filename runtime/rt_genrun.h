@@ -53,6 +53,8 @@ typedef struct RtGenArgs {
 } RtGenArgs;
 
 #define RT_GEN_MAX_BEAMS 64
+/* What `generated` holds after a row's end in a batch's --outputs. */
+#define RT_GEN_PAD_ID (-1)
 
 /* Reads and checks the options: 0; or 1 for a bad value (exit status 1:
  * --generate below 1, --temperature <= 0 or not finite, --top-p outside

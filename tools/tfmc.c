@@ -841,6 +841,20 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
 
 /* ---- tfmc run --generate: runtime/rt_genrun.h, as executables do it ---- */
 
+/* The batch of an --inputs file: the rows of its `tokens` or `src` [B,N]
+ * (1 when it has neither or cannot be read: rt_gen_run says why later).
+ * The step graph is compiled for that many rows. */
+static int64_t inputs_batch(const char *path) {
+  RtSafetensors *st = NULL;
+  char err[512];
+  if (!path || rt_st_open(path, &st, err, sizeof err)) return 1;
+  const RtStTensor *t = rt_st_find(st, "tokens");
+  if (!t) t = rt_st_find(st, "src");
+  int64_t b = t && t->rank == 2 && t->shape[0] > 1 ? t->shape[0] : 1;
+  rt_st_close(st);
+  return b;
+}
+
 static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
   const char *outputs = opt(args, "outputs");
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
@@ -898,11 +912,20 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .stage = stage,
                         .strict = opt(args, "strict") != NULL,
                         .step_rows = g.beams > 1 ? g.beams : 1};
+  /* a batch of prompts (sources): one row each, up to the spec's max_batch */
+  int64_t batch = inputs_batch(ri.inputs);
+  if (batch > dopt.step_rows) dopt.step_rows = batch;
   if (driver_compile_generation(a, &d, args->pos[0], &dopt, &gen, err, sizeof err)) {
     compile_failed(err);
     goto done;
   }
   const ModelSpec *spec = gen.step.spec->model;
+  if (batch > spec->max_batch) {
+    fprintf(stderr, "tfmc: %s: a batch of %lld %s; model '%s' takes at most %lld (max_batch)\n",
+            ri.inputs, (long long)batch, gen.encoder_decoder ? "sources" : "prompts", spec->name,
+            (long long)spec->max_batch);
+    goto done;
+  }
   if (vocab_path && rt_text_vocab_load(vocab_path, &vocab, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
