@@ -21,6 +21,8 @@ padding, a KV cache), that no live step is a near tie, and writes
                                                row's end), generated_lengths i64 [3],
                                                step_logits f32 [N,3,V] (a row's logits
                                                at each step it was live; 0 after)
+    tests/generate/leftpad/bad_mask_*.safetensors  inputs to be refused (mask shape,
+                                               a row of pads only, padding between real tokens)
     tests/generate/leftpad/expected            each row's ids, a line per row
     tests/generate/leftpad/prompts             each prompt alone, a line per row
     tests/generate/leftpad/steps               the --generate count
@@ -193,6 +195,16 @@ def decoder_golden():
     rt, rm = pad_batch(PROMPTS, left=False)
     stio.write(os.path.join(OUT, "inputs_right.safetensors"),
                {"tokens": rt.numpy(), "mask": rm.numpy()})
+    # bad inputs the tests expect refused: a mask that is not [B,T], a row
+    # with no real token, a row with padding between its real tokens
+    tk, mk = tokens.numpy(), mask.numpy()
+    stio.write(os.path.join(OUT, "bad_mask_shape.safetensors"), {"tokens": tk, "mask": mk[:, 1:]})
+    zero = mk.copy()
+    zero[1] = 0
+    stio.write(os.path.join(OUT, "bad_mask_zero_row.safetensors"), {"tokens": tk, "mask": zero})
+    holes = mk.copy()
+    holes[0, -2] = 0
+    stio.write(os.path.join(OUT, "bad_mask_holes.safetensors"), {"tokens": tk, "mask": holes})
     stio.write(os.path.join(OUT, "expected.safetensors"),
                {"generated": generated,
                 "generated_lengths": np.array([len(r) for r in ids], dtype=np.int64),
