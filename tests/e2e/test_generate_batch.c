@@ -6,7 +6,11 @@
  * mask extended per step, past keys / values), the ids identical, each row
  * stopping at eos on its own; on the interpreter and on the JIT (-O2). And
  * rt_gen_run, the command line's path, writes the same ids to --outputs
- * (generated [3,N] with -1 after a row's end, generated_lengths [3]). */
+ * (generated [3,N] with -1 after a row's end, generated_lengths [3]).
+ * Without PyTorch: for GPT-2-like (learned positions) and torch.nn-LM-like
+ * (sinusoidal positions) specs with random weights, every row of a
+ * left-padded batch gets at every step the logits of its prompt alone at
+ * batch 1, within the same tolerance. */
 #include "backends/exec.h"
 #include "runtime/rt_generate.h"
 #include "runtime/rt_genrun.h"
@@ -173,6 +177,95 @@ static void check_batch(const char *backend) {
   free(g.step_logits);
   arena_destroy(a);
 }
+
+/* ---- each row as its prompt alone ---- */
+
+enum { A_ROWS = 3, A_STEPS = 12 };
+
+typedef struct Record {
+  RtStepper *st;
+  int64_t rows, step;
+  float *logits; /* [A_STEPS, rows, V] */
+} Record;
+
+static int recorded_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
+                         const float **logits, char *err, size_t errlen) {
+  Record *r = user;
+  if (rt_stepper_batch_step(r->st, tokens, rows, n, past, logits, err, errlen)) return 1;
+  cr_assert(r->step < A_STEPS);
+  memcpy(r->logits + r->step * r->rows * r->st->vocab, *logits,
+         (size_t)(rows * r->st->vocab) * sizeof(float));
+  r->step++;
+  return 0;
+}
+
+static void check_alone(const char *spec, const char *backend) {
+  Arena *a = arena_create();
+  static PassPipeline pl;
+  cr_assert(pass_pipeline_level(2, &pl));
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  DriverStage stage;
+  cr_assert(backend_known(backend, &stage));
+  DriverOptions o = {.seed = 5, .stage = stage, .passes = &pl, .pass_ctx = &pctx, .step_rows = A_ROWS};
+  CompiledGeneration gen;
+  char err[1024] = "";
+  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s %s", err,
+               d.captured ? d.captured : "");
+  BackendStepper st;
+  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, NULL, &(ExecOptions){2, 0, false}, err,
+                                    sizeof err), 0, "%s", err);
+  int64_t vocab = st.rs.vocab, len[A_ROWS] = {5, 2, 4}, t = 5, pad[A_ROWS];
+  int32_t prompt[A_ROWS * 5];
+  for (int64_t b = 0; b < A_ROWS; b++) {
+    pad[b] = t - len[b];
+    for (int64_t i = 0; i < t; i++) /* pads: id 1; the prompt's ids after them */
+      prompt[b * t + i] = i < pad[b] ? 1 : (int32_t)((b * 11 + i * 7 + 3) % vocab);
+  }
+  /* the batch: no eos, A_STEPS ids per row (the prefill and A_STEPS - 1 steps) */
+  RtGenerateOptions go = {A_STEPS, st.rs.max_len, vocab, -1, NULL, NULL, NULL};
+  Record batch = {&st.rs, A_ROWS, 0, malloc((size_t)(A_STEPS * A_ROWS * vocab) * sizeof(float))};
+  int32_t out[A_ROWS * A_STEPS], one[A_STEPS];
+  int64_t lengths[A_ROWS];
+  RtGenerateResult res;
+  cr_assert_eq(rt_stepper_set_padding(&st.rs, pad, A_ROWS, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_generate_batch(&go, recorded_step, &batch, prompt, A_ROWS, t, out, lengths, NULL,
+                                 NULL, NULL, &res, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(batch.step, A_STEPS); /* the prefill and A_STEPS - 1 steps */
+  Record alone = {&st.rs, 1, 0, malloc((size_t)(A_STEPS * vocab) * sizeof(float))};
+  double worst = 0;
+  for (int64_t b = 0; b < A_ROWS; b++) {
+    rt_stepper_reset(&st.rs);
+    alone.step = 0;
+    int64_t one_len;
+    cr_assert_eq(rt_generate_batch(&go, recorded_step, &alone, prompt + b * t + pad[b], 1, len[b],
+                                   one, &one_len, NULL, NULL, NULL, &res, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(one_len, lengths[b]);
+    for (int64_t k = 0; k < A_STEPS; k++) {
+      cr_assert_eq(out[b * A_STEPS + k], one[k], "%s %s row %lld id %lld: batch %d, alone %d", spec,
+                   backend, (long long)b, (long long)k, out[b * A_STEPS + k], one[k]);
+      const float *got = batch.logits + (k * A_ROWS + b) * vocab, *ref = alone.logits + k * vocab;
+      for (int64_t v = 0; v < vocab; v++) {
+        double diff = fabs((double)got[v] - ref[v]);
+        if (diff > worst) worst = diff;
+        cr_assert(diff <= 1e-4 + 1e-4 * fabs(ref[v]), "%s %s row %lld step %lld logit %lld: batch %.7g, alone %.7g",
+                  spec, backend, (long long)b, (long long)k, (long long)v, got[v], ref[v]);
+      }
+    }
+  }
+  cr_log_info("%s %s: worst |batch row - alone| %.3g", spec, backend, worst);
+  free(batch.logits);
+  free(alone.logits);
+  backend_stepper_free(&st);
+  arena_destroy(a);
+}
+
+#define SPECS TFMC_SOURCE_DIR "/tests/e2e/generate/"
+Test(generate_batch, alone_gpt2_tiny_interp) { check_alone(SPECS "gpt2_tiny.tfm", "interp"); }
+Test(generate_batch, alone_gpt2_tiny_jit) { check_alone(SPECS "gpt2_tiny.tfm", "jit"); }
+Test(generate_batch, alone_torchnn_lm_tiny_interp) { check_alone(SPECS "torchnn_lm_tiny.tfm", "interp"); }
+Test(generate_batch, alone_torchnn_lm_tiny_jit) { check_alone(SPECS "torchnn_lm_tiny.tfm", "jit"); }
 
 Test(generate_batch, leftpad_gpt2_interp) { check_batch("interp"); }
 Test(generate_batch, leftpad_gpt2_jit) { check_batch("jit"); }
