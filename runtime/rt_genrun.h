@@ -13,7 +13,16 @@
  *
  * The prompt (an encoder_decoder's source) is one sequence: --tokens "IDS",
  * --text "TEXT" through the vocabulary or tokenizer, or --inputs F.safetensors
- * holding `tokens` [1,T] (decoder) or `src` [1,S] (encoder_decoder). A
+ * holding `tokens` [1,T] (decoder) or `src` [1,S] (encoder_decoder). Or a
+ * batch: --inputs with `tokens` [B,T] (`src` [B,S]), B > 1, padded as the
+ * forward pass takes it (`mask` / `src_mask` [B,N], 1 = real token, or
+ * `lengths` / `src_lengths` [B], or the pad id), each row one run of real
+ * tokens, left- or right-padded (moved to the left for a decoder's prompts,
+ * to the right for sources): every row generates at once
+ * (rt_generate_batch), stops on its own, and is printed when it is done,
+ * "row R: IDS" (a tab and its text with a vocabulary); sampled, row R draws
+ * from a generator seeded with seed + R; --outputs holds generated [B,N],
+ * RT_GEN_PAD_ID after a row's end. A
  * decoder's prompt runs in one step (prefill), then one step per token; an
  * encoder_decoder's source is encoded once and its target starts at bos.
  * Greedy, sampled (--sample) or beam-searched (--beams) through

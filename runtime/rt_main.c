@@ -552,7 +552,9 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
              "  --tokens \"IDS\"   the prompt%s: ids separated by spaces or commas\n"
              "  --text \"TEXT\"    instead: text through --vocab (whitespace-separated symbols;\n"
              "                   unknown ones become <unk> when it has one) or --tokenizer\n"
-             "  --inputs FILE    instead: a safetensors file holding %s [1,N]\n"
+             "  --inputs FILE    instead: a safetensors file holding %s [B,N], and for a\n"
+             "                   padded batch (B up to %lld) its %s [B,N] (1 = real) or\n"
+             "                   %s [B]: a line 'row R: IDS' per row when it is done\n"
              "  --vocab FILE     one token per line, line k = id k: prints the ids' symbols\n"
              "  --tokenizer SPEC instead of --vocab: gpt2:DIR (DIR/vocab.json, DIR/merges.txt;\n"
              "                   or gpt2:VOCAB.json,MERGES.txt) or wordpiece:VOCAB.txt[:uncased]\n"
@@ -563,14 +565,16 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
              "                   default)\n"
              "  --top-p P        with --sample: nucleus, P in (0, 1] (1: off, the default)\n"
              "  --seed S         the sampler's PCG32 seed (default 0): the same seed gives the\n"
-             "                   same tokens as 'tfmc run' on every backend\n"
+             "                   same tokens as 'tfmc run' on every backend (a batch's\n"
+             "                   row R draws with S + R)\n"
              "  --beams K        beam search with K beams, 1..%lld (this executable's\n"
              "                   compiled maximum); score = sum of log-probs / len^A;\n"
              "                   the ids are printed when the search is done\n"
              "  --length-penalty A  with --beams: A (default 1)\n"
-             "  --outputs FILE   also write generated (i64 [1,N]) and generated_lengths\n"
-             "                   (i64 [1]) as safetensors\n",
-          gi->encode ? " (here: the source)" : "", gi->encode ? "src" : "tokens",
+             "  --outputs FILE   also write generated (i64 [B,N]; -1 after a row's end) and\n"
+             "                   generated_lengths (i64 [B]) as safetensors\n",
+          gi->encode ? " (here: the source)" : "", gi->encode ? "src" : "tokens", (long long)beams,
+          gi->encode ? "src_mask" : "mask", gi->encode ? "src_lengths" : "lengths",
           (long long)beams);
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
