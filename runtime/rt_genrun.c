@@ -187,8 +187,17 @@ static int read_inputs(const char *path, const RtStepper *st, GenBatch *gb, char
     }
   }
   gb->explicit_pad = rt_st_find(sf, mask_name) || rt_st_find(sf, lengths_name);
-  if (rt_io_read_ids(sf, path, name, vocab, INT64_MAX, max_len, &gb->ids, &gb->rows, &gb->len, err,
-                     errlen))
+  /* the step's rows (beams, or prompts of a batch; an encoder_decoder's
+   * encoder has as many) */
+  const RtStTensor *t = rt_st_find(sf, name);
+  if (t && t->rank == 2 && t->shape[0] > st->max_rows) {
+    rt_errorf(err, errlen, "%s: a batch of %lld %s; this model was compiled to generate at most "
+              "%lld rows at once (tfmc build / emit-c --max-beams K compiles for K)", path,
+              (long long)t->shape[0], st->enc ? "sources" : "prompts", (long long)st->max_rows);
+    goto done;
+  }
+  if (rt_io_read_ids(sf, path, name, vocab, st->max_rows, max_len, &gb->ids, &gb->rows, &gb->len,
+                     err, errlen))
     goto done;
   if (!(gb->mask = malloc((size_t)(gb->rows * gb->len)))) {
     rt_errorf(err, errlen, "out of memory");
@@ -400,15 +409,11 @@ static int batch_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions
 
 static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, GenBatch *gb,
                          char *err, size_t errlen) {
-  int64_t rows = gb->rows, cap = st->enc ? st->max_enc_rows : st->max_rows;
+  int64_t rows = gb->rows;
   if (g->beams)
     return rt_errorf(err, errlen, "--beams takes one %s; %s holds a batch of %lld (beam search "
                      "of a batch is not supported)", st->enc ? "source" : "prompt", r->inputs,
                      (long long)rows);
-  if (rows > cap)
-    return rt_errorf(err, errlen, "%s: a batch of %lld %s; this model was compiled to generate at "
-                     "most %lld rows at once (tfmc build / emit-c --max-beams K compiles for K)",
-                     r->inputs, (long long)rows, st->enc ? "sources" : "prompts", (long long)cap);
   int64_t max_new = gen_out_len(g, st);
   int64_t *pad = malloc((size_t)rows * sizeof *pad), *lengths = malloc((size_t)rows * sizeof *lengths);
   int32_t *out = malloc((size_t)(rows * max_new) * sizeof *out);

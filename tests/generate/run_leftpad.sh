@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/generate/run_leftpad.sh TFMC MODE — generation over a batch of
 # padded prompts (sources) at once, `--generate N --inputs IN` with B > 1:
-# MODE interp or jit (`tfmc run --backend MODE`) or exe (`tfmc build`).
+# MODE interp or jit (`tfmc run --backend MODE`), exe (`tfmc build`) or
+# emitc (`tfmc emit-c`, built with its Makefile).
 #
 # Against PyTorch (tools/gen_leftpad_golden.py, tests/generate/leftpad): a
 # left-padded batch of 3 GPT-2 prompts generated Hugging Face-style
@@ -18,7 +19,7 @@
 # padding between real tokens, a batch above the model's rows, --beams
 # with a batch.
 set -eu
-[ $# -eq 2 ] || { echo "usage: $0 TFMC interp|jit|exe" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 TFMC interp|jit|exe|emitc" >&2; exit 2; }
 tfmc=$1
 mode=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,17 +30,30 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-leftpad.XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-if [ "$mode" = exe ]; then
-  # build NAME SPEC WEIGHTS [--max-beams K]: $tmp/NAME
+if [ "$mode" = exe ] || [ "$mode" = emitc ]; then
+  # build NAME SPEC WEIGHTS [--max-beams K]: $tmp/NAME (emitc: the emitted
+  # project built with its Makefile, NO_BLAS=1, the generated C at -Werror)
   build() {
     local name=$1 spec=$2 weights=$3
     shift 3
-    timeout 600 "$tfmc" build "$spec" --weights "$weights" -o "$tmp/$name" "$@" 2> "$tmp/log" ||
-      fail "build $name: $(cat "$tmp/log")"
+    if [ "$mode" = exe ]; then
+      timeout 600 "$tfmc" build "$spec" --weights "$weights" -o "$tmp/$name" "$@" 2> "$tmp/log" ||
+        fail "build $name: $(cat "$tmp/log")"
+      return
+    fi
+    timeout 600 "$tfmc" emit-c "$spec" --weights "$weights" -o "$tmp/$name.d" "$@" 2> "$tmp/log" ||
+      fail "emit-c $name: $(cat "$tmp/log")"
+    timeout 900 make -C "$tmp/$name.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
+      fail "make $name: $(tail -20 "$tmp/log")"
+    local exe
+    exe=$(sed -n 's/^all: \([A-Za-z0-9_]*\) libmodel.a$/\1/p' "$tmp/$name.d/Makefile")
+    ln -s "$name.d/$exe" "$tmp/$name"
+    ln -s "$name.d/$exe.weights" "$tmp/$name.weights"
   }
   build lp "$lp/generate.tfm" "$w"
   build s2s "$s2s/generate.tfm" "$s2s/weights.safetensors"
-  build lp2 "$lp/generate.tfm" "$w" --max-beams 2
+  # the limit on rows is rt_genrun.c's for both: checked on the executable
+  if [ "$mode" = exe ]; then build lp2 "$lp/generate.tfm" "$w" --max-beams 2; fi
   gpt() { timeout 300 "$tmp/lp" "$@"; }
   s2s() { timeout 300 "$tmp/s2s" "$@"; }
 else
@@ -121,7 +135,7 @@ refuse "beam search of a batch is not supported" gpt --inputs "$lp/inputs.safete
 if [ "$mode" = exe ]; then
   refuse "a batch of 3 prompts; this model was compiled to generate at most 2 rows" \
     timeout 300 "$tmp/lp2" --inputs "$lp/inputs.safetensors" --generate 3
-else
+elif [ "$mode" != emitc ]; then
   sed 's/^  vocab       100$/  vocab       100\n  max_batch   2/' "$lp/generate.tfm" > "$tmp/b2.tfm"
   grep -q 'max_batch   2' "$tmp/b2.tfm" || fail "no max_batch in $tmp/b2.tfm"
   refuse "a batch of 3 prompts; model 'gpt2_leftpad' takes at most 2 (max_batch)" \
