@@ -204,7 +204,9 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
   diags_add_source(d, src);
   Spec *spec = spec_parse(a, src, d);
   if (!spec) return 1;
-  LowerOptions step = {.step = true, .step_max_batch = o->step_rows}, encode = {.encode = true};
+  LowerOptions step = {.step = true, .step_max_batch = o->step_rows,
+                      .attention_layer = o->attention},
+               encode = {.encode = true};
   gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
   gen->step.spec = gen->encode.spec = spec;
   if (!(gen->step.g = spec_lower(a, spec, &step, d)) || !ir_graph_verify(gen->step.g, d)) return 1;

@@ -38,6 +38,10 @@ static int usage(char *err, size_t errlen, const char *fmt, ...) {
   return 2;
 }
 
+static const char attn_beams_msg[] =
+    "--attention does not go with --beams: the attention rows of the best hypothesis are not "
+    "kept (greedy or --sample draw them)";
+
 int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t errlen) {
   char *e;
   memset(g, 0, sizeof *g);
@@ -80,6 +84,8 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
   if (s->beams && s->sample)
     return rt_errorf(err, errlen,
                      "--beams and --sample do not go together: beam search is deterministic");
+  if (s->beams && s->attention)
+    return rt_errorf(err, errlen, "%s", attn_beams_msg);
   g->beams = (int)beams;
   if (g->sample.sample && rt_sample_options_check(&g->sample, err, errlen)) return 1;
   return 0;
@@ -93,6 +99,11 @@ typedef struct GenPrint {
   int64_t eos, bos;     /* not printed as text (-1: none) */
   const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
   size_t printed;       /* ... and the bytes of their decoded text printed so far */
+  /* the step's attention rows, collected as each id is chosen: NULL, or
+   * [heads, rows, keys] with row g at attn + (h * rows + g) * keys */
+  const RtStepper *st;
+  float *attn;
+  int64_t rows, keys;
 } GenPrint;
 
 /* --tokens / --inputs prompts: one id per line (with its symbol when there
@@ -126,6 +137,19 @@ static void gen_print_token(void *user, int64_t index, int32_t id) {
     else printf("[%d]", id);
   }
   fflush(stdout);
+}
+
+/* The token callback of a run: the attention row of the step that chose
+ * id (still in the step's output: the next step runs after this returns)
+ * copied to row index, then id printed. */
+static void gen_token(void *user, int64_t index, int32_t id) {
+  GenPrint *gp = user;
+  const float *p;
+  int64_t k;
+  if (gp->attn && index < gp->rows && !rt_stepper_attention(gp->st, &p, &k) && k <= gp->keys)
+    for (int64_t h = 0; h < gp->st->attn_heads; h++)
+      memcpy(gp->attn + (h * gp->rows + index) * gp->keys, p + h * k, (size_t)k * sizeof *p);
+  gen_print_token(user, index, id);
 }
 
 /* ---- the prompt ---- */
@@ -177,19 +201,22 @@ static int gen_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions *
   if (g->beams)
     return rt_generate_beam(go, g->beams, g->length_penalty, rt_stepper_batch_step,
                             rt_stepper_reorder, st, prompt, n_prompt, out, res, err, errlen);
-  return rt_generate(go, rt_stepper_step, st, prompt, n_prompt, out, gp ? gen_print_token : NULL,
+  return rt_generate(go, rt_stepper_step, st, prompt, n_prompt, out, gp ? gen_token : NULL,
                      gp, res, err, errlen);
 }
 
-static int write_outputs(const char *path, const int32_t *out, int64_t n, char *err,
-                         size_t errlen) {
+/* gp->attn: the attention rows too, compacted to [1, heads, n, keys] */
+static int write_outputs(const char *path, const int32_t *out, int64_t n, const GenPrint *gp,
+                         char *err, size_t errlen) {
   int64_t *ids = malloc((size_t)n * sizeof *ids + 8), len = n;
   if (!ids) return rt_errorf(err, errlen, "out of memory");
   for (int64_t i = 0; i < n; i++) ids[i] = out[i];
-  RtStWrite w[2] = {
+  RtStWrite w[3] = {
       {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, n}, .data = ids},
-      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
-  int rc = rt_st_write(path, w, 2, NULL, 0, err, errlen);
+      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len},
+      {.name = "attention", .dtype = RT_F32, .rank = 4,
+       .shape = {1, gp->st ? gp->st->attn_heads : 0, n, gp->keys}, .data = gp->attn}};
+  int rc = rt_st_write(path, w, gp->attn ? 3 : 2, NULL, 0, err, errlen);
   free(ids);
   return rc;
 }
@@ -200,6 +227,33 @@ static int write_outputs(const char *path, const int32_t *out, int64_t n, char *
 static int64_t gen_out_len(const RtGenArgs *g, const RtStepper *st) {
   int64_t room = st->max_len > 1 ? st->max_len : 1;
   return g->max_new < room ? g->max_new : room;
+}
+
+/* The attention rows of up to `rows` generated ids, zeroed, allocated once
+ * before the loop: keys is the source length (cross-attention) or, for
+ * self-attention, the prompt length before rows are added to it. */
+static int attn_alloc(GenPrint *gp, const RtStepper *st, int64_t rows, int64_t keys, char *err,
+                      size_t errlen) {
+  if (st->info->outputs[st->out_attn].dims[2].sym == st->sym_l) keys += rows;
+  gp->st = st;
+  gp->rows = rows;
+  gp->keys = keys;
+  if (st->attn_heads < 1 || rows > INT64_MAX / st->attn_heads / keys / (int64_t)sizeof(float) ||
+      !(gp->attn = calloc((size_t)(st->attn_heads * rows * keys), sizeof(float))))
+    return rt_errorf(err, errlen, "out of memory for the attention of %lld tokens",
+                     (long long)rows);
+  return 0;
+}
+
+/* [heads, rows, keys] -> [heads, n, k] in place (n <= rows, k <= keys, so
+ * every element moves to an index no larger than its own) */
+static void attn_compact(GenPrint *gp, int64_t n, int64_t k) {
+  for (int64_t h = 0; h < gp->st->attn_heads; h++)
+    for (int64_t i = 0; i < n; i++)
+      memmove(gp->attn + (h * n + i) * k, gp->attn + (h * gp->rows + i) * gp->keys,
+              (size_t)k * sizeof(float));
+  gp->rows = n;
+  gp->keys = k;
 }
 
 /* --repeat R: R more generations, timed; the summary on stderr. */
@@ -253,6 +307,7 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   int rc = 1;
   int32_t *src = NULL, *out = NULL, bos_id;
   void *scratch = NULL;
+  GenPrint gp = {0};
   int64_t n_src = -1;
   const char *prog = r->prog ? r->prog : "tfmc";
   if (!!r->tokens + !!r->text + !!r->inputs != 1 || (r->text && !r->vocab)) {
@@ -312,8 +367,16 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
     goto fail;
   }
   RtGenerateResult res;
-  GenPrint gp = {r->vocab, r->text != NULL, r->eos, r->bos, out, 0};
+  gp = (GenPrint){r->vocab, r->text != NULL, r->eos, r->bos, out, 0, NULL, NULL, 0, 0};
+  /* the attention rows: not with beam search (an executable built with
+   * --attention still beam-searches; its outputs then hold no attention) */
+  if (st->out_attn >= 0 && g->beams && r->outputs)
+    fprintf(stderr, "%s: note: --beams: %s has no attention\n", prog, r->outputs);
+  if (st->out_attn >= 0 && !g->beams &&
+      attn_alloc(&gp, st, gen_out_len(g, st), st->enc ? n_src : n_prompt, err, sizeof err))
+    goto fail;
   if (gen_once(g, st, &go, prompt, n_prompt, out, &gp, &res, err, sizeof err)) goto fail;
+  if (gp.attn) attn_compact(&gp, res.n, st->enc ? n_src : n_prompt + res.n);
   for (int64_t i = 0; g->beams && i < res.n; i++) /* known only when the search is done */
     gen_print_token(&gp, i, out[i]);
   if (gp.text) putchar('\n');
@@ -327,7 +390,16 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   if (r->repeat > 0 && gen_repeat(r, g, st, &go, &rng, src, n_src, prompt, n_prompt, res.n, err,
                                   sizeof err))
     goto fail;
-  if (r->outputs && write_outputs(r->outputs, out, res.n, err, sizeof err)) goto fail;
+  if (r->outputs && write_outputs(r->outputs, out, res.n, &gp, err, sizeof err)) goto fail;
+  if (r->capture) {
+    RtGenCapture *c = r->capture;
+    memset(c, 0, sizeof *c);
+    c->prompt = src, c->n_prompt = n_src, src = NULL;
+    c->ids = out, c->n = res.n, out = NULL;
+    c->attention = gp.attn, gp.attn = NULL;
+    c->heads = st->out_attn >= 0 ? st->attn_heads : 0;
+    c->keys = gp.keys;
+  }
   rc = 0;
   goto done;
 fail:
@@ -336,5 +408,13 @@ done:
   free(src);
   free(out);
   free(scratch);
+  free(gp.attn);
   return rc;
+}
+
+void rt_gen_capture_free(RtGenCapture *c) {
+  free(c->prompt);
+  free(c->ids);
+  free(c->attention);
+  memset(c, 0, sizeof *c);
 }

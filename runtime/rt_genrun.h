@@ -22,7 +22,15 @@
  * --text: the text, bos and eos not printed); max_len is reported on stderr;
  * --repeat R times R more generations (encode, prefill, ms per decoded
  * token); --outputs writes generated (i64 [1,N]) and generated_lengths
- * (i64 [1]).
+ * (i64 [1]), and, when the step program outputs one decoder layer's
+ * attention (compiled with --attention LAYER, rt_stepper.h out_attn),
+ * attention (f32 [1,H,N,K]): row g is the probabilities of the query that
+ * chose generated id g (its step's last position) over the K keys, the
+ * S source positions (cross-attention) or the prompt and generated
+ * positions, P + N (self-attention; the keys after the query's own are 0).
+ * Not with beam search (the rows of the best hypothesis are not kept):
+ * rt_gen_args_parse refuses --beams when the attention is asked for, and
+ * a step with an attention output beam-searches without it.
  *
  * libc only (with the runtime's safetensors, sampling and tokenizers). */
 #ifndef TFMC_RT_GENRUN_H
@@ -42,6 +50,7 @@ typedef struct RtGenArgStrings {
   const char *temperature, *top_k, *top_p;
   const char *seed;     /* NULL: 0 (tfmc run parses its --seed itself: it seeds weights too) */
   const char *beams, *length_penalty;
+  int attention;        /* the attention rows are asked for (refused with --beams) */
 } RtGenArgStrings;
 
 typedef struct RtGenArgs {
@@ -56,11 +65,26 @@ typedef struct RtGenArgs {
 
 /* Reads and checks the options: 0; or 1 for a bad value (exit status 1:
  * --generate below 1, --temperature <= 0 or not finite, --top-p outside
- * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample); or 2 for
+ * (0, 1], --top-k < 0, --beams outside 1..64, with --sample or with the
+ * attention rows); or 2 for
  * bad usage (exit status 2: not a number, --temperature / --top-k /
  * --top-p without --sample, --length-penalty without --beams). The
  * message, in err, names the option. */
 int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t errlen);
+
+/* What a run generated, for callers that draw it (tfmc attention
+ * --generate): rt_gen_run fills it when RtGenRun.capture is set; the
+ * arrays are malloc'd, freed by rt_gen_capture_free. */
+typedef struct RtGenCapture {
+  int32_t *prompt;        /* the prompt (decoder) or the source (encoder_decoder) */
+  int64_t n_prompt;
+  int32_t *ids;           /* the generated ids (eos kept) */
+  int64_t n;
+  float *attention;       /* [1, heads, n, keys] as --outputs writes it; NULL without */
+  int64_t heads, keys;
+} RtGenCapture;
+
+void rt_gen_capture_free(RtGenCapture *c);
 
 typedef struct RtGenRun {
   const char *prog;    /* prefixes messages on stderr: "tfmc", the executable's name */
@@ -70,6 +94,7 @@ typedef struct RtGenRun {
   const char *outputs;  /* NULL: none */
   int repeat;           /* 0: no timing */
   int64_t bos, eos;     /* the spec's ids, -1: none (an encoder_decoder needs bos) */
+  RtGenCapture *capture; /* NULL, or filled (then freed by the caller) */
 } RtGenRun;
 
 /* Generates (see the top of this file) on st, which holds a fresh state.

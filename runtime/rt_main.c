@@ -685,8 +685,11 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   if (o.text && !o.vocab && !o.tokenizer) return usage_error(prog, "--text needs --vocab or --tokenizer");
   if (embedded && o.weights)
     return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
-  RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
-                        o.top_p,    o.seed,    o.beams,       o.length_penalty};
+  /* built with --attention decoder.N[.cross]: --outputs holds the attention
+   * rows of greedy and sampled runs; beam search runs without them */
+  RtGenArgStrings gs = {o.generate, o.sample, o.temperature,    o.top_k,
+                        o.top_p,    o.seed,   o.beams,          o.length_penalty,
+                        0};
   RtGenArgs g;
   if ((rc = rt_gen_args_parse(&gs, &g, err, sizeof err))) {
     if (rc == 2) return usage_error(prog, "%s", err);

@@ -839,34 +839,120 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
   return 0;
 }
 
+/* ---- attention pictures (tfmc attention, with and without --generate) ---- */
+
+/* Draws plot to out (.svg, or .html: the SVG in a page): in memory, then
+ * written as every output is (runtime/rt_file.h: atomically, through
+ * symlinks, never replacing a FIFO or device). Returns 0, or 1 after a
+ * message. */
+static int write_picture(const char *out, const RtAttnPlot *plot) {
+  char err[1024], *svg = NULL;
+  size_t svg_len = 0;
+  FILE *f = open_memstream(&svg, &svg_len);
+  if (!f) {
+    fprintf(stderr, "tfmc: out of memory\n");
+    return 1;
+  }
+  int wrc = rt_attnmap_write(f, plot, err, sizeof err);
+  if (fclose(f) && !wrc)
+    wrc = rt_errorf(err, sizeof err, "out of memory");
+  RtOut svg_out = {0};
+  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
+    if (rt_file_write_all(svg_out.fd, svg, svg_len))
+      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
+    if (wrc)
+      rt_out_abort(&svg_out);
+    else
+      wrc = rt_out_commit(&svg_out, err, sizeof err);
+  }
+  free(svg);
+  if (wrc)
+    fprintf(stderr, "tfmc: %s: %s\n", out, err);
+  return wrc;
+}
+
+/* What `tfmc attention --generate` draws of the generation: the step's
+ * attention rows of one decoder layer, one heatmap per head, generated
+ * tokens down, the source (or the prompt and the generated tokens)
+ * across. Written by gen_draw, after the run. */
+typedef struct GenDraw {
+  const char *layer; /* decoder.N or decoder.N.cross */
+  const char *out;   /* the picture */
+  int64_t head;      /* one head, or -1: all */
+} GenDraw;
+
+static int gen_draw(const GenDraw *dr, const char *model, const RtGenCapture *c,
+                    const RtVocab *v) {
+  char err[1024];
+  bool cross = c->keys == c->n_prompt && ends_with(dr->layer, ".cross");
+  int32_t *keys = malloc((size_t)(c->keys > 0 ? c->keys : 1) * sizeof *keys);
+  if (!keys) {
+    fprintf(stderr, "tfmc: out of memory\n");
+    return 1;
+  }
+  /* the keys: the source (cross-attention), else the prompt then the
+   * generated tokens */
+  for (int64_t j = 0; j < c->keys; j++)
+    keys[j] = j < c->n_prompt ? c->prompt[j] : !cross ? c->ids[j - c->n_prompt] : 0;
+  RtAttnMaps maps;
+  int rc = 1;
+  if (rt_attnmap_generated(dr->layer, c->attention, c->heads, c->n, c->keys, c->ids, keys, v,
+                           &maps, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    goto done;
+  }
+  RtAttnPlot plot = {model, maps.layers, 1, 0, dr->head, ends_with(dr->out, ".html"), true};
+  if (!(rc = write_picture(dr->out, &plot))) {
+    char heads[32] = "all heads";
+    if (dr->head >= 0)
+      snprintf(heads, sizeof heads, "head %lld", (long long)dr->head);
+    fprintf(stderr, "tfmc: wrote %s (%s, %s, %lld generated tokens)\n", dr->out, dr->layer, heads,
+            (long long)c->n);
+  }
+  rt_attnmap_free(&maps);
+done:
+  free(keys);
+  return rc;
+}
+
 /* ---- tfmc run --generate: runtime/rt_genrun.h, as executables do it ---- */
 
-static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
-  const char *outputs = opt(args, "outputs");
+/* draw NULL: tfmc run --generate; else tfmc attention --generate (whose
+ * own options were checked), which draws the run instead of writing
+ * --outputs. */
+static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed,
+                        const GenDraw *draw) {
+  const char *cmd = draw ? "attention" : "run";
+  const char *outputs = draw ? NULL : opt(args, "outputs");
+  const char *attention = draw ? draw->layer : opt(args, "attention");
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
   RunInputs ri;
   int r;
-  if ((r = run_inputs_options("run", args, &ri)))
+  if ((r = run_inputs_options(cmd, args, &ri)))
     return r;
-  if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
-    return usage_error("run", "--generate does not take --attention, --output or --profile yet");
+  if (opt(args, "profile") || opt(args, "output"))
+    return usage_error("run", "--generate does not take --output or --profile yet");
+  if (attention && !outputs && !draw)
+    return usage_error("run", "--attention with --generate writes the tensor 'attention' to "
+                              "--outputs OUT.safetensors: give --outputs");
   RtGenArgStrings gs = {.generate = opt(args, "generate"),
                         .sample = opt(args, "sample") != NULL,
                         .temperature = opt(args, "temperature"),
                         .top_k = opt(args, "top-k"),
                         .top_p = opt(args, "top-p"),
                         .beams = opt(args, "beams"),
-                        .length_penalty = opt(args, "length-penalty")};
+                        .length_penalty = opt(args, "length-penalty"),
+                        .attention = attention != NULL};
   RtGenArgs g;
   char err[1024];
   if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
-    return r == 2 ? usage_error("run", "%s", err) : (fprintf(stderr, "tfmc: %s\n", err), EXIT_USER);
+    return r == 2 ? usage_error(cmd, "%s", err) : (fprintf(stderr, "tfmc: %s\n", err), EXIT_USER);
   g.seed = seed; /* weights_source read --seed: with --init random it makes the weights too */
   DriverStage stage;
   if (!backend_known(backend, &stage))
-    return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
+    return usage_error(cmd, "unknown backend '%s' (available: jit, interp)", backend);
   int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
@@ -881,7 +967,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   PassContext pctx = {.diags = &d};
   PrintFile print_file;
   const char *files[] = {args->pos[0], weights, vocab_path, outputs};
-  if ((r = pass_options("run", (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
+  if ((r = pass_options(cmd, (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
                         &print_file)))
     return r;
   Arena *a = arena_create();
@@ -891,7 +977,9 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
   CompiledGeneration gen;
-  DriverOptions dopt = {.weights = weights,
+  RtGenCapture cap = {0};
+  DriverOptions dopt = {.attention = attention,
+                        .weights = weights,
                         .seed = seed,
                         .passes = &pl,
                         .pass_ctx = &pctx,
@@ -927,13 +1015,17 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                   .outputs = outputs,
                   .repeat = repeat,
                   .bos = spec->bos_id,
-                  .eos = spec->eos_id};
+                  .eos = spec->eos_id,
+                  .capture = draw ? &cap : NULL};
   if (rt_gen_run(&run, &g, &st.rs))
+    goto done;
+  if (draw && gen_draw(draw, spec->name, &cap, vocab_path ? &vocab : NULL))
     goto done;
   rc = 0;
 done:
   if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
+  rt_gen_capture_free(&cap);
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
   rt_tokenizer_destroy(tokenizer);
@@ -1028,7 +1120,7 @@ static int cmd_run(int argc, char **argv) {
   if ((r = weights_source("run", &args, &weights, &seed)))
     return r;
   if (opt(&args, "generate"))
-    return run_generate(&args, olevel, weights, seed);
+    return run_generate(&args, olevel, weights, seed, NULL);
   RunInputs ri;
   if ((r = run_inputs_options("run", &args, &ri)))
     return r;
@@ -1107,6 +1199,7 @@ done:
 
 /* ---- tfmc attention: attention maps as a picture ---- */
 
+
 /* A non-negative integer option (absent: dflt); -1 after a usage error. */
 static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
   if (!s)
@@ -1122,6 +1215,28 @@ static int64_t count_opt(const char *cmd, const char *name, const char *s, int64
   return v;
 }
 
+/* The layer `tfmc attention --generate` draws by default: the last decoder
+ * layer's cross-attention (what pytorch-seq2seq's display_attention
+ * plots), or a decoder's last layer. Returns 0, or 1 after a message (the
+ * spec's errors). */
+static int default_generation_layer(const char *path, char *buf, size_t n) {
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  char err[1024];
+  SrcFile *src = src_file_read(a, path, err, sizeof err);
+  Spec *spec = NULL;
+  if (!src)
+    fprintf(stderr, "tfmc: %s\n", err);
+  else
+    diags_add_source(&d, src), spec = spec_parse(a, src, &d);
+  if (spec)
+    snprintf(buf, n, "decoder.%lld%s", (long long)spec->model->layers_dec - 1,
+             spec->model->arch == ARCH_ENCODER_DECODER ? ".cross" : "");
+  arena_destroy(a);
+  return spec ? 0 : 1;
+}
+
 static int cmd_attention(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL},   {"init", true, NULL},
              {"seed", true, NULL},      {"inputs", true, NULL},
@@ -1129,7 +1244,11 @@ static int cmd_attention(int argc, char **argv) {
              {"vocab", true, NULL},     {"layer", true, NULL},
              {"head", true, NULL},      {"batch-row", true, NULL},
              {"o", true, NULL},         {"backend", true, NULL},
-             {"tokenizer", true, NULL}, PASS_OPTS};
+             {"tokenizer", true, NULL}, {"generate", true, NULL},
+             {"sample", false, NULL},   {"temperature", true, NULL},
+             {"top-k", true, NULL},     {"top-p", true, NULL},
+             {"beams", true, NULL},     {"length-penalty", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("attention", &args, &argc, argv, &olevel);
@@ -1190,6 +1309,15 @@ static int cmd_attention(int argc, char **argv) {
     return r;
   if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
     return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
+  if (opt(&args, "generate")) {
+    if (opt(&args, "batch-row"))
+      return usage_error("attention", "--generate draws one sequence: no --batch-row");
+    char last[64];
+    if (!opt(&args, "layer") && default_generation_layer(args.pos[0], last, sizeof last))
+      return EXIT_USER;
+    GenDraw draw = {opt(&args, "layer") ? layer : last, out, head < 0 ? -1 : head};
+    return run_generate(&args, olevel, weights, seed, &draw);
+  }
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -1203,7 +1331,6 @@ static int cmd_attention(int argc, char **argv) {
   diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
   RtAttnMaps maps = {0};
-  FILE *f = NULL;
   char err[1024];
   DriverOptions dopt = {.attention = layer,
                         .weights = weights,
@@ -1221,31 +1348,8 @@ static int cmd_attention(int argc, char **argv) {
   }
   RtAttnPlot plot = {p.c.info->name,         maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
                      ends_with(out, ".html")};
-  /* drawn in memory, then written as every output is (runtime/rt_file.h:
-   * atomically, through symlinks, never replacing a FIFO or device) */
-  char *svg = NULL;
-  size_t svg_len = 0;
-  if (!(f = open_memstream(&svg, &svg_len))) {
-    fprintf(stderr, "tfmc: out of memory\n");
+  if (write_picture(out, &plot))
     goto done;
-  }
-  int wrc = rt_attnmap_write(f, &plot, err, sizeof err);
-  if (fclose(f) && !wrc)
-    wrc = rt_errorf(err, sizeof err, "out of memory");
-  RtOut svg_out = {0};
-  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
-    if (rt_file_write_all(svg_out.fd, svg, svg_len))
-      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
-    if (wrc)
-      rt_out_abort(&svg_out);
-    else
-      wrc = rt_out_commit(&svg_out, err, sizeof err);
-  }
-  free(svg);
-  if (wrc) {
-    fprintf(stderr, "tfmc: %s: %s\n", out, err);
-    goto done;
-  }
   fprintf(stderr, "tfmc: wrote %s (%d layer%s, %s heads, batch row %lld)\n", out, maps.n_layers,
           maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
   rc = 0;
@@ -1413,8 +1517,11 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
     gen->step.prog = NULL; /* none: not a generating spec */
   if (!rc && gen && spec_generates(c->spec)) {
     /* the generation programs too, as `tfmc run --generate` compiles them (the
-     * checkpoint is read again: the same weights, as run gets them) */
-    DriverOptions gopt = {.weights = weights,
+     * checkpoint is read again: the same weights, as run gets them); with
+     * --attention of one decoder layer its step outputs that layer's rows */
+    const char *layer = dopt.attention;
+    DriverOptions gopt = {.attention = layer && strncmp(layer, "decoder.", 8) == 0 ? layer : NULL,
+                          .weights = weights,
                           .seed = seed,
                           .passes = &pl,
                           .pass_ctx = &pctx,
