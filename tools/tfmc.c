@@ -1217,8 +1217,8 @@ static int64_t count_opt(const char *cmd, const char *name, const char *s, int64
 
 /* The layer `tfmc attention --generate` draws by default: the last decoder
  * layer's cross-attention (what pytorch-seq2seq's display_attention
- * plots), or a decoder's last layer. Returns 0, or 1 after a message (the
- * spec's errors). */
+ * plots), or a decoder's last layer; "" for an encoder. Returns 0, or 1
+ * after a message (the spec's errors). */
 static int default_generation_layer(const char *path, char *buf, size_t n) {
   Arena *a = arena_create();
   Diags d;
@@ -1230,7 +1230,8 @@ static int default_generation_layer(const char *path, char *buf, size_t n) {
     fprintf(stderr, "tfmc: %s\n", err);
   else
     diags_add_source(&d, src), spec = spec_parse(a, src, &d);
-  if (spec)
+  *buf = 0; /* an encoder has none: compiling it for generation says why */
+  if (spec && spec->model->arch != ARCH_ENCODER)
     snprintf(buf, n, "decoder.%lld%s", (long long)spec->model->layers_dec - 1,
              spec->model->arch == ARCH_ENCODER_DECODER ? ".cross" : "");
   arena_destroy(a);
@@ -1315,7 +1316,7 @@ static int cmd_attention(int argc, char **argv) {
     char last[64];
     if (!opt(&args, "layer") && default_generation_layer(args.pos[0], last, sizeof last))
       return EXIT_USER;
-    GenDraw draw = {opt(&args, "layer") ? layer : last, out, head < 0 ? -1 : head};
+    GenDraw draw = {opt(&args, "layer") ? layer : *last ? last : NULL, out, head < 0 ? -1 : head};
     return run_generate(&args, olevel, weights, seed, &draw);
   }
   PassPipeline pl;
