@@ -8,7 +8,9 @@
 # Transformer's greedy_decode and pytorch-seq2seq's translate_sentence,
 # the reference beam searches, fixed-seed sampling (the ids the JIT draws),
 # text prompts, the trained examples/reverse ("h e l l o" -> "o l l e h");
-# --outputs; the forward pass without --generate; bad input refused with
+# --outputs (seq2seq is built with --attention decoder.1.cross: its
+# attention rows equal translate_sentence's, and it still beam-searches);
+# the forward pass without --generate; bad input refused with
 # exit status 1 (2 for usage). emitc also builds step_api_example.c (the
 # README's model.h step API example) and checks it prints the golden ids.
 set -eu
@@ -21,14 +23,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-compiled-gen.XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# make NAME SPEC WEIGHTS: the executable $tmp/NAME (beam search up to 5)
+# make NAME SPEC WEIGHTS [OPTION...]: the executable $tmp/NAME (beam search up to 5)
 make_exe() {
   local name=$1 spec=$2 w=$3
+  shift 3
   if [ "$mode" = exe ]; then
-    timeout 600 "$tfmc" build "$spec" --weights "$w" -o "$tmp/$name" --max-beams 5 \
+    timeout 600 "$tfmc" build "$spec" --weights "$w" -o "$tmp/$name" --max-beams 5 "$@" \
       2> "$tmp/log" || fail "build $name: $(cat "$tmp/log")"
   else
-    timeout 600 "$tfmc" emit-c "$spec" --weights "$w" -o "$tmp/$name.d" --max-beams 5 \
+    timeout 600 "$tfmc" emit-c "$spec" --weights "$w" -o "$tmp/$name.d" --max-beams 5 "$@" \
       2> "$tmp/log" || fail "emit-c $name: $(cat "$tmp/log")"
     timeout 900 make -C "$tmp/$name.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
       fail "make $name: $(tail -20 "$tmp/log")"
@@ -100,12 +103,19 @@ refuse 1 "symbol 'zzz' is not in the vocabulary" gpt2 --vocab "$tmp/w.txt" --tex
 # encoder_decoders against their codebases' decodes
 for model in annotated seq2seq; do
   d=$here/$model
-  make_exe "$model" "$d/generate.tfm" "$d/weights.safetensors"
+  att=()
+  [ "$model" = seq2seq ] && att=(--attention decoder.1.cross)
+  make_exe "$model" "$d/generate.tfm" "$d/weights.safetensors" "${att[@]}"
   k=0
   while IFS= read -r src <&3 && IFS= read -r want <&4; do
     k=$((k + 1))
-    got=$("$tmp/$model" --tokens "$src" --generate "$(cat "$d/steps")" | ids)
+    got=$("$tmp/$model" --tokens "$src" --generate "$(cat "$d/steps")" \
+      --outputs "$tmp/gen.safetensors" | ids)
     [ "$got" = "$want" ] || fail "$model source $k: '$got', PyTorch '$want'"
+    if [ -f "$d/attention_$k.safetensors" ]; then
+      "$tfmc" compare "$tmp/gen.safetensors" "$d/attention_$k.safetensors" --atol 1e-4 \
+        --rtol 1e-4 > "$tmp/cmp" || fail "$model source $k attention: $(cat "$tmp/cmp")"
+    fi
     if [ "$mode" = emitc ] && [ "$model" = seq2seq ]; then
       [ -x "$tmp/api" ] || cc -std=c11 -Wall -Wextra -Werror -I"$tmp/$model.d" -o "$tmp/api" \
         "$here/step_api_example.c" "$tmp/$model.d/libmodel.a" -lm -lpthread ||
