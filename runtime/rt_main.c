@@ -572,6 +572,12 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
              "                   (i64 [1]) as safetensors\n",
           gi->encode ? " (here: the source)" : "", gi->encode ? "src" : "tokens",
           (long long)beams);
+  for (int o = 1; o < s->n_outputs; o++)
+    if (s->outputs[o].name && strcmp(s->outputs[o].name, "attention") == 0)
+      fprintf(f, "                   and attention (f32 [1,H,N,K]: built with --attention, a row\n"
+                 "                   per generated token, the probabilities of the step that\n"
+                 "                   chose it over the %s; not with --beams)\n",
+              gi->encode ? "source, K = S" : "prompt and generated tokens, K = P+N");
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
   else
