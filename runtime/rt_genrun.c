@@ -38,10 +38,6 @@ static int usage(char *err, size_t errlen, const char *fmt, ...) {
   return 2;
 }
 
-static const char attn_beams_msg[] =
-    "--attention does not go with --beams: the attention rows of the best hypothesis are not "
-    "kept (greedy or --sample draw them)";
-
 int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t errlen) {
   char *e;
   memset(g, 0, sizeof *g);
@@ -84,8 +80,6 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
   if (s->beams && s->sample)
     return rt_errorf(err, errlen,
                      "--beams and --sample do not go together: beam search is deterministic");
-  if (s->beams && s->attention)
-    return rt_errorf(err, errlen, "%s", attn_beams_msg);
   g->beams = (int)beams;
   if (g->sample.sample && rt_sample_options_check(&g->sample, err, errlen)) return 1;
   return 0;
@@ -139,17 +133,39 @@ static void gen_print_token(void *user, int64_t index, int32_t id) {
   fflush(stdout);
 }
 
-/* The token callback of a run: the attention row of the step that chose
- * id (still in the step's output: the next step runs after this returns)
- * copied to row index, then id printed. */
-static void gen_token(void *user, int64_t index, int32_t id) {
-  GenPrint *gp = user;
+/* The attention row of the step that ran last (batch row 0) copied to row
+ * index of gp->attn. */
+static void attn_collect(GenPrint *gp, int64_t index) {
   const float *p;
   int64_t k;
   if (gp->attn && index < gp->rows && !rt_stepper_attention(gp->st, &p, &k) && k <= gp->keys)
     for (int64_t h = 0; h < gp->st->attn_heads; h++)
       memcpy(gp->attn + (h * gp->rows + index) * gp->keys, p + h * k, (size_t)k * sizeof *p);
+}
+
+/* The token callback of a run: the attention row of the step that chose
+ * id (still in the step's output: the next step runs after this returns)
+ * collected, then id printed. */
+static void gen_token(void *user, int64_t index, int32_t id) {
+  attn_collect(user, index);
   gen_print_token(user, index, id);
+}
+
+/* Beam search keeps no attention rows (beams are reordered and dropped
+ * every step): once it is done, the best hypothesis out[0..n) is fed again
+ * on batch row 0 of a fresh cache, as greedy decoding would have fed it,
+ * and each step's row collected: the rows the search computed for it. */
+static int attn_replay(GenPrint *gp, RtStepper *st, const int32_t *prompt, int64_t n_prompt,
+                       const int32_t *out, int64_t n, char *err, size_t errlen) {
+  const float *logits;
+  rt_stepper_reset(st);
+  for (int64_t g = 0; g < n; g++) {
+    if (g == 0 ? rt_stepper_step(st, prompt, n_prompt, 0, &logits, err, errlen)
+               : rt_stepper_step(st, &out[g - 1], 1, n_prompt + g - 1, &logits, err, errlen))
+      return 1;
+    attn_collect(gp, g);
+  }
+  return 0;
 }
 
 /* ---- the prompt ---- */
@@ -368,14 +384,13 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   }
   RtGenerateResult res;
   gp = (GenPrint){r->vocab, r->text != NULL, r->eos, r->bos, out, 0, NULL, NULL, 0, 0};
-  /* the attention rows: not with beam search (an executable built with
-   * --attention still beam-searches; its outputs then hold no attention) */
-  if (st->out_attn >= 0 && g->beams && r->outputs)
-    fprintf(stderr, "%s: note: --beams: %s has no attention\n", prog, r->outputs);
-  if (st->out_attn >= 0 && !g->beams &&
+  if (st->out_attn >= 0 &&
       attn_alloc(&gp, st, gen_out_len(g, st), st->enc ? n_src : n_prompt, err, sizeof err))
     goto fail;
   if (gen_once(g, st, &go, prompt, n_prompt, out, &gp, &res, err, sizeof err)) goto fail;
+  if (gp.attn && g->beams &&
+      attn_replay(&gp, st, prompt, n_prompt, out, res.n, err, sizeof err))
+    goto fail;
   if (gp.attn) attn_compact(&gp, res.n, st->enc ? n_src : n_prompt + res.n);
   for (int64_t i = 0; g->beams && i < res.n; i++) /* known only when the search is done */
     gen_print_token(&gp, i, out[i]);

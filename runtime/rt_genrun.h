@@ -28,9 +28,9 @@
  * chose generated id g (its step's last position) over the K keys, the
  * S source positions (cross-attention) or the prompt and generated
  * positions, P + N (self-attention; the keys after the query's own are 0).
- * Not with beam search (the rows of the best hypothesis are not kept):
- * rt_gen_args_parse refuses --beams when the attention is asked for, and
- * a step with an attention output beam-searches without it.
+ * With beam search the rows are those of the best hypothesis, recomputed
+ * once the search is done (its ids fed again on a fresh cache, batch row
+ * 0: N more steps).
  *
  * libc only (with the runtime's safetensors, sampling and tokenizers). */
 #ifndef TFMC_RT_GENRUN_H
@@ -50,7 +50,6 @@ typedef struct RtGenArgStrings {
   const char *temperature, *top_k, *top_p;
   const char *seed;     /* NULL: 0 (tfmc run parses its --seed itself: it seeds weights too) */
   const char *beams, *length_penalty;
-  int attention;        /* the attention rows are asked for (refused with --beams) */
 } RtGenArgStrings;
 
 typedef struct RtGenArgs {
@@ -65,8 +64,7 @@ typedef struct RtGenArgs {
 
 /* Reads and checks the options: 0; or 1 for a bad value (exit status 1:
  * --generate below 1, --temperature <= 0 or not finite, --top-p outside
- * (0, 1], --top-k < 0, --beams outside 1..64, with --sample or with the
- * attention rows); or 2 for
+ * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample); or 2 for
  * bad usage (exit status 2: not a number, --temperature / --top-k /
  * --top-p without --sample, --length-penalty without --beams). The
  * message, in err, names the option. */

@@ -576,7 +576,7 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
     if (s->outputs[o].name && strcmp(s->outputs[o].name, "attention") == 0)
       fprintf(f, "                   and attention (f32 [1,H,N,K]: built with --attention, a row\n"
                  "                   per generated token, the probabilities of the step that\n"
-                 "                   chose it over the %s; not with --beams)\n",
+                 "                   chose it over the %s)\n",
               gi->encode ? "source, K = S" : "prompt and generated tokens, K = P+N");
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
@@ -691,11 +691,8 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   if (o.text && !o.vocab && !o.tokenizer) return usage_error(prog, "--text needs --vocab or --tokenizer");
   if (embedded && o.weights)
     return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
-  /* built with --attention decoder.N[.cross]: --outputs holds the attention
-   * rows of greedy and sampled runs; beam search runs without them */
-  RtGenArgStrings gs = {o.generate, o.sample, o.temperature,    o.top_k,
-                        o.top_p,    o.seed,   o.beams,          o.length_penalty,
-                        0};
+  RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
+                        o.top_p,    o.seed,    o.beams,       o.length_penalty};
   RtGenArgs g;
   if ((rc = rt_gen_args_parse(&gs, &g, err, sizeof err))) {
     if (rc == 2) return usage_error(prog, "%s", err);

@@ -943,8 +943,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .top_k = opt(args, "top-k"),
                         .top_p = opt(args, "top-p"),
                         .beams = opt(args, "beams"),
-                        .length_penalty = opt(args, "length-penalty"),
-                        .attention = attention != NULL};
+                        .length_penalty = opt(args, "length-penalty")};
   RtGenArgs g;
   char err[1024];
   if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
@@ -1108,7 +1107,7 @@ static int cmd_run(int argc, char **argv) {
         "--attention decoder.N (decoder.N.cross) also writes attention [1,H,N,K]:\n"
         "row g is that layer's probabilities for the query that chose generated\n"
         "token g, over the prompt and the generated tokens (K = P+N; later keys 0)\n"
-        "or over the source (K = S; not with --beams).\n"
+        "or over the source (K = S); with --beams, the best hypothesis's rows.\n"
         "--beams K: beam search with K beams, score = sum of log-probs / len^A\n"
         "(--length-penalty A, default 1). Greedy by default;\n"
         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
@@ -1280,8 +1279,8 @@ static int cmd_attention(int argc, char **argv) {
          "all (default); --head: one head or all (default); --batch-row: which\n"
          "sequence of the batch (default 0). -o writes SVG, or with .html the SVG\n"
          "in a minimal page; 'rsvg-convert MAPS.svg -o MAPS.png' makes a PNG.\n"
-         "--generate N generates as 'tfmc run --generate' does (greedy or --sample,\n"
-         "not --beams) and draws one decoder layer (default: the last one's\n"
+         "--generate N generates as 'tfmc run --generate' does (greedy, --sample or\n"
+         "--beams) and draws one decoder layer (default: the last one's\n"
          "cross-attention, or a decoder's last layer): one heatmap per head, a row\n"
          "per generated token (the probabilities of the step that chose it), the\n"
          "source tokens across (a decoder: the prompt and the generated tokens).");
@@ -1331,6 +1330,11 @@ static int cmd_attention(int argc, char **argv) {
     GenDraw draw = {opt(&args, "layer") ? layer : *last ? last : NULL, out, head < 0 ? -1 : head};
     return run_generate(&args, olevel, weights, seed, &draw);
   }
+  static const char *const gen_only[] = {"sample", "temperature", "top-k", "top-p", "beams",
+                                         "length-penalty"};
+  for (size_t i = 0; i < sizeof gen_only / sizeof *gen_only; i++)
+    if (opt(&args, gen_only[i]))
+      return usage_error("attention", "--%s goes with --generate", gen_only[i]);
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -1578,7 +1582,7 @@ static int cmd_build(int argc, char **argv) {
          "also generates, with the options of 'tfmc run --generate' (EXE --generate N\n"
          "--tokens \"IDS\" ...; EXE --help lists them); --max-beams K (1..64, default 4)\n"
          "is the largest --beams it takes (the KV cache's rows). With --attention\n"
-         "decoder.N[.cross] its greedy and sampled runs also write that layer's\n"
+         "decoder.N[.cross] its --generate runs also write that layer's\n"
          "attention rows to --outputs, as 'tfmc run --generate --attention'.\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--output NAME (repeatable, or a comma list) makes a named intermediate\n"

@@ -9,7 +9,7 @@
 # the reference beam searches, fixed-seed sampling (the ids the JIT draws),
 # text prompts, the trained examples/reverse ("h e l l o" -> "o l l e h");
 # --outputs (seq2seq is built with --attention decoder.1.cross: its
-# attention rows equal translate_sentence's, and it still beam-searches);
+# attention rows equal translate_sentence's, and with --beams the JIT's);
 # the forward pass without --generate; bad input refused with
 # exit status 1 (2 for usage). emitc also builds step_api_example.c (the
 # README's model.h step API example) and checks it prints the golden ids.
@@ -138,6 +138,19 @@ while IFS='|' read -r head src want; do
   [ "$got" = "$(echo $want)" ] || fail "beam case $k: '$got', PyTorch '$(echo $want)'"
 done < "$here/beam/cases"
 [ "$k" -ge 5 ] || fail "only $k beam cases"
+# the attention rows of beam search's best hypothesis, as the JIT has them
+# (the ids i64 are compared as printed: tfmc compare reads floats)
+src="2 12 27 4 40 3"
+"$tmp/seq2seq" --tokens "$src" --generate 30 --beams 3 --length-penalty 2 \
+  --outputs "$tmp/b.safetensors" > "$tmp/b.ids" || fail "seq2seq --beams --outputs"
+"$tfmc" run "$here/seq2seq/generate.tfm" --weights "$here/seq2seq/weights.safetensors" \
+  --tokens "$src" --generate 30 --beams 3 --length-penalty 2 --attention decoder.1.cross \
+  --outputs "$tmp/bj.safetensors" > "$tmp/bj.ids" || fail "tfmc run --beams --attention"
+cmp -s "$tmp/b.ids" "$tmp/bj.ids" || fail "beam search: the executable and the JIT differ"
+[ "$(wc -l < "$tmp/b.ids")" -ge 10 ] || fail "beam search: fewer than 10 ids"
+"$tfmc" compare "$tmp/b.safetensors" "$tmp/bj.safetensors" --atol 1e-4 --rtol 1e-4 > "$tmp/cmp" || true
+grep -q '^attention .* 0 over tolerance: ok$' "$tmp/cmp" ||
+  fail "beam search's attention differs from the JIT's: $(cat "$tmp/cmp")"
 
 # the trained example, as the README shows it
 ex=$root/examples/reverse

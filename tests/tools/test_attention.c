@@ -460,14 +460,17 @@ static void expect_rows_of_full(const float *gen, const int64_t gd[4], const flo
 
 /* GPT-2-like decoder: row g is the query at position P+g-1 (the step that
  * chose token g) over the prompt and the tokens before it: the full
- * forward's row over the prompt and the first N-1 generated tokens. */
+ * forward's row over the prompt and the first N-1 generated tokens; with
+ * --beams, those of the best hypothesis. */
 Test(attention, generated_decoder_rows_are_the_full_forward_s) {
   static const char *const runs[][3] = {{"interp", "decoder.1", ""},
                                         {"jit", "decoder.0", ""},
-                                        {"jit", "decoder.1", "--sample --seed 5 --top-k 20"}};
+                                        {"jit", "decoder.1", "--sample --seed 5 --top-k 20"},
+                                        {"interp", "decoder.1", "--beams 3"},
+                                        {"jit", "decoder.0", "--beams 4 --length-penalty 0"}};
   enum { P = 6, N = 9 };
   const char *prompt = "17 3 42 8 99 5";
-  for (int r = 0; r < 3; r++) {
+  for (int r = 0; r < 5; r++) {
     char cmd[2048], seq[1024];
     int64_t ids[64];
     snprintf(cmd, sizeof cmd,
@@ -497,19 +500,19 @@ Test(attention, generated_decoder_rows_are_the_full_forward_s) {
 
 /* Annotated-like encoder-decoder, a source ending in two pads: row g is
  * the full forward's cross-attention row g over (src, bos + the first N-1
- * generated tokens); the pads get 0. */
+ * generated tokens); the pads get 0. Greedy and beam search. */
 Test(attention, generated_cross_attention_rows_are_the_full_forward_s) {
   enum { S = 11, N = 7 };
   const char *src = "0 31 4 4 18 26 11 35 1 2 2";
   int64_t s_ids[S] = {0, 31, 4, 4, 18, 26, 11, 35, 1, 2, 2};
-  const char *backends[] = {"interp", "jit"};
-  for (int b = 0; b < 2; b++) {
+  const char *backends[] = {"interp", "jit", "jit"}, *extra[] = {"", "", "--beams 3"};
+  for (int b = 0; b < 3; b++) {
     char cmd[2048];
     int64_t ids[64];
     snprintf(cmd, sizeof cmd,
              "run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '%s' "
-             "--generate %d --attention decoder.0.cross --backend %s --outputs gen.safetensors",
-             src, N, backends[b]);
+             "--generate %d --attention decoder.0.cross --backend %s %s --outputs gen.safetensors",
+             src, N, backends[b], extra[b]);
     cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
     cr_assert_eq(printed_ids(ids, 64), N);
     int64_t t_ids[N] = {0}; /* bos 0, then the generated ids but the last */
@@ -581,6 +584,12 @@ Test(attention, generation_picture_generated_down_source_across) {
   cr_assert(strncmp(svg, "<!DOCTYPE html>", 15) == 0);
   cr_assert_eq(count(svg, "<rect class=\"cell\""), 4 * (3 + 4));
   cr_assert(strstr(svg, "decoder.0, head 2, 4 generated tokens"));
+  /* beam search: the best hypothesis's rows */
+  cr_assert_eq(tfmc("attention " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors "
+                    "--tokens '17 3 42' --generate 4 --beams 3 --head 0 -o beam.svg"),
+               0, "%s", err_text);
+  read_svg("beam.svg");
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 4 * (3 + 4));
 }
 
 /* The trained reverse model reads its source backwards: generated letter g
@@ -625,9 +634,6 @@ Test(attention, generation_refusals) {
   cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
   snprintf(cmd, sizeof cmd, "%s --attention all", gpt);
   cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
-  snprintf(cmd, sizeof cmd, "%s --attention decoder.0 --beams 2", gpt);
-  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
-  cr_assert(strstr(err_text, "--attention does not go with --beams"), "%s", err_text);
   cr_assert(!exists("o.safetensors"));
   cr_assert_eq(tfmc("run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '0 5' "
                     "--generate 3 --attention encoder.0 --outputs o.safetensors"),
@@ -644,15 +650,15 @@ Test(attention, generation_refusals) {
   cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
   snprintf(cmd, sizeof cmd, "%s --layer all", draw);
   cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
-  snprintf(cmd, sizeof cmd, "%s --beams 2", draw);
-  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
-  cr_assert(strstr(err_text, "--attention does not go with --beams"), "%s", err_text);
   snprintf(cmd, sizeof cmd, "%s --head 4", draw);
   cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
   cr_assert(strstr(err_text, "head 4 out of range"), "%s", err_text);
   snprintf(cmd, sizeof cmd, "%s --batch-row 0", draw);
   cr_assert_eq(tfmc(cmd), 2, "%s", err_text);
   cr_assert(!exists("m.svg"));
+  cr_assert_eq(tfmc("attention " ANN "generate.tfm --weights " ANN "weights.safetensors "
+                    "--tokens '0 5' --beams 2 -o m.svg"), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "--beams goes with --generate"), "%s", err_text);
   cr_assert_eq(tfmc("attention enc.tfm --init random --tokens '3 4' --generate 3 -o m.svg"), 1,
                "%s", err_text);
   cr_assert(strstr(err_text, "is an encoder, which does not generate"), "%s", err_text);
