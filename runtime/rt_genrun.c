@@ -245,12 +245,16 @@ static int64_t gen_out_len(const RtGenArgs *g, const RtStepper *st) {
   return g->max_new < room ? g->max_new : room;
 }
 
+/* Whether the step's attention is over the source (cross-attention) rather
+ * than the positions so far. */
+static int attn_cross(const RtStepper *st) {
+  return st->info->outputs[st->out_attn].dims[2].sym != st->sym_l;
+}
+
 /* The attention rows of up to `rows` generated ids, zeroed, allocated once
- * before the loop: keys is the source length (cross-attention) or, for
- * self-attention, the prompt length before rows are added to it. */
+ * before the loop over `keys` keys at most. */
 static int attn_alloc(GenPrint *gp, const RtStepper *st, int64_t rows, int64_t keys, char *err,
                       size_t errlen) {
-  if (st->info->outputs[st->out_attn].dims[2].sym == st->sym_l) keys += rows;
   gp->st = st;
   gp->rows = rows;
   gp->keys = keys;
@@ -384,14 +388,16 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   }
   RtGenerateResult res;
   gp = (GenPrint){r->vocab, r->text != NULL, r->eos, r->bos, out, 0, NULL, NULL, 0, 0};
-  if (st->out_attn >= 0 &&
-      attn_alloc(&gp, st, gen_out_len(g, st), st->enc ? n_src : n_prompt, err, sizeof err))
+  /* the keys: the source, or the prompt and the generated ids */
+  int cross = st->out_attn >= 0 && attn_cross(st);
+  if (st->out_attn >= 0 && attn_alloc(&gp, st, gen_out_len(g, st),
+                                      cross ? n_src : n_prompt + gen_out_len(g, st), err, sizeof err))
     goto fail;
   if (gen_once(g, st, &go, prompt, n_prompt, out, &gp, &res, err, sizeof err)) goto fail;
   if (gp.attn && g->beams &&
       attn_replay(&gp, st, prompt, n_prompt, out, res.n, err, sizeof err))
     goto fail;
-  if (gp.attn) attn_compact(&gp, res.n, st->enc ? n_src : n_prompt + res.n);
+  if (gp.attn) attn_compact(&gp, res.n, cross ? n_src : n_prompt + res.n);
   for (int64_t i = 0; g->beams && i < res.n; i++) /* known only when the search is done */
     gen_print_token(&gp, i, out[i]);
   if (gp.text) putchar('\n');
@@ -409,7 +415,12 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   if (r->capture) {
     RtGenCapture *c = r->capture;
     memset(c, 0, sizeof *c);
-    c->prompt = src, c->n_prompt = n_src, src = NULL;
+    if (gp.attn && !(c->key_ids = malloc((size_t)gp.keys * sizeof *c->key_ids))) {
+      rt_errorf(err, sizeof err, "out of memory");
+      goto fail;
+    }
+    for (int64_t j = 0; gp.attn && j < gp.keys; j++)
+      c->key_ids[j] = cross ? src[j] : j < n_prompt ? prompt[j] : out[j - n_prompt];
     c->ids = out, c->n = res.n, out = NULL;
     c->attention = gp.attn, gp.attn = NULL;
     c->heads = st->out_attn >= 0 ? st->attn_heads : 0;
@@ -428,8 +439,8 @@ done:
 }
 
 void rt_gen_capture_free(RtGenCapture *c) {
-  free(c->prompt);
   free(c->ids);
   free(c->attention);
+  free(c->key_ids);
   memset(c, 0, sizeof *c);
 }

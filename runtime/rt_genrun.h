@@ -27,7 +27,8 @@
  * attention (f32 [1,H,N,K]): row g is the probabilities of the query that
  * chose generated id g (its step's last position) over the K keys, the
  * S source positions (cross-attention) or the prompt and generated
- * positions, P + N (self-attention; the keys after the query's own are 0).
+ * positions, P + N (self-attention; an encoder_decoder's prompt is bos;
+ * the keys after the query's own are 0).
  * With beam search the rows are those of the best hypothesis, recomputed
  * once the search is done (its ids fed again on a fresh cache, batch row
  * 0: N more steps).
@@ -74,12 +75,12 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
  * --generate): rt_gen_run fills it when RtGenRun.capture is set; the
  * arrays are malloc'd, freed by rt_gen_capture_free. */
 typedef struct RtGenCapture {
-  int32_t *prompt;        /* the prompt (decoder) or the source (encoder_decoder) */
-  int64_t n_prompt;
   int32_t *ids;           /* the generated ids (eos kept) */
   int64_t n;
   float *attention;       /* [1, heads, n, keys] as --outputs writes it; NULL without */
   int64_t heads, keys;
+  int32_t *key_ids;       /* what the keys are: the source (cross-attention), or the
+                             prompt (an encoder_decoder's: bos) then the generated ids */
 } RtGenCapture;
 
 void rt_gen_capture_free(RtGenCapture *c);

@@ -97,7 +97,7 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
   for (int o = 1; o < info->n_outputs; o++) {
     const RtTensorInfo *t = &info->outputs[o];
     if (strcmp(t->name, "attention") != 0) continue;
-    if (t->rank != 3 || t->dims[0].sym != st->sym_b || t->dims[1].sym >= 0 ||
+    if (t->rank != 3 || t->dims[0].sym != st->sym_b || t->dims[1].sym >= 0 || t->dims[1].value < 1 ||
         t->dims[2].sym < 0 || (t->dims[2].sym != st->sym_l && t->dims[2].sym != st->sym_s))
       return rt_errorf(err, errlen, "model '%s': the step's attention output is not [B,H,L|S]",
                        info->name);

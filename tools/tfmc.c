@@ -884,25 +884,15 @@ typedef struct GenDraw {
 static int gen_draw(const GenDraw *dr, const char *model, const RtGenCapture *c,
                     const RtVocab *v) {
   char err[1024];
-  bool cross = c->keys == c->n_prompt && ends_with(dr->layer, ".cross");
-  int32_t *keys = malloc((size_t)(c->keys > 0 ? c->keys : 1) * sizeof *keys);
-  if (!keys) {
-    fprintf(stderr, "tfmc: out of memory\n");
+  RtAttnMaps maps;
+  if (rt_attnmap_generated(dr->layer, c->attention, c->heads, c->n, c->keys, c->ids, c->key_ids,
+                           v, &maps, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
     return 1;
   }
-  /* the keys: the source (cross-attention), else the prompt then the
-   * generated tokens */
-  for (int64_t j = 0; j < c->keys; j++)
-    keys[j] = j < c->n_prompt ? c->prompt[j] : !cross ? c->ids[j - c->n_prompt] : 0;
-  RtAttnMaps maps;
-  int rc = 1;
-  if (rt_attnmap_generated(dr->layer, c->attention, c->heads, c->n, c->keys, c->ids, keys, v,
-                           &maps, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    goto done;
-  }
   RtAttnPlot plot = {model, maps.layers, 1, 0, dr->head, ends_with(dr->out, ".html"), true};
-  if (!(rc = write_picture(dr->out, &plot))) {
+  int rc = write_picture(dr->out, &plot);
+  if (!rc) {
     char heads[32] = "all heads";
     if (dr->head >= 0)
       snprintf(heads, sizeof heads, "head %lld", (long long)dr->head);
@@ -910,8 +900,6 @@ static int gen_draw(const GenDraw *dr, const char *model, const RtGenCapture *c,
             (long long)c->n);
   }
   rt_attnmap_free(&maps);
-done:
-  free(keys);
   return rc;
 }
 

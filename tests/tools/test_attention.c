@@ -499,20 +499,27 @@ Test(attention, generated_decoder_rows_are_the_full_forward_s) {
 }
 
 /* Annotated-like encoder-decoder, a source ending in two pads: row g is
- * the full forward's cross-attention row g over (src, bos + the first N-1
- * generated tokens); the pads get 0. Greedy and beam search. */
-Test(attention, generated_cross_attention_rows_are_the_full_forward_s) {
+ * the full forward's row g over (src, bos + the first N-1 generated
+ * tokens): the cross-attention's over the source, the pads getting 0; the
+ * decoder self-attention's over bos and the generated tokens (K = 1 + N,
+ * the last key 0). Greedy and beam search. */
+Test(attention, generated_encdec_rows_are_the_full_forward_s) {
   enum { S = 11, N = 7 };
   const char *src = "0 31 4 4 18 26 11 35 1 2 2";
   int64_t s_ids[S] = {0, 31, 4, 4, 18, 26, 11, 35, 1, 2, 2};
-  const char *backends[] = {"interp", "jit", "jit"}, *extra[] = {"", "", "--beams 3"};
-  for (int b = 0; b < 3; b++) {
-    char cmd[2048];
+  static const char *const runs[][3] = {{"interp", "decoder.0.cross", ""},
+                                        {"jit", "decoder.0.cross", ""},
+                                        {"jit", "decoder.1.cross", "--beams 3"},
+                                        {"interp", "decoder.1", ""},
+                                        {"jit", "decoder.0", "--beams 2"}};
+  for (int b = 0; b < 5; b++) {
+    char cmd[2048], full_cmd[1024];
     int64_t ids[64];
+    bool cross = strstr(runs[b][1], ".cross") != NULL;
     snprintf(cmd, sizeof cmd,
              "run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '%s' "
-             "--generate %d --attention decoder.0.cross --backend %s %s --outputs gen.safetensors",
-             src, N, backends[b], extra[b]);
+             "--generate %d --attention %s --backend %s %s --outputs gen.safetensors",
+             src, N, runs[b][1], runs[b][0], runs[b][2]);
     cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
     cr_assert_eq(printed_ids(ids, 64), N);
     int64_t t_ids[N] = {0}; /* bos 0, then the generated ids but the last */
@@ -521,16 +528,19 @@ Test(attention, generated_cross_attention_rows_are_the_full_forward_s) {
     const int64_t *data[] = {s_ids, t_ids};
     const int64_t shape[][2] = {{1, S}, {1, N}};
     write_ids("in.safetensors", names, data, shape, 2);
-    cr_assert_eq(tfmc("run " ANN "generate.tfm --weights " ANN "weights.safetensors --inputs "
-                      "in.safetensors --attention decoder.0.cross --backend interp --outputs "
-                      "full.safetensors"),
-                 0, "%s", err_text);
+    snprintf(full_cmd, sizeof full_cmd,
+             "run " ANN "generate.tfm --weights " ANN "weights.safetensors --inputs "
+             "in.safetensors --attention %s --backend interp --outputs full.safetensors",
+             runs[b][1]);
+    cr_assert_eq(tfmc(full_cmd), 0, "%s", err_text);
     int64_t gd[4], fd[4];
     float *gen = read_probs("gen.safetensors", "attention", gd);
     float *full = read_probs("full.safetensors", "attention", fd);
-    cr_assert(gd[1] == 4 && gd[2] == N && gd[3] == S && fd[2] == N && fd[3] == S);
+    int64_t K = cross ? S : 1 + N;
+    cr_assert(gd[1] == 4 && gd[2] == N && gd[3] == K && fd[2] == N && fd[3] == (cross ? S : N),
+              "%s", cmd);
     expect_rows_of_full(gen, gd, full, fd, 0, cmd);
-    for (int h = 0; h < 4; h++)
+    for (int h = 0; h < 4 && cross; h++)
       for (int g = 0; g < N; g++)
         cr_assert(gen[(h * N + g) * S + S - 1] == 0.0f && gen[(h * N + g) * S + S - 2] == 0.0f,
                   "a pad got attention");
