@@ -12,7 +12,8 @@
 # attention rows equal translate_sentence's, and with --beams the JIT's);
 # the forward pass without --generate; bad input refused with
 # exit status 1 (2 for usage). emitc also builds step_api_example.c (the
-# README's model.h step API example) and checks it prints the golden ids.
+# README's model.h step API example) and checks it prints the golden ids,
+# and step_api_attention.c (tfmc_gen_attention against translate_sentence).
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 TFMC exe|emitc" >&2; exit 2; }
 tfmc=$1
@@ -122,6 +123,12 @@ for model in annotated seq2seq; do
         fail "step_api_example.c does not build"
       got=$("$tmp/api" "$tmp/$model.weights" "$(cat "$d/steps")" $src | ids)
       [ "$got" = "$want" ] || fail "model.h step API, source $k: '$got', PyTorch '$want'"
+      # tfmc_gen_attention: each step's row, translate_sentence's
+      [ -x "$tmp/api_att" ] || cc -std=c11 -Wall -Wextra -Werror -I"$tmp/$model.d" \
+        -o "$tmp/api_att" "$here/step_api_attention.c" "$tmp/$model.d/libmodel.a" -lm -lpthread ||
+        fail "step_api_attention.c does not build"
+      "$tmp/api_att" "$tmp/$model.weights" "$(cat "$d/steps")" "$d/attention_$k.safetensors" \
+        $src > "$tmp/att.out" 2>&1 || fail "tfmc_gen_attention, source $k: $(cat "$tmp/att.out")"
     fi
   done 3< "$d/sources" 4< "$d/expected"
 done
