@@ -206,7 +206,8 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
   if (!spec) return 1;
   /* the encoder takes as many sources as the step has rows (a batch of
    * sources; beam search encodes one and copies it to every row) */
-  LowerOptions step = {.step = true, .step_max_batch = o->step_rows},
+  LowerOptions step = {.step = true, .step_max_batch = o->step_rows,
+                       .attention_layer = o->attention},
                encode = {.encode = true, .step_max_batch = o->step_rows};
   gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
   gen->step.spec = gen->encode.spec = spec;

@@ -87,8 +87,10 @@ int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOption
  *                    source; step: the decoder's step graph, taking those
  *                    as RT_INPUT_VALUES inputs, its self-attention KV
  *                    caches as state
- * o->step and o->attention / o->outputs must be unset (refused by the
- * lowering). Specs only: a .tfir graph is refused. Returns 0, or 1 as
+ * o->step and o->outputs must be unset (refused by the lowering);
+ * o->attention, one decoder layer, makes the step graph output "attention"
+ * [B,H,L] or [B,H,S]: the probabilities of the step's last query row
+ * (LowerOptions.attention_layer). Specs only: a .tfir graph is refused. Returns 0, or 1 as
  * driver_compile_file does. */
 typedef struct CompiledGeneration {
   bool encoder_decoder;

@@ -434,6 +434,20 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                m->name, (long long)n_layers, RT_MAX_IO);
     return NULL;
   }
+  /* generation: one decoder layer, whose attention each step computes */
+  if (opt && opt->step && opt->attention_layer && m->arch != ARCH_ENCODER &&
+      (all || strncmp(opt->attention_layer, "decoder.", 8) != 0 ||
+       !layer_exists(m, opt->attention_layer))) {
+    diag_error(d, (IrLoc){0},
+               "--attention %s with generation: give one decoder layer of model '%s' "
+               "(decoder.N%s, N from 0 to %lld)",
+               opt->attention_layer, m->name,
+               m->arch == ARCH_ENCODER_DECODER
+                   ? ", or decoder.N.cross for the cross-attention over the source"
+                   : "",
+               (long long)m->layers_dec - 1);
+    return NULL;
+  }
   if (opt && opt->attention_layer && !all && !layer_exists(m, opt->attention_layer)) {
     diag_error(d, (IrLoc){0},
                "--attention %s: model '%s' has no such attention layer (use "
@@ -460,8 +474,9 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
                "log_softmax)", m->name);
     return NULL;
   }
-  if ((step || encode) && opt->attention_layer) {
-    diag_error(d, (IrLoc){0}, "--attention is not available with generation yet");
+  if (encode && opt->attention_layer) {
+    diag_error(d, (IrLoc){0}, "--attention: the encode graph of generation draws no attention "
+               "(ask the step graph for a decoder layer)");
     return NULL;
   }
   if ((step || encode) && opt->n_outputs) {
@@ -609,7 +624,17 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
     y = decoder(&L, y, causal, memory, m->mask_cross_padding ? src_keys : -1);
     head(&L, y, ep_tgt, m->vocab_tgt);
   }
-  if (L.attn_probs >= 0) ir_graph_add_output(g, "attention", L.attn_probs);
+  if (L.attn_probs >= 0 && L.sym_l >= 0) {
+    /* step: the last query row, the one whose output picks the next token:
+     * [B,H,Tq,Tk] -> [B,H,Tk] (Tk = L, or S for cross-attention) */
+    IrAttrs ta = no_attrs();
+    ta.axis = 2;
+    ta.index = -1;
+    int last = ir_build(g, IR_OP_TAKE, (int[]){L.attn_probs}, 1, &ta, g->nodes[L.attn_probs].loc);
+    ir_graph_add_output(g, "attention", last);
+  } else if (L.attn_probs >= 0) {
+    ir_graph_add_output(g, "attention", L.attn_probs);
+  }
   TFMC_ASSERT(L.n_attn == (all ? n_layers : 0));
   for (int i = 0; i < L.n_attn; i++) ir_graph_add_output(g, L.attn_names[i], L.attn_values[i]);
   if (!named_outputs(&L, d)) return NULL;

@@ -194,7 +194,11 @@ typedef struct LowerOptions {
    * or "all": every attention layer's probabilities become an output
    * "attention.LAYER" (attention.encoder.0, ..., attention.decoder.0,
    * attention.decoder.0.cross, ...), after the head's output, in the order
-   * the forward pass computes them */
+   * the forward pass computes them. With step: one decoder layer
+   * ("decoder.N" or "decoder.N.cross"), whose last query row becomes the
+   * output "attention" [B,H,L] (self-attention over the cache) or [B,H,S]
+   * (cross-attention over the source): what the step's new token was
+   * chosen by; "all" and encoder layers are refused */
   const char *attention_layer;
   /* false: the forward pass over whole sequences. true (decoder-only specs):
    * the step graph of generation with a KV cache (encoder_decoder: see

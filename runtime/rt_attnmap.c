@@ -202,7 +202,8 @@ static void put_title(FILE *f, const RtAttnPlot *p) {
   else fprintf(f, "%d layers", p->n_layers);
   if (p->head >= 0) fprintf(f, ", head %lld", (long long)p->head);
   else fprintf(f, ", %lld heads", (long long)p->layers[0].heads);
-  fprintf(f, ", batch row %lld", (long long)p->batch_row);
+  if (p->generated) fprintf(f, ", %lld generated tokens", (long long)p->layers[0].tq);
+  else fprintf(f, ", batch row %lld", (long long)p->batch_row);
 }
 
 static int title_chars(const RtAttnPlot *p) {
@@ -309,10 +310,14 @@ int rt_attnmap_write(FILE *f, const RtAttnPlot *p, char *err, size_t errlen) {
   static const char *const cross_key =
       " (cross-attention: target tokens down, source tokens across)";
   static const char *const key_a = "each map: queries down, keys across";
+  static const char *const key_gen =
+      "each map: generated tokens down (a row: the step that chose the token), keys across";
+  static const char *const cross_key_gen = " (the source tokens)";
   static const char *const key_b = "; colour: probability (viridis, 0 to 1)";
   Layout L;
-  layout(p, title_chars(p), (int)(strlen(key_a) + strlen(key_b) + (cross ? strlen(cross_key) : 0)),
-         &L);
+  const char *key = p->generated ? key_gen : key_a;
+  const char *ckey = cross ? p->generated ? cross_key_gen : cross_key : "";
+  layout(p, title_chars(p), (int)(strlen(key) + strlen(ckey) + strlen(key_b)), &L);
   if (p->html) {
     fputs("<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<title>", f);
     put_title(f, p);
@@ -333,8 +338,8 @@ int rt_attnmap_write(FILE *f, const RtAttnPlot *p, char *err, size_t errlen) {
   fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"16\" font-weight=\"bold\">", MARGIN, MARGIN + 12);
   put_title(f, p);
   fprintf(f, "</text>\n<text x=\"%d\" y=\"%d\" font-size=\"11\">", MARGIN, MARGIN + 32);
-  fputs(key_a, f);
-  if (cross) fputs(cross_key, f);
+  fputs(key, f);
+  fputs(ckey, f);
   fputs(key_b, f);
   fputs("</text>\n", f);
   put_legend(f, &L);
@@ -374,17 +379,10 @@ static int ids_input(const RtModelInfo *info, const char *a, const char *b) {
   return -1;
 }
 
-/* Labels of batch row `row` of ids input `in` when it has len positions:
- * symbols of v or decimal ids; NULL (positions) when the input does not
- * fit. Returns 0 or 1 (out of memory). */
-static int labels_for(const RtModelInfo *info, const RtBound *b, const RtVocab *v, int in,
-                      int64_t row, int64_t len, RtAttnMaps *m, const char *const **out) {
-  *out = NULL;
-  if (in < 0) return 0;
-  const RtTensorInfo *t = &info->inputs[in];
-  int64_t rows = rt_model_dim(&t->dims[0], b->syms), n = rt_model_dim(&t->dims[1], b->syms);
-  if (n != len || row >= rows || !b->inputs[in]) return 0;
-  const int32_t *ids = (const int32_t *)b->inputs[in] + row * n;
+/* Labels of ids[0..n): symbols of v or decimal ids, held by m (two more
+ * of its owned entries). Returns 0 or 1 (out of memory). */
+static int labels_of_ids(const int32_t *ids, int64_t n, const RtVocab *v, RtAttnMaps *m,
+                         const char *const **out) {
   const char **lab = malloc((size_t)n * sizeof *lab);
   char *digits = malloc((size_t)n * 12);
   if (!lab || !digits) {
@@ -403,6 +401,40 @@ static int labels_for(const RtModelInfo *info, const RtBound *b, const RtVocab *
     lab[i] = s;
   }
   *out = lab;
+  return 0;
+}
+
+/* Labels of batch row `row` of ids input `in` when it has len positions:
+ * symbols of v or decimal ids; NULL (positions) when the input does not
+ * fit. Returns 0 or 1 (out of memory). */
+static int labels_for(const RtModelInfo *info, const RtBound *b, const RtVocab *v, int in,
+                      int64_t row, int64_t len, RtAttnMaps *m, const char *const **out) {
+  *out = NULL;
+  if (in < 0) return 0;
+  const RtTensorInfo *t = &info->inputs[in];
+  int64_t rows = rt_model_dim(&t->dims[0], b->syms), n = rt_model_dim(&t->dims[1], b->syms);
+  if (n != len || row >= rows || !b->inputs[in]) return 0;
+  return labels_of_ids((const int32_t *)b->inputs[in] + row * n, n, v, m, out);
+}
+
+int rt_attnmap_generated(const char *layer, const float *probs, int64_t heads, int64_t n,
+                         int64_t keys, const int32_t *q_ids, const int32_t *k_ids,
+                         const RtVocab *v, RtAttnMaps *m, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  if (!probs || heads < 1 || n < 1 || keys < 1)
+    return rt_errorf(err, errlen, "the generation drew no attention (%s)", layer);
+  m->layers = calloc(1, sizeof *m->layers);
+  m->owned = calloc(4, sizeof *m->owned);
+  if (!m->layers || !m->owned) {
+    rt_attnmap_free(m);
+    return rt_errorf(err, errlen, "out of memory");
+  }
+  RtAttnLayer *l = &m->layers[m->n_layers++];
+  *l = (RtAttnLayer){layer, probs, 1, heads, n, keys, NULL, NULL};
+  if (labels_of_ids(q_ids, n, v, m, &l->q_labels) || labels_of_ids(k_ids, keys, v, m, &l->k_labels)) {
+    rt_attnmap_free(m);
+    return rt_errorf(err, errlen, "out of memory");
+  }
   return 0;
 }
 

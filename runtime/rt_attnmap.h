@@ -51,6 +51,8 @@ typedef struct RtAttnPlot {
   int64_t batch_row;         /* which sequence of the batch */
   int64_t head;              /* one head, or -1: every head (one column each) */
   bool html;                 /* the SVG inside a minimal HTML5 page */
+  bool generated;            /* queries are generated tokens, one per step (tfmc
+                                attention --generate): the title and key say so */
 } RtAttnPlot;
 
 /* Cells a picture may hold: a bigger one would not be viewable (pick a
@@ -87,5 +89,15 @@ int rt_attnmap_collect(const RtModelInfo *info, const RtBound *b, const RtVocab 
                        int64_t batch_row, const char *single_layer, RtAttnMaps *m, char *err,
                        size_t errlen);
 void rt_attnmap_free(RtAttnMaps *m);
+
+/* One layer of a generation (rt_genrun.h RtGenCapture: probs [1, heads, n,
+ * keys], row g the query that chose generated id g): queries labelled by
+ * the generated ids q_ids[0..n), keys by k_ids[0..keys) (the source, or the
+ * prompt followed by the generated ids), as symbols of v or decimal ids.
+ * m owns the labels; probs stay the caller's. Returns 0, or 1 with a
+ * message and nothing allocated. */
+int rt_attnmap_generated(const char *layer, const float *probs, int64_t heads, int64_t n,
+                         int64_t keys, const int32_t *q_ids, const int32_t *k_ids,
+                         const RtVocab *v, RtAttnMaps *m, char *err, size_t errlen);
 
 #endif

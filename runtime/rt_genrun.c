@@ -93,6 +93,11 @@ typedef struct GenPrint {
   int64_t eos, bos;     /* not printed as text (-1: none) */
   const int32_t *ids;   /* text with a tokenizer: the ids so far (rt_generate's out) */
   size_t printed;       /* ... and the bytes of their decoded text printed so far */
+  /* the step's attention rows, collected as each id is chosen: NULL, or
+   * [heads, rows, keys] with row g at attn + (h * rows + g) * keys */
+  const RtStepper *st;
+  float *attn;
+  int64_t rows, keys;
 } GenPrint;
 
 /* --tokens / --inputs prompts: one id per line (with its symbol when there
@@ -126,6 +131,41 @@ static void gen_print_token(void *user, int64_t index, int32_t id) {
     else printf("[%d]", id);
   }
   fflush(stdout);
+}
+
+/* The attention row of the step that ran last (batch row 0) copied to row
+ * index of gp->attn. */
+static void attn_collect(GenPrint *gp, int64_t index) {
+  const float *p;
+  int64_t k;
+  if (gp->attn && index < gp->rows && !rt_stepper_attention(gp->st, &p, &k) && k <= gp->keys)
+    for (int64_t h = 0; h < gp->st->attn_heads; h++)
+      memcpy(gp->attn + (h * gp->rows + index) * gp->keys, p + h * k, (size_t)k * sizeof *p);
+}
+
+/* The token callback of a run: the attention row of the step that chose
+ * id (still in the step's output: the next step runs after this returns)
+ * collected, then id printed. */
+static void gen_token(void *user, int64_t index, int32_t id) {
+  attn_collect(user, index);
+  gen_print_token(user, index, id);
+}
+
+/* Beam search keeps no attention rows (beams are reordered and dropped
+ * every step): once it is done, the best hypothesis out[0..n) is fed again
+ * on batch row 0 of a fresh cache, as greedy decoding would have fed it,
+ * and each step's row collected: the rows the search computed for it. */
+static int attn_replay(GenPrint *gp, RtStepper *st, const int32_t *prompt, int64_t n_prompt,
+                       const int32_t *out, int64_t n, char *err, size_t errlen) {
+  const float *logits;
+  rt_stepper_reset(st);
+  for (int64_t g = 0; g < n; g++) {
+    if (g == 0 ? rt_stepper_step(st, prompt, n_prompt, 0, &logits, err, errlen)
+               : rt_stepper_step(st, &out[g - 1], 1, n_prompt + g - 1, &logits, err, errlen))
+      return 1;
+    attn_collect(gp, g);
+  }
+  return 0;
 }
 
 /* ---- the prompt ---- */
@@ -257,19 +297,22 @@ static int gen_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions *
   if (g->beams)
     return rt_generate_beam(go, g->beams, g->length_penalty, rt_stepper_batch_step,
                             rt_stepper_reorder, st, prompt, n_prompt, out, res, err, errlen);
-  return rt_generate(go, rt_stepper_step, st, prompt, n_prompt, out, gp ? gen_print_token : NULL,
+  return rt_generate(go, rt_stepper_step, st, prompt, n_prompt, out, gp ? gen_token : NULL,
                      gp, res, err, errlen);
 }
 
-static int write_outputs(const char *path, const int32_t *out, int64_t n, char *err,
-                         size_t errlen) {
+/* gp->attn: the attention rows too, compacted to [1, heads, n, keys] */
+static int write_outputs(const char *path, const int32_t *out, int64_t n, const GenPrint *gp,
+                         char *err, size_t errlen) {
   int64_t *ids = malloc((size_t)n * sizeof *ids + 8), len = n;
   if (!ids) return rt_errorf(err, errlen, "out of memory");
   for (int64_t i = 0; i < n; i++) ids[i] = out[i];
-  RtStWrite w[2] = {
+  RtStWrite w[3] = {
       {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, n}, .data = ids},
-      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len}};
-  int rc = rt_st_write(path, w, 2, NULL, 0, err, errlen);
+      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len},
+      {.name = "attention", .dtype = RT_F32, .rank = 4,
+       .shape = {1, gp->st ? gp->st->attn_heads : 0, n, gp->keys}, .data = gp->attn}};
+  int rc = rt_st_write(path, w, gp->attn ? 3 : 2, NULL, 0, err, errlen);
   free(ids);
   return rc;
 }
@@ -280,6 +323,37 @@ static int write_outputs(const char *path, const int32_t *out, int64_t n, char *
 static int64_t gen_out_len(const RtGenArgs *g, const RtStepper *st) {
   int64_t room = st->max_len > 1 ? st->max_len : 1;
   return g->max_new < room ? g->max_new : room;
+}
+
+/* Whether the step's attention is over the source (cross-attention) rather
+ * than the positions so far. */
+static int attn_cross(const RtStepper *st) {
+  return st->info->outputs[st->out_attn].dims[2].sym != st->sym_l;
+}
+
+/* The attention rows of up to `rows` generated ids, zeroed, allocated once
+ * before the loop over `keys` keys at most. */
+static int attn_alloc(GenPrint *gp, const RtStepper *st, int64_t rows, int64_t keys, char *err,
+                      size_t errlen) {
+  gp->st = st;
+  gp->rows = rows;
+  gp->keys = keys;
+  if (st->attn_heads < 1 || rows > INT64_MAX / st->attn_heads / keys / (int64_t)sizeof(float) ||
+      !(gp->attn = calloc((size_t)(st->attn_heads * rows * keys), sizeof(float))))
+    return rt_errorf(err, errlen, "out of memory for the attention of %lld tokens",
+                     (long long)rows);
+  return 0;
+}
+
+/* [heads, rows, keys] -> [heads, n, k] in place (n <= rows, k <= keys, so
+ * every element moves to an index no larger than its own) */
+static void attn_compact(GenPrint *gp, int64_t n, int64_t k) {
+  for (int64_t h = 0; h < gp->st->attn_heads; h++)
+    for (int64_t i = 0; i < n; i++)
+      memmove(gp->attn + (h * n + i) * k, gp->attn + (h * gp->rows + i) * gp->keys,
+              (size_t)k * sizeof(float));
+  gp->rows = n;
+  gp->keys = k;
 }
 
 /* --repeat R: R more generations, timed; the summary on stderr. */
@@ -414,6 +488,10 @@ static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, G
     return rt_errorf(err, errlen, "--beams takes one %s; %s holds a batch of %lld (beam search "
                      "of a batch is not supported)", st->enc ? "source" : "prompt", r->inputs,
                      (long long)rows);
+  if (st->out_attn >= 0 || r->capture)
+    return rt_errorf(err, errlen, "--attention takes one %s; %s holds a batch of %lld (the "
+                     "attention of a batch is not supported)", st->enc ? "source" : "prompt",
+                     r->inputs, (long long)rows);
   int64_t max_new = gen_out_len(g, st);
   int64_t *pad = malloc((size_t)rows * sizeof *pad), *lengths = malloc((size_t)rows * sizeof *lengths);
   int32_t *out = malloc((size_t)(rows * max_new) * sizeof *out);
@@ -492,6 +570,7 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   int rc = 1;
   int32_t *src = NULL, *out = NULL, bos_id;
   void *scratch = NULL;
+  GenPrint gp = {0};
   int64_t n_src = -1;
   const char *prog = r->prog ? r->prog : "tfmc";
   if (!!r->tokens + !!r->text + !!r->inputs != 1 || (r->text && !r->vocab)) {
@@ -569,8 +648,17 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
     goto fail;
   }
   RtGenerateResult res;
-  GenPrint gp = {r->vocab, r->text != NULL, r->eos, r->bos, out, 0};
+  gp = (GenPrint){r->vocab, r->text != NULL, r->eos, r->bos, out, 0, NULL, NULL, 0, 0};
+  /* the keys: the source, or the prompt and the generated ids */
+  int cross = st->out_attn >= 0 && attn_cross(st);
+  if (st->out_attn >= 0 && attn_alloc(&gp, st, gen_out_len(g, st),
+                                      cross ? n_src : n_prompt + gen_out_len(g, st), err, sizeof err))
+    goto fail;
   if (gen_once(g, st, &go, prompt, n_prompt, out, &gp, &res, err, sizeof err)) goto fail;
+  if (gp.attn && g->beams &&
+      attn_replay(&gp, st, prompt, n_prompt, out, res.n, err, sizeof err))
+    goto fail;
+  if (gp.attn) attn_compact(&gp, res.n, cross ? n_src : n_prompt + res.n);
   for (int64_t i = 0; g->beams && i < res.n; i++) /* known only when the search is done */
     gen_print_token(&gp, i, out[i]);
   if (gp.text) putchar('\n');
@@ -584,7 +672,21 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   if (r->repeat > 0 && gen_repeat(r, g, st, &go, &rng, src, n_src, prompt, n_prompt, res.n, err,
                                   sizeof err))
     goto fail;
-  if (r->outputs && write_outputs(r->outputs, out, res.n, err, sizeof err)) goto fail;
+  if (r->outputs && write_outputs(r->outputs, out, res.n, &gp, err, sizeof err)) goto fail;
+  if (r->capture) {
+    RtGenCapture *c = r->capture;
+    memset(c, 0, sizeof *c);
+    if (gp.attn && !(c->key_ids = malloc((size_t)gp.keys * sizeof *c->key_ids))) {
+      rt_errorf(err, sizeof err, "out of memory");
+      goto fail;
+    }
+    for (int64_t j = 0; gp.attn && j < gp.keys; j++)
+      c->key_ids[j] = cross ? src[j] : j < n_prompt ? prompt[j] : out[j - n_prompt];
+    c->ids = out, c->n = res.n, out = NULL;
+    c->attention = gp.attn, gp.attn = NULL;
+    c->heads = st->out_attn >= 0 ? st->attn_heads : 0;
+    c->keys = gp.keys;
+  }
   rc = 0;
   goto done;
 fail:
@@ -593,5 +695,13 @@ done:
   free(src);
   free(out);
   free(scratch);
+  free(gp.attn);
   return rc;
+}
+
+void rt_gen_capture_free(RtGenCapture *c) {
+  free(c->ids);
+  free(c->attention);
+  free(c->key_ids);
+  memset(c, 0, sizeof *c);
 }

@@ -31,7 +31,16 @@
  * --text: the text, bos and eos not printed); max_len is reported on stderr;
  * --repeat R times R more generations (encode, prefill, ms per decoded
  * token); --outputs writes generated (i64 [1,N]) and generated_lengths
- * (i64 [1]).
+ * (i64 [1]), and, when the step program outputs one decoder layer's
+ * attention (compiled with --attention LAYER, rt_stepper.h out_attn),
+ * attention (f32 [1,H,N,K]): row g is the probabilities of the query that
+ * chose generated id g (its step's last position) over the K keys, the
+ * S source positions (cross-attention) or the prompt and generated
+ * positions, P + N (self-attention; an encoder_decoder's prompt is bos;
+ * the keys after the query's own are 0).
+ * With beam search the rows are those of the best hypothesis, recomputed
+ * once the search is done (its ids fed again on a fresh cache, batch row
+ * 0: N more steps).
  *
  * libc only (with the runtime's safetensors, sampling and tokenizers). */
 #ifndef TFMC_RT_GENRUN_H
@@ -73,6 +82,20 @@ typedef struct RtGenArgs {
  * message, in err, names the option. */
 int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t errlen);
 
+/* What a run generated, for callers that draw it (tfmc attention
+ * --generate): rt_gen_run fills it when RtGenRun.capture is set; the
+ * arrays are malloc'd, freed by rt_gen_capture_free. */
+typedef struct RtGenCapture {
+  int32_t *ids;           /* the generated ids (eos kept) */
+  int64_t n;
+  float *attention;       /* [1, heads, n, keys] as --outputs writes it; NULL without */
+  int64_t heads, keys;
+  int32_t *key_ids;       /* what the keys are: the source (cross-attention), or the
+                             prompt (an encoder_decoder's: bos) then the generated ids */
+} RtGenCapture;
+
+void rt_gen_capture_free(RtGenCapture *c);
+
 typedef struct RtGenRun {
   const char *prog;    /* prefixes messages on stderr: "tfmc", the executable's name */
   const char *backend; /* names the backend in timing lines */
@@ -81,6 +104,7 @@ typedef struct RtGenRun {
   const char *outputs;  /* NULL: none */
   int repeat;           /* 0: no timing */
   int64_t bos, eos;     /* the spec's ids, -1: none (an encoder_decoder needs bos) */
+  RtGenCapture *capture; /* NULL, or filled (then freed by the caller) */
 } RtGenRun;
 
 /* Generates (see the top of this file) on st, which holds a fresh state.

@@ -576,6 +576,12 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
           gi->encode ? " (here: the source)" : "", gi->encode ? "src" : "tokens", (long long)beams,
           gi->encode ? "src_mask" : "mask", gi->encode ? "src_lengths" : "lengths",
           (long long)beams);
+  for (int o = 1; o < s->n_outputs; o++)
+    if (s->outputs[o].name && strcmp(s->outputs[o].name, "attention") == 0)
+      fprintf(f, "                   and attention (f32 [1,H,N,K]: built with --attention, a row\n"
+                 "                   per generated token, the probabilities of the step that\n"
+                 "                   chose it over the %s)\n",
+              gi->encode ? "source, K = S" : "prompt and generated tokens, K = P+N");
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
   else

@@ -99,6 +99,17 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
   st->max_len = info->sym_max[st->sym_l];
   st->max_rows = info->sym_max[st->sym_b];
   st->vocab = info->outputs[0].dims[1].value;
+  st->out_attn = -1;
+  for (int o = 1; o < info->n_outputs; o++) {
+    const RtTensorInfo *t = &info->outputs[o];
+    if (strcmp(t->name, "attention") != 0) continue;
+    if (t->rank != 3 || t->dims[0].sym != st->sym_b || t->dims[1].sym >= 0 || t->dims[1].value < 1 ||
+        t->dims[2].sym < 0 || (t->dims[2].sym != st->sym_l && t->dims[2].sym != st->sym_s))
+      return rt_errorf(err, errlen, "model '%s': the step's attention output is not [B,H,L|S]",
+                       info->name);
+    st->out_attn = o;
+    st->attn_heads = t->dims[1].value;
+  }
   st->token_vocab = info->inputs[st->in_tokens].vocab;
   st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
   int ok = st->b.inputs[st->in_tokens] != NULL;
@@ -257,6 +268,13 @@ int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t 
     return rt_errorf(err, errlen, "internal: reordering %lld rows over %lld positions",
                      (long long)rows, (long long)len);
   return st->ops->reorder(st->user, parent, (int)rows, len, err, errlen);
+}
+
+int rt_stepper_attention(const RtStepper *st, const float **probs, int64_t *keys) {
+  if (st->out_attn < 0) return 1;
+  *probs = st->b.outputs[st->out_attn];
+  *keys = st->b.syms[st->info->outputs[st->out_attn].dims[2].sym];
+  return 0;
 }
 
 void rt_stepper_free(RtStepper *st) {

@@ -72,6 +72,11 @@ typedef struct RtStepper {
   int64_t max_rows;         /* B's maximum: 1, or the beams of a beam search */
   int64_t vocab;            /* V */
   int64_t token_vocab;      /* ids fed to the step are < token_vocab */
+  /* the step's output "attention" [B,H,L] or [B,H,S] (a step graph compiled
+   * with one decoder layer's probabilities: the last query row of each
+   * step), or -1 */
+  int out_attn;
+  int64_t attn_heads;
   float *rows[RT_MAX_IO];   /* max_rows > 1: values input i copied to every row */
   /* encoder_decoder: the encode program and its buffers (inputs src and
    * src_mask, outputs the cross keys / values the step's RT_INPUT_VALUES
@@ -133,6 +138,11 @@ int rt_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64
                           int64_t past, const float **logits, char *err, size_t errlen);
 int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len, char *err,
                        size_t errlen);
+/* After a step of a program with an "attention" output (out_attn >= 0):
+ * *probs points at batch row 0's probabilities of the step's last query,
+ * [attn_heads, *keys] (keys: the positions up to the query's own, or the
+ * source's), valid until the next step. Returns 0, or 1 (no such output). */
+int rt_stepper_attention(const RtStepper *st, const float **probs, int64_t *keys);
 /* Frees the buffers (not ops / user). */
 void rt_stepper_free(RtStepper *st);
 

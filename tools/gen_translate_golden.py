@@ -26,7 +26,14 @@ hide it; tfmc's cache does not mask generated tokens). Writes, per model,
     tests/generate/NAME/expected            the generated ids, a line per source
     tests/generate/NAME/steps               the --generate count to run with
 
-tests/generate/run_translate.sh compares `tfmc run --generate` with them.
+and for seq2seq, per source K (1-based), the attention translate_sentence
+returns (the last decoder layer's cross-attention of its last decoder call:
+row g is the query that chose generated id g, over the source positions),
+
+    tests/generate/seq2seq/attention_K.safetensors   attention f32 [1,H,N,S]
+
+tests/generate/run_translate.sh compares `tfmc run --generate` with them
+(and `--attention decoder.1.cross` with the attention files).
 Re-run: /usr/bin/python3 tools/gen_translate_golden.py
 """
 import os
@@ -121,7 +128,8 @@ def greedy_decode(model, src, src_mask, max_len, start_symbol):
 
 def translate_sentence(src_indexes, model, sos, eos, max_len=50):
     """pytorch-seq2seq's translate_sentence on ids (the Field lookups done),
-    with the step margins. Returns the ids after <sos>, <eos> included."""
+    with the step margins. Returns the ids after <sos>, <eos> included, the
+    smallest margin and the attention it returns."""
     src_tensor = torch.LongTensor(src_indexes).unsqueeze(0)
     src_mask = model.make_src_mask(src_tensor)
     enc_src = model.encoder(src_tensor, src_mask)
@@ -130,16 +138,16 @@ def translate_sentence(src_indexes, model, sos, eos, max_len=50):
     for _ in range(max_len):
         trg_tensor = torch.LongTensor(trg_indexes).unsqueeze(0)
         trg_mask = model.make_trg_mask(trg_tensor)
-        output, _ = model.decoder(trg_tensor, enc_src, trg_mask, src_mask)
+        output, attention = model.decoder(trg_tensor, enc_src, trg_mask, src_mask)
         worst = min(worst, margin(output[0, -1]))
         pred_token = output.argmax(2)[:, -1].item()
         trg_indexes.append(pred_token)
         if pred_token == eos:
             break
-    return trg_indexes[1:], worst
+    return trg_indexes[1:], worst, attention
 
 
-def write(name, spec, model, sources, expected, steps):
+def write(name, spec, model, sources, expected, steps, attentions=None):
     out = os.path.join(ROOT, "tests", "generate", name)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "generate.tfm"), "w") as f:
@@ -151,6 +159,9 @@ def write(name, spec, model, sources, expected, steps):
         f.writelines(" ".join(map(str, e)) + "\n" for e in expected)
     with open(os.path.join(out, "steps"), "w") as f:
         f.write("%d\n" % steps)
+    for k, att in enumerate(attentions or [], 1):
+        stio.write(os.path.join(out, "attention_%d.safetensors" % k),
+                   {"attention": att.detach().numpy().astype("float32")})
 
 
 def annotated():
@@ -197,9 +208,9 @@ def seq2seq():
             good = []
             with torch.no_grad():
                 for s in pool:
-                    ids, w = translate_sentence(s, model, SOS, EOS, MAX_LEN)
+                    ids, w, att = translate_sentence(s, model, SOS, EOS, MAX_LEN)
                     if ids[-1] == EOS and 3 <= len(ids) < MAX_LEN and PAD not in ids and w > MIN_MARGIN:
-                        good.append((s, ids, w))
+                        good.append((s, ids, w, att))
             if len(good) >= 3:
                 found = good[:3]
                 break
@@ -210,7 +221,9 @@ def seq2seq():
     sources = [g[0] for g in found]
     expected = [g[1] for g in found]
     worst = min(g[2] for g in found)
-    write("seq2seq", S2S_SPEC, model, sources, expected, MAX_LEN)
+    for s, ids, _, att in found:
+        assert tuple(att.shape) == (1, 4, len(ids), len(s)), att.shape
+    write("seq2seq", S2S_SPEC, model, sources, expected, MAX_LEN, [g[3] for g in found])
     print("seq2seq: seed %d, eos bias +%.2f, %d sources, smallest top-2 margin %.3g: %s"
           % (seed, boost, len(sources), worst, expected))
 

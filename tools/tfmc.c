@@ -839,6 +839,70 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
   return 0;
 }
 
+/* ---- attention pictures (tfmc attention, with and without --generate) ---- */
+
+/* Draws plot to out (.svg, or .html: the SVG in a page): in memory, then
+ * written as every output is (runtime/rt_file.h: atomically, through
+ * symlinks, never replacing a FIFO or device). Returns 0, or 1 after a
+ * message. */
+static int write_picture(const char *out, const RtAttnPlot *plot) {
+  char err[1024], *svg = NULL;
+  size_t svg_len = 0;
+  FILE *f = open_memstream(&svg, &svg_len);
+  if (!f) {
+    fprintf(stderr, "tfmc: out of memory\n");
+    return 1;
+  }
+  int wrc = rt_attnmap_write(f, plot, err, sizeof err);
+  if (fclose(f) && !wrc)
+    wrc = rt_errorf(err, sizeof err, "out of memory");
+  RtOut svg_out = {0};
+  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
+    if (rt_file_write_all(svg_out.fd, svg, svg_len))
+      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
+    if (wrc)
+      rt_out_abort(&svg_out);
+    else
+      wrc = rt_out_commit(&svg_out, err, sizeof err);
+  }
+  free(svg);
+  if (wrc)
+    fprintf(stderr, "tfmc: %s: %s\n", out, err);
+  return wrc;
+}
+
+/* What `tfmc attention --generate` draws of the generation: the step's
+ * attention rows of one decoder layer, one heatmap per head, generated
+ * tokens down, the source (or the prompt and the generated tokens)
+ * across. Written by gen_draw, after the run. */
+typedef struct GenDraw {
+  const char *layer; /* decoder.N or decoder.N.cross */
+  const char *out;   /* the picture */
+  int64_t head;      /* one head, or -1: all */
+} GenDraw;
+
+static int gen_draw(const GenDraw *dr, const char *model, const RtGenCapture *c,
+                    const RtVocab *v) {
+  char err[1024];
+  RtAttnMaps maps;
+  if (rt_attnmap_generated(dr->layer, c->attention, c->heads, c->n, c->keys, c->ids, c->key_ids,
+                           v, &maps, err, sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
+    return 1;
+  }
+  RtAttnPlot plot = {model, maps.layers, 1, 0, dr->head, ends_with(dr->out, ".html"), true};
+  int rc = write_picture(dr->out, &plot);
+  if (!rc) {
+    char heads[32] = "all heads";
+    if (dr->head >= 0)
+      snprintf(heads, sizeof heads, "head %lld", (long long)dr->head);
+    fprintf(stderr, "tfmc: wrote %s (%s, %s, %lld generated tokens)\n", dr->out, dr->layer, heads,
+            (long long)c->n);
+  }
+  rt_attnmap_free(&maps);
+  return rc;
+}
+
 /* ---- tfmc run --generate: runtime/rt_genrun.h, as executables do it ---- */
 
 /* The batch of an --inputs file: the rows of its `tokens` or `src` [B,N]
@@ -855,17 +919,26 @@ static int64_t inputs_batch(const char *path) {
   return b;
 }
 
-static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed) {
-  const char *outputs = opt(args, "outputs");
+/* draw NULL: tfmc run --generate; else tfmc attention --generate (whose
+ * own options were checked), which draws the run instead of writing
+ * --outputs. */
+static int run_generate(const Args *args, int olevel, const char *weights, uint64_t seed,
+                        const GenDraw *draw) {
+  const char *cmd = draw ? "attention" : "run";
+  const char *outputs = draw ? NULL : opt(args, "outputs");
+  const char *attention = draw ? draw->layer : opt(args, "attention");
   const char *backend = opt(args, "backend"), *vocab_path = opt(args, "vocab");
   if (!backend)
     backend = "jit";
   RunInputs ri;
   int r;
-  if ((r = run_inputs_options("run", args, &ri)))
+  if ((r = run_inputs_options(cmd, args, &ri)))
     return r;
-  if (opt(args, "attention") || opt(args, "profile") || opt(args, "output"))
-    return usage_error("run", "--generate does not take --attention, --output or --profile yet");
+  if (opt(args, "profile") || opt(args, "output"))
+    return usage_error("run", "--generate does not take --output or --profile yet");
+  if (attention && !outputs && !draw)
+    return usage_error("run", "--attention with --generate writes the tensor 'attention' to "
+                              "--outputs OUT.safetensors: give --outputs");
   RtGenArgStrings gs = {.generate = opt(args, "generate"),
                         .sample = opt(args, "sample") != NULL,
                         .temperature = opt(args, "temperature"),
@@ -876,11 +949,11 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   RtGenArgs g;
   char err[1024];
   if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
-    return r == 2 ? usage_error("run", "%s", err) : (fprintf(stderr, "tfmc: %s\n", err), EXIT_USER);
+    return r == 2 ? usage_error(cmd, "%s", err) : (fprintf(stderr, "tfmc: %s\n", err), EXIT_USER);
   g.seed = seed; /* weights_source read --seed: with --init random it makes the weights too */
   DriverStage stage;
   if (!backend_known(backend, &stage))
-    return usage_error("run", "unknown backend '%s' (available: jit, interp)", backend);
+    return usage_error(cmd, "unknown backend '%s' (available: jit, interp)", backend);
   int threads, repeat;
   if ((r = run_counts(args, &threads, &repeat)))
     return r;
@@ -895,7 +968,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   PassContext pctx = {.diags = &d};
   PrintFile print_file;
   const char *files[] = {args->pos[0], weights, vocab_path, outputs};
-  if ((r = pass_options("run", (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
+  if ((r = pass_options(cmd, (Args *)args, olevel, COMPILE_DEFAULT_LEVEL, files, 4, &pl, &pctx,
                         &print_file)))
     return r;
   Arena *a = arena_create();
@@ -905,7 +978,9 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   RtTokenizer *tokenizer = NULL;
   BackendStepper st = {0};
   CompiledGeneration gen;
-  DriverOptions dopt = {.weights = weights,
+  RtGenCapture cap = {0};
+  DriverOptions dopt = {.attention = attention,
+                        .weights = weights,
                         .seed = seed,
                         .passes = &pl,
                         .pass_ctx = &pctx,
@@ -950,13 +1025,17 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                   .outputs = outputs,
                   .repeat = repeat,
                   .bos = spec->bos_id,
-                  .eos = spec->eos_id};
+                  .eos = spec->eos_id,
+                  .capture = draw ? &cap : NULL};
   if (rt_gen_run(&run, &g, &st.rs))
+    goto done;
+  if (draw && gen_draw(draw, spec->name, &cap, vocab_path ? &vocab : NULL))
     goto done;
   rc = 0;
 done:
   if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
+  rt_gen_capture_free(&cap);
   backend_stepper_free(&st);
   rt_text_vocab_free(&vocab);
   rt_tokenizer_destroy(tokenizer);
@@ -997,7 +1076,8 @@ static int cmd_run(int argc, char **argv) {
         "                (--tokens \"IDS\" | --text \"TEXT\" (--vocab V.txt | --tokenizer T))\n"
         "                [--sample [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
         "                 | --beams K [--length-penalty A]]\n"
-        "                [--outputs OUT.safetensors] [--backend jit|interp] [--repeat N]\n\n"
+        "                [--outputs OUT.safetensors [--attention decoder.N[.cross]]]\n"
+        "                [--backend jit|interp] [--repeat N]\n\n"
         "Runs the model. Inputs are named tensors (README 'Inputs and outputs'):\n"
         "tokens / src / tgt token ids (any integer dtype), optional lengths or\n"
         "mask (src_lengths, tgt_mask, ...), token_types. --tokens and --text give\n"
@@ -1039,6 +1119,10 @@ static int cmd_run(int argc, char **argv) {
         "or lengths [B] (src_lengths) generates for a batch of B padded prompts\n"
         "(sources) at once: a line 'row R: IDS' per row when it is done; generated\n"
         "[B,N] is -1 after a row's end; --sample draws row R with --seed + R.\n"
+        "--attention decoder.N (decoder.N.cross) also writes attention [1,H,N,K]:\n"
+        "row g is that layer's probabilities for the query that chose generated\n"
+        "token g, over the prompt and the generated tokens (K = P+N; later keys 0)\n"
+        "or over the source (K = S); with --beams, the best hypothesis's rows.\n"
         "--beams K: beam search with K beams, score = sum of log-probs / len^A\n"
         "(--length-penalty A, default 1). Greedy by default;\n"
         "--sample draws each token from softmax(logits / T) after top-k and top-p\n"
@@ -1055,7 +1139,7 @@ static int cmd_run(int argc, char **argv) {
   if ((r = weights_source("run", &args, &weights, &seed)))
     return r;
   if (opt(&args, "generate"))
-    return run_generate(&args, olevel, weights, seed);
+    return run_generate(&args, olevel, weights, seed, NULL);
   RunInputs ri;
   if ((r = run_inputs_options("run", &args, &ri)))
     return r;
@@ -1134,6 +1218,7 @@ done:
 
 /* ---- tfmc attention: attention maps as a picture ---- */
 
+
 /* A non-negative integer option (absent: dflt); -1 after a usage error. */
 static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
   if (!s)
@@ -1149,6 +1234,29 @@ static int64_t count_opt(const char *cmd, const char *name, const char *s, int64
   return v;
 }
 
+/* The layer `tfmc attention --generate` draws by default: the last decoder
+ * layer's cross-attention (what pytorch-seq2seq's display_attention
+ * plots), or a decoder's last layer; "" for an encoder. Returns 0, or 1
+ * after a message (the spec's errors). */
+static int default_generation_layer(const char *path, char *buf, size_t n) {
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, stderr);
+  char err[1024];
+  SrcFile *src = src_file_read(a, path, err, sizeof err);
+  Spec *spec = NULL;
+  if (!src)
+    fprintf(stderr, "tfmc: %s\n", err);
+  else
+    diags_add_source(&d, src), spec = spec_parse(a, src, &d);
+  *buf = 0; /* an encoder has none: compiling it for generation says why */
+  if (spec && spec->model->arch != ARCH_ENCODER)
+    snprintf(buf, n, "decoder.%lld%s", (long long)spec->model->layers_dec - 1,
+             spec->model->arch == ARCH_ENCODER_DECODER ? ".cross" : "");
+  arena_destroy(a);
+  return spec ? 0 : 1;
+}
+
 static int cmd_attention(int argc, char **argv) {
   Opt o[] = {{"weights", true, NULL},   {"init", true, NULL},
              {"seed", true, NULL},      {"inputs", true, NULL},
@@ -1156,7 +1264,11 @@ static int cmd_attention(int argc, char **argv) {
              {"vocab", true, NULL},     {"layer", true, NULL},
              {"head", true, NULL},      {"batch-row", true, NULL},
              {"o", true, NULL},         {"backend", true, NULL},
-             {"tokenizer", true, NULL}, PASS_OPTS};
+             {"tokenizer", true, NULL}, {"generate", true, NULL},
+             {"sample", false, NULL},   {"temperature", true, NULL},
+             {"top-k", true, NULL},     {"top-p", true, NULL},
+             {"beams", true, NULL},     {"length-penalty", true, NULL},
+             PASS_OPTS};
   Args args = {o, (int)(sizeof o / sizeof o[0]), {0}, 0};
   int olevel;
   int r = take_opt_level("attention", &args, &argc, argv, &olevel);
@@ -1170,7 +1282,9 @@ static int cmd_attention(int argc, char **argv) {
          "                      [--vocab V.txt | --tokenizer SPEC]\n"
          "                      [--layer LAYER|all] [--head H|all] [--batch-row R]\n"
          "                      -o MAPS.svg|MAPS.html [--backend jit|interp]\n"
-         "                      [--passes=LIST | -O0..-O3]\n\n"
+         "                      [--passes=LIST | -O0..-O3]\n"
+         "       tfmc attention SPEC.tfm ... --generate N [--sample ...] [--layer decoder.N[.cross]]\n"
+         "                      [--head H|all] -o MAPS.svg|MAPS.html\n\n"
          "Runs the model once, as 'tfmc run --attention' does, and draws its\n"
          "attention probabilities: one heatmap per layer (rows) and head\n"
          "(columns), queries down and keys across (cross-attention: target tokens\n"
@@ -1179,7 +1293,12 @@ static int cmd_attention(int argc, char **argv) {
          "scale with a legend. --layer: encoder.N, decoder.N, decoder.N.cross or\n"
          "all (default); --head: one head or all (default); --batch-row: which\n"
          "sequence of the batch (default 0). -o writes SVG, or with .html the SVG\n"
-         "in a minimal page; 'rsvg-convert MAPS.svg -o MAPS.png' makes a PNG.");
+         "in a minimal page; 'rsvg-convert MAPS.svg -o MAPS.png' makes a PNG.\n"
+         "--generate N generates as 'tfmc run --generate' does (greedy, --sample or\n"
+         "--beams) and draws one decoder layer (default: the last one's\n"
+         "cross-attention, or a decoder's last layer): one heatmap per head, a row\n"
+         "per generated token (the probabilities of the step that chose it), the\n"
+         "source tokens across (a decoder: the prompt and the generated tokens).");
     return 0;
   }
   if (r)
@@ -1217,6 +1336,20 @@ static int cmd_attention(int argc, char **argv) {
     return r;
   if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
     return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
+  if (opt(&args, "generate")) {
+    if (opt(&args, "batch-row"))
+      return usage_error("attention", "--generate draws one sequence: no --batch-row");
+    char last[64];
+    if (!opt(&args, "layer") && default_generation_layer(args.pos[0], last, sizeof last))
+      return EXIT_USER;
+    GenDraw draw = {opt(&args, "layer") ? layer : *last ? last : NULL, out, head < 0 ? -1 : head};
+    return run_generate(&args, olevel, weights, seed, &draw);
+  }
+  static const char *const gen_only[] = {"sample", "temperature", "top-k", "top-p", "beams",
+                                         "length-penalty"};
+  for (size_t i = 0; i < sizeof gen_only / sizeof *gen_only; i++)
+    if (opt(&args, gen_only[i]))
+      return usage_error("attention", "--%s goes with --generate", gen_only[i]);
   PassPipeline pl;
   Diags d;
   PassContext pctx = {.diags = &d};
@@ -1230,7 +1363,6 @@ static int cmd_attention(int argc, char **argv) {
   diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
   RtAttnMaps maps = {0};
-  FILE *f = NULL;
   char err[1024];
   DriverOptions dopt = {.attention = layer,
                         .weights = weights,
@@ -1248,31 +1380,8 @@ static int cmd_attention(int argc, char **argv) {
   }
   RtAttnPlot plot = {p.c.info->name,         maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
                      ends_with(out, ".html")};
-  /* drawn in memory, then written as every output is (runtime/rt_file.h:
-   * atomically, through symlinks, never replacing a FIFO or device) */
-  char *svg = NULL;
-  size_t svg_len = 0;
-  if (!(f = open_memstream(&svg, &svg_len))) {
-    fprintf(stderr, "tfmc: out of memory\n");
+  if (write_picture(out, &plot))
     goto done;
-  }
-  int wrc = rt_attnmap_write(f, &plot, err, sizeof err);
-  if (fclose(f) && !wrc)
-    wrc = rt_errorf(err, sizeof err, "out of memory");
-  RtOut svg_out = {0};
-  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
-    if (rt_file_write_all(svg_out.fd, svg, svg_len))
-      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
-    if (wrc)
-      rt_out_abort(&svg_out);
-    else
-      wrc = rt_out_commit(&svg_out, err, sizeof err);
-  }
-  free(svg);
-  if (wrc) {
-    fprintf(stderr, "tfmc: %s: %s\n", out, err);
-    goto done;
-  }
   fprintf(stderr, "tfmc: wrote %s (%d layer%s, %s heads, batch row %lld)\n", out, maps.n_layers,
           maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
   rc = 0;
@@ -1440,8 +1549,11 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
     gen->step.prog = NULL; /* none: not a generating spec */
   if (!rc && gen && spec_generates(c->spec)) {
     /* the generation programs too, as `tfmc run --generate` compiles them (the
-     * checkpoint is read again: the same weights, as run gets them) */
-    DriverOptions gopt = {.weights = weights,
+     * checkpoint is read again: the same weights, as run gets them); with
+     * --attention of one decoder layer its step outputs that layer's rows */
+    const char *layer = dopt.attention;
+    DriverOptions gopt = {.attention = layer && strncmp(layer, "decoder.", 8) == 0 ? layer : NULL,
+                          .weights = weights,
                           .seed = seed,
                           .passes = &pl,
                           .pass_ctx = &pctx,
@@ -1484,7 +1596,9 @@ static int cmd_build(int argc, char **argv) {
          "A decoder or encoder_decoder spec with a logits head makes an executable that\n"
          "also generates, with the options of 'tfmc run --generate' (EXE --generate N\n"
          "--tokens \"IDS\" ...; EXE --help lists them); --max-beams K (1..64, default 4)\n"
-         "is the largest --beams it takes (the KV cache's rows).\n"
+         "is the largest --beams it takes (the KV cache's rows). With --attention\n"
+         "decoder.N[.cross] its --generate runs also write that layer's\n"
+         "attention rows to --outputs, as 'tfmc run --generate --attention'.\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"

@@ -118,6 +118,13 @@ int tfmc_gen_step(TfmcGen *g, int32_t token, const float **logits, char *err, si
   return tfmc_gen_prefill(g, &token, 1, logits, err, errlen);
 }
 
+int tfmc_gen_attention(const TfmcGen *g, const float **probs, int64_t *heads, int64_t *keys) {
+  if (!g || !probs || !heads || !keys || g->position == 0) return 1;
+  if (rt_stepper_attention(&g->m.st, probs, keys)) return 1;
+  *heads = g->m.st.attn_heads;
+  return 0;
+}
+
 int64_t tfmc_gen_position(const TfmcGen *g) { return g ? g->position : 0; }
 
 void tfmc_gen_reset(TfmcGen *g) {

@@ -70,6 +70,13 @@ int tfmc_gen_prefill(TfmcGen *g, const int32_t *tokens, int64_t n, const float *
                      char *err, size_t errlen);
 /* One token: tfmc_gen_prefill(g, &token, 1, ...). */
 int tfmc_gen_step(TfmcGen *g, int32_t token, const float **logits, char *err, size_t errlen);
+/* After a prefill or step of a project emitted with --attention
+ * decoder.N[.cross]: *probs points at that layer's attention
+ * probabilities for the step's last position (the one whose logits came
+ * back), [*heads, *keys] row-major (keys: the positions so far, or the
+ * source's for cross-attention), valid until the next call. Returns 0, or
+ * 1 (emitted without --attention, or no step has run). */
+int tfmc_gen_attention(const TfmcGen *g, const float **probs, int64_t *heads, int64_t *keys);
 int64_t tfmc_gen_position(const TfmcGen *g); /* tokens in the cache */
 void tfmc_gen_reset(TfmcGen *g);             /* a new sequence: the cache emptied */
 void tfmc_gen_destroy(TfmcGen *g);           /* NULL is fine */

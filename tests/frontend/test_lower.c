@@ -276,3 +276,54 @@ Test(lower, annotated_sinusoidal_unbiased_log_softmax) {
     if (g->nodes[i].op == IR_OP_SCALE) cr_assert_float_eq(g->nodes[i].attrs.factor, 4.0, 1e-12);
   arena_destroy(L.a);
 }
+
+/* Generation's step graph with one decoder layer's attention: the last
+ * query row of its probabilities, [B,H,S] for cross-attention over the
+ * source, [B,H,L] for self-attention over the cache; the head's output
+ * stays first (the stepper reads the logits there). */
+Test(lower, step_graph_attention_is_the_last_query_row) {
+  static const char *const layers[] = {"decoder.0.cross", "decoder.0"};
+  static const char *const keys[] = {"S", "L"};
+  for (int i = 0; i < 2; i++) {
+    Arena *a = arena_create();
+    Diags d;
+    diags_init(&d, a, NULL);
+    SrcFile *src = src_file_from_string(a, "t.tfm", seq2seq);
+    diags_add_source(&d, src);
+    Spec *spec = spec_parse(a, src, &d);
+    cr_assert(spec);
+    IrGraph *g = spec_lower(a, spec, &(LowerOptions){.attention_layer = layers[i], .step = true}, &d);
+    cr_assert(g, "%s", d.captured ? d.captured : "");
+    cr_assert(ir_graph_verify(g, &d), "%s", d.captured ? d.captured : "");
+    cr_assert_eq(g->n_outputs, 2);
+    cr_assert_str_eq(g->outputs[0].name, "logits");
+    cr_assert_str_eq(g->outputs[1].name, "attention");
+    const IrNode *t = &g->nodes[g->outputs[1].value];
+    cr_assert_eq(t->op, IR_OP_TAKE);
+    cr_assert(t->attrs.axis == 2 && t->attrs.index == -1);
+    cr_assert_eq(g->nodes[t->operands[0]].op, IR_OP_ATTN_PROBS);
+    cr_assert_eq(t->type.rank, 3);
+    cr_assert_str_eq(g->syms[t->type.dims[0].sym].name, "B");
+    cr_assert_eq(t->type.dims[1].value, 4);
+    cr_assert_str_eq(g->syms[t->type.dims[2].sym].name, keys[i], "%s", layers[i]);
+    arena_destroy(a);
+  }
+  /* refused: every layer at once, encoder layers, a layer the model lacks,
+   * the encode graph */
+  Arena *a = arena_create();
+  Diags d;
+  diags_init(&d, a, NULL);
+  Spec *spec = spec_parse(a, src_file_from_string(a, "t.tfm", seq2seq), &d);
+  cr_assert(spec);
+  static const char *const bad[] = {"all", "encoder.0", "decoder.1", "decoder.0.self"};
+  for (int i = 0; i < 4; i++)
+    cr_assert_null(spec_lower(a, spec, &(LowerOptions){.attention_layer = bad[i], .step = true}, &d),
+                   "%s", bad[i]);
+  cr_assert_null(spec_lower(a, spec, &(LowerOptions){.attention_layer = "decoder.0", .encode = true}, &d));
+  cr_assert_eq(d.n_errors, 5);
+  cr_assert(strstr(d.captured, "--attention encoder.0 with generation: give one decoder layer of "
+                               "model 'translate' (decoder.N, or decoder.N.cross for the "
+                               "cross-attention over the source, N from 0 to 0)"),
+            "%s", d.captured);
+  arena_destroy(a);
+}

@@ -8,9 +8,12 @@
 # Transformer's greedy_decode and pytorch-seq2seq's translate_sentence,
 # the reference beam searches, fixed-seed sampling (the ids the JIT draws),
 # text prompts, the trained examples/reverse ("h e l l o" -> "o l l e h");
-# --outputs; the forward pass without --generate; bad input refused with
+# --outputs (seq2seq is built with --attention decoder.1.cross: its
+# attention rows equal translate_sentence's, and with --beams the JIT's);
+# the forward pass without --generate; bad input refused with
 # exit status 1 (2 for usage). emitc also builds step_api_example.c (the
-# README's model.h step API example) and checks it prints the golden ids.
+# README's model.h step API example) and checks it prints the golden ids,
+# and step_api_attention.c (tfmc_gen_attention against translate_sentence).
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 TFMC exe|emitc" >&2; exit 2; }
 tfmc=$1
@@ -21,14 +24,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-compiled-gen.XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# make NAME SPEC WEIGHTS: the executable $tmp/NAME (beam search up to 5)
+# make NAME SPEC WEIGHTS [OPTION...]: the executable $tmp/NAME (beam search up to 5)
 make_exe() {
   local name=$1 spec=$2 w=$3
+  shift 3
   if [ "$mode" = exe ]; then
-    timeout 600 "$tfmc" build "$spec" --weights "$w" -o "$tmp/$name" --max-beams 5 \
+    timeout 600 "$tfmc" build "$spec" --weights "$w" -o "$tmp/$name" --max-beams 5 "$@" \
       2> "$tmp/log" || fail "build $name: $(cat "$tmp/log")"
   else
-    timeout 600 "$tfmc" emit-c "$spec" --weights "$w" -o "$tmp/$name.d" --max-beams 5 \
+    timeout 600 "$tfmc" emit-c "$spec" --weights "$w" -o "$tmp/$name.d" --max-beams 5 "$@" \
       2> "$tmp/log" || fail "emit-c $name: $(cat "$tmp/log")"
     timeout 900 make -C "$tmp/$name.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
       fail "make $name: $(tail -20 "$tmp/log")"
@@ -100,18 +104,31 @@ refuse 1 "symbol 'zzz' is not in the vocabulary" gpt2 --vocab "$tmp/w.txt" --tex
 # encoder_decoders against their codebases' decodes
 for model in annotated seq2seq; do
   d=$here/$model
-  make_exe "$model" "$d/generate.tfm" "$d/weights.safetensors"
+  att=()
+  [ "$model" = seq2seq ] && att=(--attention decoder.1.cross)
+  make_exe "$model" "$d/generate.tfm" "$d/weights.safetensors" "${att[@]}"
   k=0
   while IFS= read -r src <&3 && IFS= read -r want <&4; do
     k=$((k + 1))
-    got=$("$tmp/$model" --tokens "$src" --generate "$(cat "$d/steps")" | ids)
+    got=$("$tmp/$model" --tokens "$src" --generate "$(cat "$d/steps")" \
+      --outputs "$tmp/gen.safetensors" | ids)
     [ "$got" = "$want" ] || fail "$model source $k: '$got', PyTorch '$want'"
+    if [ -f "$d/attention_$k.safetensors" ]; then
+      "$tfmc" compare "$tmp/gen.safetensors" "$d/attention_$k.safetensors" --atol 1e-4 \
+        --rtol 1e-4 > "$tmp/cmp" || fail "$model source $k attention: $(cat "$tmp/cmp")"
+    fi
     if [ "$mode" = emitc ] && [ "$model" = seq2seq ]; then
       [ -x "$tmp/api" ] || cc -std=c11 -Wall -Wextra -Werror -I"$tmp/$model.d" -o "$tmp/api" \
         "$here/step_api_example.c" "$tmp/$model.d/libmodel.a" -lm -lpthread ||
         fail "step_api_example.c does not build"
       got=$("$tmp/api" "$tmp/$model.weights" "$(cat "$d/steps")" $src | ids)
       [ "$got" = "$want" ] || fail "model.h step API, source $k: '$got', PyTorch '$want'"
+      # tfmc_gen_attention: each step's row, translate_sentence's
+      [ -x "$tmp/api_att" ] || cc -std=c11 -Wall -Wextra -Werror -I"$tmp/$model.d" \
+        -o "$tmp/api_att" "$here/step_api_attention.c" "$tmp/$model.d/libmodel.a" -lm -lpthread ||
+        fail "step_api_attention.c does not build"
+      "$tmp/api_att" "$tmp/$model.weights" "$(cat "$d/steps")" "$d/attention_$k.safetensors" \
+        $src > "$tmp/att.out" 2>&1 || fail "tfmc_gen_attention, source $k: $(cat "$tmp/att.out")"
     fi
   done 3< "$d/sources" 4< "$d/expected"
 done
@@ -128,6 +145,19 @@ while IFS='|' read -r head src want; do
   [ "$got" = "$(echo $want)" ] || fail "beam case $k: '$got', PyTorch '$(echo $want)'"
 done < "$here/beam/cases"
 [ "$k" -ge 5 ] || fail "only $k beam cases"
+# the attention rows of beam search's best hypothesis, as the JIT has them
+# (the ids i64 are compared as printed: tfmc compare reads floats)
+src="2 12 27 4 40 3"
+"$tmp/seq2seq" --tokens "$src" --generate 30 --beams 3 --length-penalty 2 \
+  --outputs "$tmp/b.safetensors" > "$tmp/b.ids" || fail "seq2seq --beams --outputs"
+"$tfmc" run "$here/seq2seq/generate.tfm" --weights "$here/seq2seq/weights.safetensors" \
+  --tokens "$src" --generate 30 --beams 3 --length-penalty 2 --attention decoder.1.cross \
+  --outputs "$tmp/bj.safetensors" > "$tmp/bj.ids" || fail "tfmc run --beams --attention"
+cmp -s "$tmp/b.ids" "$tmp/bj.ids" || fail "beam search: the executable and the JIT differ"
+[ "$(wc -l < "$tmp/b.ids")" -ge 10 ] || fail "beam search: fewer than 10 ids"
+"$tfmc" compare "$tmp/b.safetensors" "$tmp/bj.safetensors" --atol 1e-4 --rtol 1e-4 > "$tmp/cmp" || true
+grep -q '^attention .* 0 over tolerance: ok$' "$tmp/cmp" ||
+  fail "beam search's attention differs from the JIT's: $(cat "$tmp/cmp")"
 
 # the trained example, as the README shows it
 ex=$root/examples/reverse

@@ -132,6 +132,11 @@ refuse "prompt row 0 has padding between its real tokens" gpt \
   --inputs "$lp/bad_mask_holes.safetensors" --generate 3
 refuse "beam search of a batch is not supported" gpt --inputs "$lp/inputs.safetensors" \
   --generate 3 --beams 2
+if [ "$mode" = jit ] || [ "$mode" = interp ]; then
+  refuse "the attention of a batch is not supported" gpt --inputs "$lp/inputs.safetensors" \
+    --generate 3 --attention decoder.0 --outputs "$tmp/attn.safetensors"
+  [ ! -e "$tmp/attn.safetensors" ] || fail "a refused run wrote its outputs"
+fi
 if [ "$mode" = exe ]; then
   refuse "a batch of 3 prompts; this model was compiled to generate at most 2 rows" \
     timeout 300 "$tmp/lp2" --inputs "$lp/inputs.safetensors" --generate 3

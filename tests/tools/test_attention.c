@@ -7,6 +7,14 @@
  * across; bad requests are refused and nothing the user wrote is
  * overwritten.
  *
+ * During generation (--generate): `tfmc run --attention LAYER` writes one
+ * row per generated token, each the row of a full forward pass over the
+ * sequence so far (GPT-2-like decoder self-attention, an Annotated-like
+ * encoder-decoder's cross-attention over a padded source); `tfmc attention
+ * --generate` draws them, generated tokens down; the trained reverse
+ * example's cross-attention is the anti-diagonal a reversal needs and its
+ * README picture is what tfmc draws.
+ *
  * Each test writes its spec and inputs into a fresh temporary directory and
  * runs the built tfmc through the shell, as tests/tools/test_cli.c does. */
 #include "runtime/rt_attnmap.h"
@@ -367,15 +375,12 @@ static char *slurp(const char *path) {
   return s;
 }
 
-Test(attention, readme_picture_is_what_tfmc_draws) {
-  cr_assert_eq(tfmc("attention " TFMC_SOURCE_DIR "/examples/sort/model.tfm --weights " TFMC_SOURCE_DIR
-                    "/examples/sort/weights.safetensors --vocab " TFMC_SOURCE_DIR
-                    "/examples/sort/vocab.txt --text '7 3 9 1 3 0 8 2' --backend interp -o fresh.svg"),
-               0, "%s", err_text);
-  char *old = slurp(TFMC_SOURCE_DIR "/examples/sort/attention.svg");
+/* The committed picture `path` against fresh.svg, which has `cells` cells. */
+static void expect_same_picture(const char *path, int cells) {
+  char *old = slurp(path);
   read_svg("fresh.svg");
   int n = count(svg, "<rect class=\"cell\"");
-  cr_assert_eq(n, 2 * 4 * 8 * 8, "2 layers x 4 heads x 8 x 8 cells, got %d", n);
+  cr_assert_eq(n, cells, "%d cells expected, got %d", cells, n);
   cr_assert_eq(count(old, "<rect class=\"cell\""), n, "README picture: stale cell count");
   const char *a = old, *b = svg;
   for (int k = 0; k < n; k++) {
@@ -404,3 +409,269 @@ Test(attention, readme_picture_is_what_tfmc_draws) {
   cr_assert_str_eq(a, b, "README picture: the text after the cells differs");
   free(old);
 }
+
+Test(attention, readme_picture_is_what_tfmc_draws) {
+  cr_assert_eq(tfmc("attention " TFMC_SOURCE_DIR "/examples/sort/model.tfm --weights " TFMC_SOURCE_DIR
+                    "/examples/sort/weights.safetensors --vocab " TFMC_SOURCE_DIR
+                    "/examples/sort/vocab.txt --text '7 3 9 1 3 0 8 2' --backend interp -o fresh.svg"),
+               0, "%s", err_text);
+  expect_same_picture(TFMC_SOURCE_DIR "/examples/sort/attention.svg", 2 * 4 * 8 * 8);
+}
+
+/* ---- during generation ---- */
+
+#define GPT2 TFMC_SOURCE_DIR "/tests/generate/gpt2/"
+#define ANN TFMC_SOURCE_DIR "/tests/generate/annotated/"
+#define REV TFMC_SOURCE_DIR "/examples/reverse/"
+
+/* The ids `tfmc run --generate --tokens` printed (one per line) into ids;
+ * their count. */
+static int printed_ids(int64_t *ids, int cap) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  FILE *f = fopen(p, "r");
+  cr_assert(f);
+  int n = 0;
+  long long v;
+  while (n < cap && fscanf(f, "%lld", &v) == 1) ids[n++] = v;
+  fclose(f);
+  return n;
+}
+
+/* gen [1,H,N,K] (row g: generated token g) against the full forward's
+ * probabilities full [1,H,Tq,Tk]: row g is full row q0 + g over its Tk
+ * keys, within 1e-4 + 1e-4|ref|; the keys after them (K > Tk) are 0. */
+static void expect_rows_of_full(const float *gen, const int64_t gd[4], const float *full,
+                                const int64_t fd[4], int64_t q0, const char *what) {
+  cr_assert(gd[0] == 1 && fd[0] == 1 && gd[1] == fd[1] && q0 + gd[2] <= fd[2] && fd[3] <= gd[3],
+            "%s: shapes [1,%lld,%lld,%lld] and [1,%lld,%lld,%lld]", what, (long long)gd[1],
+            (long long)gd[2], (long long)gd[3], (long long)fd[1], (long long)fd[2],
+            (long long)fd[3]);
+  for (int64_t h = 0; h < gd[1]; h++)
+    for (int64_t g = 0; g < gd[2]; g++)
+      for (int64_t j = 0; j < gd[3]; j++) {
+        float got = gen[(h * gd[2] + g) * gd[3] + j];
+        float ref = j < fd[3] ? full[(h * fd[2] + q0 + g) * fd[3] + j] : 0.0f;
+        cr_assert(fabsf(got - ref) <= 1e-4f + 1e-4f * fabsf(ref),
+                  "%s: head %lld, generated %lld, key %lld: %.7g, full forward %.7g", what,
+                  (long long)h, (long long)g, (long long)j, got, ref);
+      }
+}
+
+/* GPT-2-like decoder: row g is the query at position P+g-1 (the step that
+ * chose token g) over the prompt and the tokens before it: the full
+ * forward's row over the prompt and the first N-1 generated tokens; with
+ * --beams, those of the best hypothesis. */
+Test(attention, generated_decoder_rows_are_the_full_forward_s) {
+  static const char *const runs[][3] = {{"interp", "decoder.1", ""},
+                                        {"jit", "decoder.0", ""},
+                                        {"jit", "decoder.1", "--sample --seed 5 --top-k 20"},
+                                        {"interp", "decoder.1", "--beams 3"},
+                                        {"jit", "decoder.0", "--beams 4 --length-penalty 0"}};
+  enum { P = 6, N = 9 };
+  const char *prompt = "17 3 42 8 99 5";
+  for (int r = 0; r < 5; r++) {
+    char cmd[2048], seq[1024];
+    int64_t ids[64];
+    snprintf(cmd, sizeof cmd,
+             "run " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors --tokens '%s' "
+             "--generate %d --attention %s --backend %s %s --outputs gen.safetensors",
+             prompt, N, runs[r][1], runs[r][0], runs[r][2]);
+    cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+    cr_assert_eq(printed_ids(ids, 64), N);
+    int k = snprintf(seq, sizeof seq, "%s", prompt);
+    for (int g = 0; g + 1 < N; g++)
+      k += snprintf(seq + k, sizeof seq - (size_t)k, " %lld", (long long)ids[g]);
+    char full_cmd[2048];
+    snprintf(full_cmd, sizeof full_cmd,
+             "run " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors --tokens '%s' "
+             "--attention %s --backend interp --outputs full.safetensors", seq, runs[r][1]);
+    cr_assert_eq(tfmc(full_cmd), 0, "%s", err_text);
+    int64_t gd[4], fd[4];
+    float *gen = read_probs("gen.safetensors", "attention", gd);
+    float *full = read_probs("full.safetensors", "attention", fd);
+    cr_assert(gd[1] == 4 && gd[2] == N && gd[3] == P + N, "[1,4,%d,%d] expected", N, P + N);
+    cr_assert(fd[2] == P + N - 1 && fd[3] == P + N - 1);
+    expect_rows_of_full(gen, gd, full, fd, P - 1, cmd);
+    free(gen);
+    free(full);
+  }
+}
+
+/* Annotated-like encoder-decoder, a source ending in two pads: row g is
+ * the full forward's row g over (src, bos + the first N-1 generated
+ * tokens): the cross-attention's over the source, the pads getting 0; the
+ * decoder self-attention's over bos and the generated tokens (K = 1 + N,
+ * the last key 0). Greedy and beam search. */
+Test(attention, generated_encdec_rows_are_the_full_forward_s) {
+  enum { S = 11, N = 7 };
+  const char *src = "0 31 4 4 18 26 11 35 1 2 2";
+  int64_t s_ids[S] = {0, 31, 4, 4, 18, 26, 11, 35, 1, 2, 2};
+  static const char *const runs[][3] = {{"interp", "decoder.0.cross", ""},
+                                        {"jit", "decoder.0.cross", ""},
+                                        {"jit", "decoder.1.cross", "--beams 3"},
+                                        {"interp", "decoder.1", ""},
+                                        {"jit", "decoder.0", "--beams 2"}};
+  for (int b = 0; b < 5; b++) {
+    char cmd[2048], full_cmd[1024];
+    int64_t ids[64];
+    bool cross = strstr(runs[b][1], ".cross") != NULL;
+    snprintf(cmd, sizeof cmd,
+             "run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '%s' "
+             "--generate %d --attention %s --backend %s %s --outputs gen.safetensors",
+             src, N, runs[b][1], runs[b][0], runs[b][2]);
+    cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+    cr_assert_eq(printed_ids(ids, 64), N);
+    int64_t t_ids[N] = {0}; /* bos 0, then the generated ids but the last */
+    for (int g = 0; g + 1 < N; g++) t_ids[g + 1] = ids[g];
+    const char *names[] = {"src", "tgt"};
+    const int64_t *data[] = {s_ids, t_ids};
+    const int64_t shape[][2] = {{1, S}, {1, N}};
+    write_ids("in.safetensors", names, data, shape, 2);
+    snprintf(full_cmd, sizeof full_cmd,
+             "run " ANN "generate.tfm --weights " ANN "weights.safetensors --inputs "
+             "in.safetensors --attention %s --backend interp --outputs full.safetensors",
+             runs[b][1]);
+    cr_assert_eq(tfmc(full_cmd), 0, "%s", err_text);
+    int64_t gd[4], fd[4];
+    float *gen = read_probs("gen.safetensors", "attention", gd);
+    float *full = read_probs("full.safetensors", "attention", fd);
+    int64_t K = cross ? S : 1 + N;
+    cr_assert(gd[1] == 4 && gd[2] == N && gd[3] == K && fd[2] == N && fd[3] == (cross ? S : N),
+              "%s", cmd);
+    expect_rows_of_full(gen, gd, full, fd, 0, cmd);
+    for (int h = 0; h < 4 && cross; h++)
+      for (int g = 0; g < N; g++)
+        cr_assert(gen[(h * N + g) * S + S - 1] == 0.0f && gen[(h * N + g) * S + S - 2] == 0.0f,
+                  "a pad got attention");
+    free(gen);
+    free(full);
+  }
+}
+
+/* The picture of a generation: one heatmap per head, generated tokens down,
+ * source tokens across, coloured as `run --attention` wrote them. */
+Test(attention, generation_picture_generated_down_source_across) {
+  enum { S = 7, N = 5 };
+  const char *src = "--tokens '0 5 9 14 22 7 1'";
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "attention " ANN "generate.tfm --weights " ANN "weights.safetensors %s --generate %d "
+           "-o gen.svg", src, N);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  cr_assert(strstr(err_text, "wrote gen.svg (decoder.1.cross, all heads, 5 generated tokens)"),
+            "the last decoder layer's cross-attention by default: %s", err_text);
+  cr_assert_eq(sh("xmllint --noout gen.svg"), 0, "xmllint: %s", err_text);
+  cr_assert_eq(sh("rsvg-convert gen.svg -o gen.png"), 0, "rsvg-convert: %s", err_text);
+  read_svg("gen.svg");
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 4 * N * S);
+  cr_assert(strstr(svg, "attention probabilities of annotated_generate: decoder.1.cross, 4 heads, "
+                        "5 generated tokens"));
+  cr_assert(strstr(svg, "generated tokens down"));
+  snprintf(cmd, sizeof cmd,
+           "run " ANN "generate.tfm --weights " ANN "weights.safetensors %s --generate %d "
+           "--attention decoder.1.cross --outputs out.safetensors", src, N);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  int64_t ids[16];
+  cr_assert_eq(printed_ids(ids, 16), N);
+  int64_t d[4];
+  float *p = read_probs("out.safetensors", "attention", d);
+  cr_assert(d[1] == 4 && d[2] == N && d[3] == S);
+  for (int k = 0; k < 4 * N * S; k += 3) expect_cell(k, p[k]);
+  /* labels: the generated id down, the source id across */
+  unsigned rgb[3];
+  char title[256], want[64];
+  cell(2 * S + 3, rgb, title, sizeof title); /* head 0, generated 2, source 3 (14) */
+  snprintf(want, sizeof want, "%lld \xE2\x86\x92 14: ", (long long)ids[2]);
+  cr_assert(strncmp(title, want, strlen(want)) == 0, "'%s', not '%s'", title, want);
+  free(p);
+  /* one head, as HTML; a decoder: prompt and generated tokens across */
+  cr_assert_eq(tfmc("attention " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors "
+                    "--tokens '17 3 42' --generate 4 --layer decoder.0 --head 2 --backend interp "
+                    "-o one.html"),
+               0, "%s", err_text);
+  read_svg("one.html");
+  cr_assert(strncmp(svg, "<!DOCTYPE html>", 15) == 0);
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 4 * (3 + 4));
+  cr_assert(strstr(svg, "decoder.0, head 2, 4 generated tokens"));
+  /* beam search: the best hypothesis's rows */
+  cr_assert_eq(tfmc("attention " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors "
+                    "--tokens '17 3 42' --generate 4 --beams 3 --head 0 -o beam.svg"),
+               0, "%s", err_text);
+  read_svg("beam.svg");
+  cr_assert_eq(count(svg, "<rect class=\"cell\""), 4 * (3 + 4));
+}
+
+/* The trained reverse model reads its source backwards: generated letter g
+ * attends most (mean over heads) to source position n-1-g; the README
+ * shows this picture. */
+Test(attention, reverse_example_attends_anti_diagonally) {
+  cr_assert_eq(tfmc("run " REV "model.tfm --weights " REV "weights.safetensors --vocab " REV
+                    "vocab.txt --text 'h e l l o' --generate 20 --attention decoder.1.cross "
+                    "--backend interp --outputs rev.safetensors"),
+               0, "%s", err_text);
+  int64_t d[4];
+  float *p = read_probs("rev.safetensors", "attention", d);
+  cr_assert(d[1] == 4 && d[2] == 6 && d[3] == 5, "o l l e h </s> over h e l l o");
+  for (int g = 0; g < 5; g++) {
+    int best = 0;
+    double m[5] = {0};
+    for (int j = 0; j < 5; j++) {
+      for (int h = 0; h < 4; h++) m[j] += p[(h * 6 + g) * 5 + j] / 4;
+      if (m[j] > m[best]) best = j;
+    }
+    cr_assert_eq(best, 4 - g, "generated letter %d attends most to source %d, not %d", g, best,
+                 4 - g);
+  }
+  free(p);
+  cr_assert_eq(tfmc("attention " REV "model.tfm --weights " REV "weights.safetensors --vocab " REV
+                    "vocab.txt --text 'h e l l o' --generate 20 --backend interp -o fresh.svg"),
+               0, "%s", err_text);
+  read_svg("fresh.svg");
+  cr_assert(strstr(svg, ">&lt;/s&gt;</text>") && strstr(svg, ">h</text>"), "symbols as labels");
+  expect_same_picture(TFMC_SOURCE_DIR "/examples/reverse/attention.svg", 4 * 6 * 5);
+}
+
+Test(attention, generation_refusals) {
+  const char *gpt = "run " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors --tokens '1 2' "
+                    "--generate 3 --outputs o.safetensors ";
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s --attention decoder.2", gpt);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "--attention decoder.2 with generation: give one decoder layer of "
+                             "model 'gpt2_generate' (decoder.N, N from 0 to 1)"), "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%s --attention decoder.0.cross", gpt);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%s --attention all", gpt);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(!exists("o.safetensors"));
+  cr_assert_eq(tfmc("run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '0 5' "
+                    "--generate 3 --attention encoder.0 --outputs o.safetensors"),
+               1, "%s", err_text);
+  cr_assert(strstr(err_text, "decoder.N.cross for the cross-attention over the source"), "%s",
+            err_text);
+  cr_assert_eq(tfmc("run " ANN "generate.tfm --weights " ANN "weights.safetensors --tokens '0 5' "
+                    "--generate 3 --attention decoder.0"),
+               2, "%s", err_text);
+  cr_assert(strstr(err_text, "give --outputs"), "%s", err_text);
+  const char *draw = "attention " ANN "generate.tfm --weights " ANN "weights.safetensors "
+                     "--tokens '0 5' --generate 3 -o m.svg ";
+  snprintf(cmd, sizeof cmd, "%s --layer decoder.7.cross", draw);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%s --layer all", draw);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%s --head 4", draw);
+  cr_assert_eq(tfmc(cmd), 1, "%s", err_text);
+  cr_assert(strstr(err_text, "head 4 out of range"), "%s", err_text);
+  snprintf(cmd, sizeof cmd, "%s --batch-row 0", draw);
+  cr_assert_eq(tfmc(cmd), 2, "%s", err_text);
+  cr_assert(!exists("m.svg"));
+  cr_assert_eq(tfmc("attention " ANN "generate.tfm --weights " ANN "weights.safetensors "
+                    "--tokens '0 5' --beams 2 -o m.svg"), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "--beams goes with --generate"), "%s", err_text);
+  cr_assert_eq(tfmc("attention enc.tfm --init random --tokens '3 4' --generate 3 -o m.svg"), 1,
+               "%s", err_text);
+  cr_assert(strstr(err_text, "is an encoder, which does not generate"), "%s", err_text);
+  cr_assert(!exists("m.svg"));
+}
+
