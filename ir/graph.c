@@ -38,8 +38,12 @@ IrType ir_type(IrDtype dt, int rank, const IrDim *dims) {
   TFMC_ASSERT(rank >= 0 && rank <= IR_MAX_RANK);
   t.dtype = dt;
   t.rank = rank;
-  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
-  for (int i = rank; i < IR_MAX_RANK; i++) t.dims[i] = IR_CONST(0);
+  /* field by field: a struct copy may carry the padding after IrDim.sym
+   * uninitialised, and the pass manager fingerprints nodes byte by byte */
+  for (int i = 0; i < IR_MAX_RANK; i++) {
+    t.dims[i].sym = i < rank ? dims[i].sym : -1;
+    t.dims[i].value = i < rank ? dims[i].value : 0;
+  }
   return t;
 }
 
