@@ -17,8 +17,12 @@ int32_t rt_argmax(const float *x, int64_t n) {
   return (int32_t)best;
 }
 
-/* What both decoders refuse: nothing to generate, an empty prompt, a
- * prompt longer than max_len. */
+/* Whether o samples (else greedy). */
+static int gen_sampling(const RtGenerateOptions *o) { return o->sample && o->sample->sample; }
+
+/* What the decoders refuse: nothing to generate, an empty prompt, a
+ * prompt longer than max_len, sampling options out of range (or without
+ * generators and scratch). */
 static int gen_check(const RtGenerateOptions *o, int64_t n_prompt, char *err, size_t errlen) {
   if (o->max_new < 1)
     return rt_errorf(err, errlen, "nothing to generate: --generate must be >= 1, got %lld",
@@ -28,7 +32,33 @@ static int gen_check(const RtGenerateOptions *o, int64_t n_prompt, char *err, si
     return rt_errorf(err, errlen,
                      "the prompt has %lld tokens, more than the model's max_len %lld",
                      (long long)n_prompt, (long long)o->max_len);
+  if (gen_sampling(o) && (!o->rng || !o->scratch))
+    return rt_errorf(err, errlen, "internal: sampling without a generator or scratch");
+  if (gen_sampling(o) && rt_sample_options_check(o->sample, err, errlen)) return 1;
   return 0;
+}
+
+/* One id from a row of logits: greedy, or drawn from rng (one draw of the
+ * generator per token, rt_sample.h). */
+static int pick_id(const RtGenerateOptions *o, const float *logits, RtRng *rng, int32_t *id,
+                   char *err, size_t errlen) {
+  if (!gen_sampling(o)) {
+    *id = rt_argmax(logits, o->vocab);
+    return 0;
+  }
+  int64_t tok;
+  if (rt_sample_token(logits, o->vocab, o->sample, rng, o->scratch, &tok, err, errlen)) return 1;
+  *id = (int32_t)tok;
+  return 0;
+}
+
+/* Why a sequence stops after id, its k-th new id (RT_STOP_KIND_COUNT: it
+ * goes on): its eos, max_new ids, or a cache that feeding id would overrun. */
+static RtStop stop_after(const RtGenerateOptions *o, int32_t id, int64_t k, int64_t n_prompt) {
+  return o->eos >= 0 && id == o->eos ? RT_STOP_EOS
+         : k >= o->max_new           ? RT_STOP_COUNT
+         : n_prompt + k >= o->max_len ? RT_STOP_MAX_LEN
+                                      : RT_STOP_KIND_COUNT;
 }
 
 int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
@@ -38,10 +68,6 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
   res->stop = RT_STOP_COUNT;
   res->prefill_ms = res->decode_ms = 0;
   if (gen_check(o, n_prompt, err, errlen)) return 1;
-  int sampling = o->sample && o->sample->sample;
-  if (sampling && (!o->rng || !o->scratch))
-    return rt_errorf(err, errlen, "internal: sampling without a generator or scratch");
-  if (sampling && rt_sample_options_check(o->sample, err, errlen)) return 1;
   const float *logits;
   double t0 = rt_timing_now_ms();
   if (step(step_user, prompt, n_prompt, 0, &logits, err, errlen)) return 1;
@@ -49,45 +75,18 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
   double t1 = rt_timing_now_ms();
   for (;;) {
     int32_t id;
-    if (sampling) { /* one draw of the generator per token (rt_sample.h) */
-      int64_t tok;
-      if (rt_sample_token(logits, o->vocab, o->sample, o->rng, o->scratch, &tok, err, errlen))
-        return 1;
-      id = (int32_t)tok;
-    } else {
-      id = rt_argmax(logits, o->vocab);
-    }
+    if (pick_id(o, logits, o->rng, &id, err, errlen)) return 1;
     out[res->n++] = id;
     if (on_token) on_token(token_user, res->n - 1, id);
-    if (o->eos >= 0 && id == o->eos) {
-      res->stop = RT_STOP_EOS;
-      break;
-    }
-    if (res->n >= o->max_new) {
-      res->stop = RT_STOP_COUNT;
-      break;
-    }
-    if (n_prompt + res->n >= o->max_len) { /* feeding id would go past the cache */
-      res->stop = RT_STOP_MAX_LEN;
+    RtStop why = stop_after(o, id, res->n, n_prompt);
+    if (why != RT_STOP_KIND_COUNT) {
+      res->stop = why;
       break;
     }
     if (step(step_user, &out[res->n - 1], 1, n_prompt + res->n - 1, &logits, err, errlen))
       return 1;
   }
   res->decode_ms = rt_timing_now_ms() - t1;
-  return 0;
-}
-
-/* One id from a row of logits: greedy, or drawn from rng. */
-static int pick_id(const RtGenerateOptions *o, int sampling, const float *logits, RtRng *rng,
-                   int32_t *id, char *err, size_t errlen) {
-  if (!sampling) {
-    *id = rt_argmax(logits, o->vocab);
-    return 0;
-  }
-  int64_t tok;
-  if (rt_sample_token(logits, o->vocab, o->sample, rng, o->scratch, &tok, err, errlen)) return 1;
-  *id = (int32_t)tok;
   return 0;
 }
 
@@ -100,10 +99,6 @@ int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step
   res->prefill_ms = res->decode_ms = 0;
   if (gen_check(o, n_prompt, err, errlen)) return 1;
   if (rows < 1) return rt_errorf(err, errlen, "generation needs at least one prompt");
-  int sampling = o->sample && o->sample->sample;
-  if (sampling && (!o->rng || !o->scratch))
-    return rt_errorf(err, errlen, "internal: sampling without generators or scratch");
-  if (sampling && rt_sample_options_check(o->sample, err, errlen)) return 1;
   int32_t *feed = malloc((size_t)rows * sizeof *feed);
   unsigned char *finished = calloc((size_t)rows, 1);
   if (!feed || !finished) {
@@ -121,19 +116,14 @@ int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step
   int64_t live = rows, k = 0; /* k: ids each live row has */
   for (;;) {
     k++;
-    int cache_full = n_prompt + k >= o->max_len; /* feeding the new ids would go past it */
     for (int64_t b = 0; b < rows; b++) {
       if (finished[b]) continue; /* done earlier: fed its last id again */
       int32_t id;
-      if (pick_id(o, sampling, logits + b * o->vocab, sampling ? &o->rng[b] : NULL, &id, err,
-                  errlen))
+      if (pick_id(o, logits + b * o->vocab, gen_sampling(o) ? &o->rng[b] : NULL, &id, err, errlen))
         goto done;
       out[b * o->max_new + lengths[b]++] = id;
       feed[b] = id;
-      RtStop why = o->eos >= 0 && id == o->eos ? RT_STOP_EOS
-                   : k >= o->max_new           ? RT_STOP_COUNT
-                   : cache_full                ? RT_STOP_MAX_LEN
-                                               : RT_STOP_KIND_COUNT;
+      RtStop why = stop_after(o, id, k, n_prompt);
       if (why == RT_STOP_KIND_COUNT) continue;
       live--;
       finished[b] = 1;
@@ -165,7 +155,7 @@ int rt_generate_beam(const RtGenerateOptions *o, int beams, double length_penalt
   res->n = 0;
   res->stop = RT_STOP_COUNT;
   res->prefill_ms = res->decode_ms = 0;
-  if (o->sample && o->sample->sample)
+  if (gen_sampling(o))
     return rt_errorf(err, errlen, "--beams and --sample do not go together: beam search is "
                                   "deterministic");
   if (gen_check(o, n_prompt, err, errlen)) return 1;

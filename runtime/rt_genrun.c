@@ -105,6 +105,13 @@ typedef struct GenPrint {
  * vocabulary separated by spaces, or what the tokenizer decodes the ids to
  * (the whole sequence decoded, the new bytes printed); eos and bos are not
  * text. */
+/* A vocabulary's symbol for id, or [id] when it has none. */
+static void print_symbol(const RtVocab *v, int32_t id) {
+  const char *sym = rt_text_vocab_symbol(v, id);
+  if (sym) fputs(sym, stdout);
+  else printf("[%d]", id);
+}
+
 static void gen_print_token(void *user, int64_t index, int32_t id) {
   GenPrint *gp = user;
   if (!gp->text) {
@@ -125,10 +132,8 @@ static void gen_print_token(void *user, int64_t index, int32_t id) {
       free(txt);
     }
   } else {
-    const char *sym = rt_text_vocab_symbol(gp->vocab, id);
     if (gp->printed++) putchar(' ');
-    if (sym) fputs(sym, stdout);
-    else printf("[%d]", id);
+    print_symbol(gp->vocab, id);
   }
   fflush(stdout);
 }
@@ -301,25 +306,29 @@ static int gen_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions *
                      gp, res, err, errlen);
 }
 
-/* gp->attn: the attention rows too, compacted to [1, heads, n, keys] */
-static int write_outputs(const char *path, const int32_t *out, int64_t n, const GenPrint *gp,
-                         char *err, size_t errlen) {
-  int64_t *ids = malloc((size_t)n * sizeof *ids + 8), len = n;
+/* generated i64 [rows, N] (N: the longest row; a shorter row's tail is
+ * RT_GEN_PAD_ID) and generated_lengths i64 [rows]; with attn (one row:
+ * rt_gen_run's rows, compacted to [1, heads, N, keys]) attention too. */
+static int write_outputs(const char *path, const int32_t *out, int64_t stride,
+                         const int64_t *lengths, int64_t rows, const GenPrint *attn, char *err,
+                         size_t errlen) {
+  int64_t n = 0;
+  for (int64_t b = 0; b < rows; b++) n = lengths[b] > n ? lengths[b] : n;
+  int64_t *ids = malloc((size_t)(rows * n) * sizeof *ids + 8);
   if (!ids) return rt_errorf(err, errlen, "out of memory");
-  for (int64_t i = 0; i < n; i++) ids[i] = out[i];
+  for (int64_t b = 0; b < rows; b++)
+    for (int64_t i = 0; i < n; i++) ids[b * n + i] = i < lengths[b] ? out[b * stride + i] : RT_GEN_PAD_ID;
   RtStWrite w[3] = {
-      {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {1, n}, .data = ids},
-      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {1}, .data = &len},
+      {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {rows, n}, .data = ids},
+      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {rows}, .data = lengths},
       {.name = "attention", .dtype = RT_F32, .rank = 4,
-       .shape = {1, gp->st ? gp->st->attn_heads : 0, n, gp->keys}, .data = gp->attn}};
-  int rc = rt_st_write(path, w, gp->attn ? 3 : 2, NULL, 0, err, errlen);
+       .shape = {1, attn && attn->st ? attn->st->attn_heads : 0, n, attn ? attn->keys : 0},
+       .data = attn ? attn->attn : NULL}};
+  int rc = rt_st_write(path, w, attn && attn->attn ? 3 : 2, NULL, 0, err, errlen);
   free(ids);
   return rc;
 }
 
-/* Room for the generated ids: generation stops at max_len positions (one id
- * at least), so --generate 2^62 does not size the buffer (its byte count
- * wrapped to 0). */
 static int64_t gen_out_len(const RtGenArgs *g, const RtStepper *st) {
   int64_t room = st->max_len > 1 ? st->max_len : 1;
   return g->max_new < room ? g->max_new : room;
@@ -432,34 +441,14 @@ static void print_row(void *user, int64_t row, const int32_t *ids, int64_t n, Rt
       }
     } else {
       for (int64_t i = 0; text_ids && i < k; i++) {
-        const char *sym = rt_text_vocab_symbol(rp->vocab, text_ids[i]);
         if (i) putchar(' ');
-        if (sym) fputs(sym, stdout);
-        else printf("[%d]", text_ids[i]);
+        print_symbol(rp->vocab, text_ids[i]);
       }
     }
     free(text_ids);
   }
   putchar('\n');
   fflush(stdout);
-}
-
-/* generated i64 [rows, N] (N: the longest row; a shorter row's tail is
- * RT_GEN_PAD_ID) and generated_lengths i64 [rows] */
-static int write_batch_outputs(const char *path, const int32_t *out, int64_t stride,
-                               const int64_t *lengths, int64_t rows, char *err, size_t errlen) {
-  int64_t n = 1;
-  for (int64_t b = 0; b < rows; b++) n = lengths[b] > n ? lengths[b] : n;
-  int64_t *ids = malloc((size_t)(rows * n) * sizeof *ids);
-  if (!ids) return rt_errorf(err, errlen, "out of memory");
-  for (int64_t b = 0; b < rows; b++)
-    for (int64_t i = 0; i < n; i++) ids[b * n + i] = i < lengths[b] ? out[b * stride + i] : RT_GEN_PAD_ID;
-  RtStWrite w[2] = {
-      {.name = "generated", .dtype = RT_I64, .rank = 2, .shape = {rows, n}, .data = ids},
-      {.name = "generated_lengths", .dtype = RT_I64, .rank = 1, .shape = {rows}, .data = lengths}};
-  int rc = rt_st_write(path, w, 2, NULL, 0, err, errlen);
-  free(ids);
-  return rc;
 }
 
 /* One generation of the batch from a fresh state: the sources encoded
@@ -551,7 +540,7 @@ static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, G
             r->backend, (long long)rows, (long long)n_prompt, tp.median_ms, tp.min_ms,
             tt.median_ms, tt.min_ms, (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
   }
-  if (r->outputs && write_batch_outputs(r->outputs, out, max_new, lengths, rows, err, errlen))
+  if (r->outputs && write_outputs(r->outputs, out, max_new, lengths, rows, NULL, err, errlen))
     goto done;
   rc = 0;
 done:
@@ -672,7 +661,8 @@ int rt_gen_run(const RtGenRun *r, const RtGenArgs *g, RtStepper *st) {
   if (r->repeat > 0 && gen_repeat(r, g, st, &go, &rng, src, n_src, prompt, n_prompt, res.n, err,
                                   sizeof err))
     goto fail;
-  if (r->outputs && write_outputs(r->outputs, out, res.n, &gp, err, sizeof err)) goto fail;
+  if (r->outputs && write_outputs(r->outputs, out, res.n, &res.n, 1, &gp, err, sizeof err))
+    goto fail;
   if (r->capture) {
     RtGenCapture *c = r->capture;
     memset(c, 0, sizeof *c);
