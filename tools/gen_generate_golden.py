@@ -62,13 +62,19 @@ weights gpt2_generate {
 """
 
 
-def step(model, ids, past):
-    """Logits of the last new token; past: per layer (k, v) [1,H,P,dh] or None.
-    Returns (logits [V], new past)."""
+def hf_step(model, ids, attention_mask, position_ids, past):
+    """GPT2LMHeadModel.forward(input_ids, attention_mask, position_ids,
+    past_key_values) as transformers 4.x runs it: the additive mask
+    (1 - mask) * finfo.min over the keys (attention_mask None: none),
+    GPT2Attention._attn's causal slice for query_length < key_length; past:
+    per layer (k, v) [B,H,P,dh] or None. Returns (last position's logits
+    [B,V], new past)."""
     tr = model.transformer
-    p = 0 if past[0] is None else past[0][0].size(2)
-    pos = torch.arange(p, p + ids.size(1)).unsqueeze(0)
-    h = tr.wte(ids) + tr.wpe(pos)
+    h = tr.wte(ids) + tr.wpe(position_ids)
+    am = None
+    if attention_mask is not None:
+        am = attention_mask[:, None, None, :].to(h.dtype)
+        am = (1.0 - am) * torch.finfo(h.dtype).min
     new_past = []
     for block, kv in zip(tr.h, past):
         attn = block.attn
@@ -79,11 +85,19 @@ def step(model, ids, past):
             k = torch.cat([kv[0], k], dim=2)
             v = torch.cat([kv[1], v], dim=2)
         new_past.append((k, v))
-        out, _ = attn._attn(q, k, v, None)
+        out, _ = attn._attn(q, k, v, am)
         h = h + attn.c_proj(attn._merge_heads(out))
         h = h + block.mlp(block.ln_2(h))
-    logits = model.lm_head(tr.ln_f(h))
-    return logits[0, -1], new_past
+    return model.lm_head(tr.ln_f(h))[:, -1], new_past
+
+
+def step(model, ids, past):
+    """One unpadded sequence: logits of the last new token [V] at positions
+    P.. after the past, and the new past."""
+    p = 0 if past[0] is None else past[0][0].size(2)
+    pos = torch.arange(p, p + ids.size(1)).unsqueeze(0)
+    logits, new_past = hf_step(model, ids, None, pos, past)
+    return logits[0], new_past
 
 
 def margin(logits):

@@ -46,7 +46,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io as stio  # noqa: E402
-from gen_generate_golden import CFG, SEED, SPEC  # noqa: E402
+from gen_generate_golden import CFG, SEED, SPEC, hf_step  # noqa: E402
 from gen_goldens import randomise, weights_tensors  # noqa: E402
 from reference_models import GPT2LMHeadModel  # noqa: E402
 
@@ -58,32 +58,6 @@ PAD_FEED = 0  # the id HF feeds a finished row (pad_token_id); its logits are ne
 N_NEW = 16
 MIN_MARGIN = 1e-3
 SEQ2SEQ_PAD = 1
-
-
-def hf_step(model, ids, attention_mask, position_ids, past):
-    """GPT2LMHeadModel.forward(input_ids, attention_mask, position_ids,
-    past_key_values) as transformers 4.x runs it: the additive mask
-    (1 - mask) * finfo.min over the keys, GPT2Attention._attn's causal slice
-    for query_length < key_length. Returns (last position's logits [B,V],
-    new past)."""
-    tr = model.transformer
-    h = tr.wte(ids) + tr.wpe(position_ids)
-    am = attention_mask[:, None, None, :].to(h.dtype)
-    am = (1.0 - am) * torch.finfo(h.dtype).min
-    new_past = []
-    for block, kv in zip(tr.h, past):
-        attn = block.attn
-        x = block.ln_1(h)
-        q, k, v = attn.c_attn(x).split(attn.split_size, dim=2)
-        q, k, v = (attn._split_heads(t) for t in (q, k, v))
-        if kv is not None:
-            k = torch.cat([kv[0], k], dim=2)
-            v = torch.cat([kv[1], v], dim=2)
-        new_past.append((k, v))
-        out, _ = attn._attn(q, k, v, am)
-        h = h + attn.c_proj(attn._merge_heads(out))
-        h = h + block.mlp(block.ln_2(h))
-    return model.lm_head(tr.ln_f(h))[:, -1], new_past
 
 
 def positions(mask):
