@@ -64,7 +64,10 @@ static void golden_load(Golden *g) {
   rt_st_close(sf);
 }
 
-static void compile_gen(Arena *a, const char *backend, CompiledGeneration *gen) {
+/* The generation programs of spec for backend at -O2, compiled for rows
+ * rows: with weights, else random weights of seed. */
+static void compile_gen_of(Arena *a, const char *spec, const char *weights, uint64_t seed,
+                           int64_t rows, const char *backend, CompiledGeneration *gen) {
   static PassPipeline pl;
   cr_assert(pass_pipeline_level(2, &pl));
   Diags d;
@@ -72,11 +75,15 @@ static void compile_gen(Arena *a, const char *backend, CompiledGeneration *gen) 
   PassContext pctx = {.diags = &d};
   DriverStage stage;
   cr_assert(backend_known(backend, &stage));
-  DriverOptions o = {.weights = WEIGHTS, .stage = stage, .passes = &pl, .pass_ctx = &pctx,
-                     .step_rows = ROWS};
+  DriverOptions o = {.weights = weights, .seed = seed, .stage = stage, .passes = &pl,
+                     .pass_ctx = &pctx, .step_rows = rows};
   char err[1024] = "";
-  cr_assert_eq(driver_compile_generation(a, &d, LP "generate.tfm", &o, gen, err, sizeof err), 0,
-               "%s %s", err, d.captured ? d.captured : "");
+  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, gen, err, sizeof err), 0, "%s %s", err,
+               d.captured ? d.captured : "");
+}
+
+static void compile_gen(Arena *a, const char *backend, CompiledGeneration *gen) {
+  compile_gen_of(a, LP "generate.tfm", WEIGHTS, 0, ROWS, backend, gen);
 }
 
 /* Wraps the stepper's batch step: checks each step's logits of the rows
@@ -201,18 +208,9 @@ static int recorded_step(void *user, const int32_t *tokens, int64_t rows, int64_
 
 static void check_alone(const char *spec, const char *backend) {
   Arena *a = arena_create();
-  static PassPipeline pl;
-  cr_assert(pass_pipeline_level(2, &pl));
-  Diags d;
-  diags_init(&d, a, NULL);
-  PassContext pctx = {.diags = &d};
-  DriverStage stage;
-  cr_assert(backend_known(backend, &stage));
-  DriverOptions o = {.seed = 5, .stage = stage, .passes = &pl, .pass_ctx = &pctx, .step_rows = A_ROWS};
   CompiledGeneration gen;
   char err[1024] = "";
-  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s %s", err,
-               d.captured ? d.captured : "");
+  compile_gen_of(a, spec, NULL, 5, A_ROWS, backend, &gen);
   BackendStepper st;
   cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, NULL, &(ExecOptions){2, 0, false}, err,
                                     sizeof err), 0, "%s", err);

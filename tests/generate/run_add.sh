@@ -21,18 +21,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 case $mode in
   interp|jit) gen=("$tfmc" run "$ex/model.tfm" --weights "$ex/weights.safetensors" --backend "$mode") ;;
-  exe)
-    timeout 600 "$tfmc" build "$ex/model.tfm" --weights "$ex/weights.safetensors" -o "$tmp/add" \
-      2> "$tmp/log" || fail "build: $(cat "$tmp/log")"
+  exe|emitc)
+    . "$(dirname "$0")/compiled.sh"
+    compiled_build "$mode" add "$ex/model.tfm" "$ex/weights.safetensors"
     gen=("$tmp/add") ;;
-  emitc)
-    timeout 600 "$tfmc" emit-c "$ex/model.tfm" --weights "$ex/weights.safetensors" -o "$tmp/add.d" \
-      2> "$tmp/log" || fail "emit-c: $(cat "$tmp/log")"
-    timeout 900 make -C "$tmp/add.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
-      fail "make: $(tail -20 "$tmp/log")"
-    exe=$(sed -n 's/^all: \([A-Za-z0-9_]*\) libmodel.a$/\1/p' "$tmp/add.d/Makefile")
-    [ -x "$tmp/add.d/$exe" ] || fail "the emitted Makefile built no executable"
-    gen=("$tmp/add.d/$exe") ;;
   *) echo "usage: $0 TFMC interp|jit|exe|emitc" >&2; exit 2 ;;
 esac
 run() { timeout 300 "${gen[@]}" --vocab "$ex/vocab.txt" --text "$1" --generate 20; }

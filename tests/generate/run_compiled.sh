@@ -24,24 +24,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tfmc-compiled-gen.XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# make NAME SPEC WEIGHTS [OPTION...]: the executable $tmp/NAME (beam search up to 5)
-make_exe() {
-  local name=$1 spec=$2 w=$3
-  shift 3
-  if [ "$mode" = exe ]; then
-    timeout 600 "$tfmc" build "$spec" --weights "$w" -o "$tmp/$name" --max-beams 5 "$@" \
-      2> "$tmp/log" || fail "build $name: $(cat "$tmp/log")"
-  else
-    timeout 600 "$tfmc" emit-c "$spec" --weights "$w" -o "$tmp/$name.d" --max-beams 5 "$@" \
-      2> "$tmp/log" || fail "emit-c $name: $(cat "$tmp/log")"
-    timeout 900 make -C "$tmp/$name.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
-      fail "make $name: $(tail -20 "$tmp/log")"
-    local exe
-    exe=$(sed -n 's/^all: \([A-Za-z0-9_]*\) libmodel.a$/\1/p' "$tmp/$name.d/Makefile")
-    ln -s "$name.d/$exe" "$tmp/$name"
-    ln -s "$name.d/$exe.weights" "$tmp/$name.weights"
-  fi
-}
+# make_exe NAME SPEC WEIGHTS [OPTION...]: the executable $tmp/NAME (beam search up to 5)
+. "$here/compiled.sh"
+make_exe() { compiled_build "$mode" "$1" "$2" "$3" --max-beams 5 "${@:4}"; }
 ids() { tr '\n' ' ' | sed 's/ *$//'; }
 
 g=$here/gpt2

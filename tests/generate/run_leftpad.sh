@@ -31,25 +31,9 @@ trap 'rm -rf -- "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 if [ "$mode" = exe ] || [ "$mode" = emitc ]; then
-  # build NAME SPEC WEIGHTS [--max-beams K]: $tmp/NAME (emitc: the emitted
-  # project built with its Makefile, NO_BLAS=1, the generated C at -Werror)
-  build() {
-    local name=$1 spec=$2 weights=$3
-    shift 3
-    if [ "$mode" = exe ]; then
-      timeout 600 "$tfmc" build "$spec" --weights "$weights" -o "$tmp/$name" "$@" 2> "$tmp/log" ||
-        fail "build $name: $(cat "$tmp/log")"
-      return
-    fi
-    timeout 600 "$tfmc" emit-c "$spec" --weights "$weights" -o "$tmp/$name.d" "$@" 2> "$tmp/log" ||
-      fail "emit-c $name: $(cat "$tmp/log")"
-    timeout 900 make -C "$tmp/$name.d" -j2 NO_BLAS=1 CFLAGS="-O2 -Werror" > "$tmp/log" 2>&1 ||
-      fail "make $name: $(tail -20 "$tmp/log")"
-    local exe
-    exe=$(sed -n 's/^all: \([A-Za-z0-9_]*\) libmodel.a$/\1/p' "$tmp/$name.d/Makefile")
-    ln -s "$name.d/$exe" "$tmp/$name"
-    ln -s "$name.d/$exe.weights" "$tmp/$name.weights"
-  }
+  # build NAME SPEC WEIGHTS [--max-beams K]: $tmp/NAME
+  . "$here/compiled.sh"
+  build() { compiled_build "$mode" "$@"; }
   build lp "$lp/generate.tfm" "$w"
   build s2s "$s2s/generate.tfm" "$s2s/weights.safetensors"
   # the limit on rows is rt_genrun.c's for both: checked on the executable
