@@ -1218,7 +1218,6 @@ done:
 
 /* ---- tfmc attention: attention maps as a picture ---- */
 
-
 /* A non-negative integer option (absent: dflt); -1 after a usage error. */
 static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
   if (!s)
