@@ -37,4 +37,4 @@ if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
   echo "setup: the build failed (whole log: $log)" >&2
   exit 1
 fi
-echo "setup: built build/tfmc; the tests (ctest --test-dir build) take about 9 minutes on 2 idle cores with -j2, longer serially" >&2
+echo "setup: built build/tfmc; the tests (ctest --test-dir build) take about 9 minutes on 2 idle cores" >&2
