@@ -44,6 +44,7 @@ typedef struct AttnJob {
   int64_t b, h, tq, tk, dh, dv;
   int64_t block_q, n_blocks; /* query rows per task, tasks per head */
   int tiled;                 /* the AVX2 products (attn_tiled) */
+  int pack_v;                /* ... reading V from panels packed per head */
   float scale;
   const float *q, *k, *v;
   int64_t ldq, ldk, ldv;        /* floats between rows of q, k, v */
@@ -283,16 +284,21 @@ ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
 /* The two products of a block without BLAS: at head dims this small
  * (tiny models: 16; BERT: 64) a BLAS call spends as long packing its
  * operands and scaling C as multiplying (64x128x16 through OpenBLAS: 6.7 us,
- * half of it copies); these read Q, V and the scores in place and K through
- * a transposed copy of the head (kt[d][j], dh x tk8: tk rounded up to 8,
- * the pad zero), with 4 rows x 16 columns of accumulators.
+ * half of it copies). These read Q and the scores in place, and K and V of
+ * the head through copies packed once per head for all the query blocks a
+ * thread runs on it (attn_task): Q, K and V rows sit h*dh floats apart in
+ * the caller's layout (3 KB at BERT's dims), so a block of 600 keys spans
+ * hundreds of pages and every strided read missed the TLB; the panels below
+ * are read front to back.
  *
- * S[r, j] = scale * sum_d Q[r, d] K[j, d]     r < rows, j < tk (row stride tk) */
-ATTN_AVX2 static void attn_pack_kt(int64_t tk, int64_t dh, const float *k, int64_t ldk, float *kt,
-                                   int64_t tk8) {
-  int64_t x = 0, dh8 = dh - dh % 8;
-  /* 8 keys x 8 dims at a time: an 8x8 transpose in registers */
+ * K panels: kp[p][d][16] = K[16p + i, d] for keys 16p .. 16p+15 (0 past tk),
+ * dh x 16 floats per panel, so one score tile reads 16 keys' dims in order. */
+ATTN_AVX2 static void attn_pack_kp(int64_t tk, int64_t dh, const float *k, int64_t ldk, float *kp) {
+  int64_t dh8 = dh - dh % 8, x = 0;
+  /* 8 keys x 8 dims at a time: an 8x8 transpose in registers; whole rows
+   * as vectors, so many rows' cache lines are in flight at once */
   for (; x + 8 <= tk; x += 8) {
+    float *dst = kp + (x - x % 16) * dh + x % 16; /* panel x/16, lanes x%16 .. */
     for (int64_t d = 0; d < dh8; d += 8) {
       __m256 r0 = _mm256_loadu_ps(k + (x + 0) * ldk + d),
              r1 = _mm256_loadu_ps(k + (x + 1) * ldk + d);
@@ -310,27 +316,42 @@ ATTN_AVX2 static void attn_pack_kt(int64_t tk, int64_t dh, const float *k, int64
       __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
       __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
       __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      float *o = kt + d * tk8 + x; /* row d + i of kt gets keys x .. x+7 */
-      _mm256_storeu_ps(o + 0 * tk8, _mm256_permute2f128_ps(u0, u4, 0x20));
-      _mm256_storeu_ps(o + 1 * tk8, _mm256_permute2f128_ps(u1, u5, 0x20));
-      _mm256_storeu_ps(o + 2 * tk8, _mm256_permute2f128_ps(u2, u6, 0x20));
-      _mm256_storeu_ps(o + 3 * tk8, _mm256_permute2f128_ps(u3, u7, 0x20));
-      _mm256_storeu_ps(o + 4 * tk8, _mm256_permute2f128_ps(u0, u4, 0x31));
-      _mm256_storeu_ps(o + 5 * tk8, _mm256_permute2f128_ps(u1, u5, 0x31));
-      _mm256_storeu_ps(o + 6 * tk8, _mm256_permute2f128_ps(u2, u6, 0x31));
-      _mm256_storeu_ps(o + 7 * tk8, _mm256_permute2f128_ps(u3, u7, 0x31));
+      float *o = dst + d * 16; /* dim d + i of the panel gets keys x .. x+7 */
+      _mm256_storeu_ps(o + 0 * 16, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(o + 1 * 16, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(o + 2 * 16, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(o + 3 * 16, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(o + 4 * 16, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(o + 5 * 16, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(o + 6 * 16, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(o + 7 * 16, _mm256_permute2f128_ps(u3, u7, 0x31));
     }
     for (int64_t d = dh8; d < dh; d++)
       for (int64_t i = 0; i < 8; i++)
-        kt[d * tk8 + x + i] = k[(x + i) * ldk + d];
+        dst[d * 16 + i] = k[(x + i) * ldk + d];
   }
-  /* the last keys one by one, then the zero pad up to tk8 */
-  for (; x < tk; x++)
+  /* the last keys one by one, then the zero pad to the panel's end */
+  int64_t end = (tk + 15) / 16 * 16;
+  for (; x < end; x++) {
+    float *dst = kp + (x - x % 16) * dh + x % 16;
     for (int64_t d = 0; d < dh; d++)
-      kt[d * tk8 + x] = k[x * ldk + d];
-  for (int64_t d = 0; d < dh; d++)
-    for (x = tk; x < tk8; x++)
-      kt[d * tk8 + x] = 0;
+      dst[d * 16] = x < tk ? k[x * ldk + d] : 0.0f;
+  }
+}
+
+/* V panels: vp[c][x][16] = V[x, 16c + e] for columns 16c .. 16c+15 (0 past
+ * dv, a multiple of 8), tk x 16 floats per panel: one mix tile reads its 16
+ * columns of every key in order. */
+ATTN_AVX2 static void attn_pack_vp(int64_t tk, int64_t dv, const float *v, int64_t ldv,
+                                   float *vp) {
+  for (int64_t x = 0; x < tk; x++) {
+    const float *vr = v + x * ldv;
+    for (int64_t c0 = 0; c0 < dv; c0 += 16) {
+      float *dst = vp + c0 * tk + x * 16; /* panel c0/16, row x */
+      _mm256_storeu_ps(dst, _mm256_loadu_ps(vr + c0));
+      _mm256_storeu_ps(dst + 8, c0 + 16 <= dv ? _mm256_loadu_ps(vr + c0 + 8) : _mm256_setzero_ps());
+    }
+  }
 }
 
 /* mask of the first n (0..8) lanes, for the ragged end of a row */
@@ -338,96 +359,142 @@ ATTN_AVX2 static inline __m256i attn_lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* Runs TILE(R, C) over rows x columns [0, jn): blocks of 6 rows (then 4,
- * then 1) by 16 columns (then 8); the tile reads its position from r and
- * from the column variable j. */
-#define ATTN_FOR_TILES(TILE, j, jn)                                                                \
+/* Runs TILE(R) over the rows in blocks of 6, then 4, then 1; the tile
+ * reads its first row from r. */
+#define ATTN_FOR_ROWS(TILE)                                                                        \
   do {                                                                                             \
     int64_t r = 0;                                                                                 \
-    for (; r + 6 <= rows; r += 6) {                                                                \
-      int64_t j = 0;                                                                               \
-      for (; j + 16 <= (jn); j += 16)                                                              \
-        TILE(6, 2);                                                                                \
-      for (; j < (jn); j += 8)                                                                     \
-        TILE(6, 1);                                                                                \
-    }                                                                                              \
-    for (; r + 4 <= rows; r += 4) {                                                                \
-      int64_t j = 0;                                                                               \
-      for (; j + 16 <= (jn); j += 16)                                                              \
-        TILE(4, 2);                                                                                \
-      for (; j < (jn); j += 8)                                                                     \
-        TILE(4, 1);                                                                                \
-    }                                                                                              \
-    for (; r < rows; r++) {                                                                        \
-      int64_t j = 0;                                                                               \
-      for (; j + 16 <= (jn); j += 16)                                                              \
-        TILE(1, 2);                                                                                \
-      for (; j < (jn); j += 8)                                                                     \
-        TILE(1, 1);                                                                                \
-    }                                                                                              \
+    for (; r + 6 <= rows; r += 6)                                                                  \
+      TILE(6);                                                                                     \
+    for (; r + 4 <= rows; r += 4)                                                                  \
+      TILE(4);                                                                                     \
+    for (; r < rows; r++)                                                                          \
+      TILE(1);                                                                                     \
   } while (0)
 
-/* R (1, 4 or 6) rows of scores, columns j0 .. j0+8*C (C = 1 or 2 vectors). */
-#define ATTN_SCORE_TILE(R, C)                                                                      \
+/* S[r, j] = scale * sum_d Q[r, d] K[j, d]     r < rows, j < n (row stride lds)
+ * K in panels (attn_pack_kp) from the panel of key 0. R rows by one panel's
+ * 16 keys: 2R accumulators; a ragged last panel stores its first n % 16. */
+#define ATTN_SCORE_TILE(R)                                                                         \
   do {                                                                                             \
-    __m256 acc[R][C];                                                                              \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] = _mm256_setzero_ps();       \
+    __m256 acc[R][2];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] =                    \
+        _mm256_setzero_ps();                                                                       \
+    const float *kpan = kp + j0 * dh;                                                              \
     for (int64_t d = 0; d < dh; d++) {                                                             \
-      __m256 kv[C];                                                                                \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) kv[c] =                                  \
-          _mm256_loadu_ps(kt + d * tk8 + j0 + 8 * c);                                              \
+      __m256 k0 = _mm256_loadu_ps(kpan + d * 16), k1 = _mm256_loadu_ps(kpan + d * 16 + 8);         \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
         __m256 qb = _mm256_broadcast_ss(q + (r + i) * ldq + d);                                    \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
-            _mm256_fmadd_ps(qb, kv[c], acc[i][c]);                                                 \
+        acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);                                            \
+        acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);                                            \
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {                                      \
+        _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {                                      \
       int64_t col = j0 + 8 * c;                                                                    \
       __m256 v = _mm256_mul_ps(acc[i][c], vscale);                                                 \
-      if (col + 8 <= tk)                                                                           \
-        _mm256_storeu_ps(sc + (r + i) * tk + col, v);                                              \
-      else if (col < tk)                                                                           \
-        _mm256_maskstore_ps(sc + (r + i) * tk + col, attn_lanes(tk - col), v);                     \
+      if (col + 8 <= n)                                                                            \
+        _mm256_storeu_ps(sc + (r + i) * lds + col, v);                                             \
+      else if (col < n)                                                                            \
+        _mm256_maskstore_ps(sc + (r + i) * lds + col, attn_lanes(n - col), v);                     \
     }                                                                                              \
   } while (0)
 
-ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t tk, int64_t dh, float scale,
-                                       const float *q, int64_t ldq, const float *kt, int64_t tk8,
-                                       float *sc) {
+ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t n, int64_t dh, float scale,
+                                       const float *q, int64_t ldq, const float *kp, float *sc,
+                                       int64_t lds) {
   __m256 vscale = _mm256_set1_ps(scale);
-  ATTN_FOR_TILES(ATTN_SCORE_TILE, j0, tk8);
+  for (int64_t j0 = 0; j0 < n; j0 += 16)
+    ATTN_FOR_ROWS(ATTN_SCORE_TILE);
 }
 
-/* O[r, c] = (acc_in ? O[r, c] : 0) + sum_j P[r, j] V[j, c]
- *   r < rows, c < dv (dv a multiple of 8) */
+/* O[r, c] = (cs ? O[r, c] cs[r] : 0) + sum_{x < n} P[r, x] V[x, c]
+ *   r < rows, c < dv (dv a multiple of 8), P's row stride ldp.
+ * V's element (x, c) is at v + (c / 16) pstride + x vstride + c % 16: the
+ * packed panels (pstride 16 tk, vstride 16) or the caller's rows (pstride
+ * 16, vstride ldv). R rows by 16 columns (8 at a ragged end). */
 #define ATTN_MIX_TILE(R, C)                                                                        \
   do {                                                                                             \
     __m256 acc[R][C];                                                                              \
-    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
-            acc_in ? _mm256_loadu_ps(o + (r + i) * ldo + c0 + 8 * c) : _mm256_setzero_ps();        \
-    for (int64_t x = 0; x < tk; x++) {                                                             \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                          \
+      __m256 ci = cs ? _mm256_set1_ps(cs[r + i]) : _mm256_setzero_ps();                            \
+      _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[i][c] =                              \
+          cs ? _mm256_mul_ps(_mm256_loadu_ps(o + (r + i) * ldo + c0 + 8 * c), ci)                  \
+             : _mm256_setzero_ps();                                                                \
+    }                                                                                              \
+    const float *vpan = v + c0 / 16 * pstride;                                                     \
+    for (int64_t x = 0; x < n; x++) {                                                              \
       __m256 vv[C];                                                                                \
-      _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) vv[c] =                                  \
-          _mm256_loadu_ps(v + x * ldv + c0 + 8 * c);                                               \
+      _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) vv[c] =                                  \
+          _mm256_loadu_ps(vpan + x * vstride + 8 * c);                                             \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
-        __m256 pb = _mm256_broadcast_ss(p + (r + i) * tk + x);                                     \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[i][c] =                            \
+        __m256 pb = _mm256_broadcast_ss(p + (r + i) * ldp + x);                                    \
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[i][c] =                            \
             _mm256_fmadd_ps(pb, vv[c], acc[i][c]);                                                 \
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
-        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                        \
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)                                        \
             _mm256_storeu_ps(o + (r + i) * ldo + c0 + 8 * c, acc[i][c]);                           \
   } while (0)
+#define ATTN_MIX_TILE16(R) ATTN_MIX_TILE(R, 2)
+#define ATTN_MIX_TILE8(R) ATTN_MIX_TILE(R, 1)
 
-ATTN_AVX2 static void attn_mix_avx2(int64_t rows, int64_t tk, int64_t dv, const float *p,
-                                    const float *v, int64_t ldv, float *o, int64_t ldo,
-                                    int acc_in) {
-  ATTN_FOR_TILES(ATTN_MIX_TILE, c0, dv);
+ATTN_AVX2 static void attn_mix_avx2(int64_t rows, int64_t n, int64_t dv, const float *p,
+                                    int64_t ldp, const float *v, int64_t pstride,
+                                    int64_t vstride, float *o, int64_t ldo, const float *cs) {
+  int64_t c0 = 0;
+  for (; c0 + 16 <= dv; c0 += 16)
+    ATTN_FOR_ROWS(ATTN_MIX_TILE16);
+  if (c0 < dv)
+    ATTN_FOR_ROWS(ATTN_MIX_TILE8);
+}
+
+/* online_rows_base's steps (below) on 8 lanes at a time, rows lds apart. */
+ATTN_AVX2 static void online_rows_avx2(float *restrict s, int64_t rows, int64_t n, int64_t lds,
+                                       float *restrict m, float *restrict l, float *restrict c) {
+  int64_t full = n - n % 8, x;
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * lds;
+    float mx = m[r] > row[0] ? m[r] : row[0];
+    if (full) {
+      __m256 vm = _mm256_loadu_ps(row);
+      for (x = 8; x < full; x += 8)
+        vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + x));
+      float h = attn_hmax8(vm);
+      mx = h > mx ? h : mx;
+    }
+    for (x = full; x < n; x++)
+      mx = row[x] > mx ? row[x] : mx;
+    if (isnan(row[0]))
+      mx = row[0];
+    float cr = m[r] == -INFINITY ? 0.0f : attn_exp_avx2(m[r] - mx);
+    __m256 vmx = _mm256_set1_ps(mx), vs0 = _mm256_setzero_ps(), vs1 = _mm256_setzero_ps();
+    for (x = 0; x + 16 <= full; x += 16) {
+      __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
+      __m256 e1 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x + 8), vmx));
+      _mm256_storeu_ps(row + x, e0);
+      _mm256_storeu_ps(row + x + 8, e1);
+      vs0 = _mm256_add_ps(vs0, e0);
+      vs1 = _mm256_add_ps(vs1, e1);
+    }
+    for (; x < full; x += 8) {
+      __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
+      _mm256_storeu_ps(row + x, e0);
+      vs0 = _mm256_add_ps(vs0, e0);
+    }
+    __m256 vs = _mm256_add_ps(vs0, vs1);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
+    for (x = full; x < n; x++) {
+      row[x] = attn_exp_avx2(row[x] - mx);
+      sum += row[x];
+    }
+    l[r] = l[r] * cr + sum;
+    m[r] = mx;
+    c[r] = cr;
+  }
 }
 #endif
 
@@ -500,30 +567,33 @@ static int attn_tiled(int64_t tk, int64_t dv, int64_t max_tk_tiled) {
 #endif
 }
 
-/* One task: query rows t0 .. t0+rows of head hd of batch element bi. */
-static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int64_t rows) {
+/* K and V of one head, packed for the AVX2 products (attn_pack_kp,
+ * attn_pack_vp); bh is the head's batch * h + head, -1 before any. */
+typedef struct AttnHead {
+  int64_t bh;
+  float *kp, *vp; /* vp NULL: the mix reads V in place */
+} AttnHead;
+
+/* One task: query rows t0 .. t0+rows of head hd of batch element bi; s
+ * holds rows x tk scores when they do not go to probs. */
+static void attn_block(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi, int64_t hd,
+                       int64_t t0, int64_t rows) {
   int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
-  int direct = j->tiled;
-  int64_t tk8 = (j->tk + 7) / 8 * 8, kt_floats = direct ? j->dh * tk8 : 0;
-  /* scratch: the scores (unless they go to probs), then kt */
-  float *scratch = scratch_get((j->probs ? 0 : rows * j->tk) + kt_floats + 1);
-  float *s = j->probs ? j->probs + ((bi * j->h + hd) * j->tq + t0) * j->tk : scratch;
-  if (!scratch) {
-    for (int64_t r = 0; r < rows; r++)
-      attn_row_streaming(j, bi, hd, t0 + r);
-    return;
-  }
+  if (j->probs)
+    s = j->probs + ((bi * j->h + hd) * j->tq + t0) * j->tk;
   const float *q = j->q + (bi * j->tq + t0) * ldq + hd * j->dh;
   const float *k = j->k + bi * j->k_bstride + hd * j->dh;
   const float *v = j->v + bi * j->v_bstride + hd * j->dv;
   float *o = j->out + (bi * j->tq + t0) * ldo + hd * j->dv;
+  (void)hc;
 #ifdef ATTN_X86
-  if (direct) {
-    float *kt = scratch + (j->probs ? 0 : rows * j->tk);
-    attn_pack_kt(j->tk, j->dh, k, ldk, kt, tk8);
-    attn_scores_avx2(rows, j->tk, j->dh, j->scale, q, ldq, kt, tk8, s);
+  if (j->tiled) {
+    attn_scores_avx2(rows, j->tk, j->dh, j->scale, q, ldq, hc->kp, s, j->tk);
     softmax_rows(j, bi, t0, s, rows);
-    attn_mix_avx2(rows, j->tk, j->dv, s, v, ldv, o, ldo, 0);
+    if (hc->vp)
+      attn_mix_avx2(rows, j->tk, j->dv, s, j->tk, hc->vp, 16 * j->tk, 16, o, ldo, NULL);
+    else
+      attn_mix_avx2(rows, j->tk, j->dv, s, j->tk, v, 16, ldv, o, ldo, NULL);
     return;
   }
 #endif
@@ -534,123 +604,120 @@ static void attn_block(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int
   rt_sgemm(0, 0, rows, j->dv, j->tk, 1.0f, s, j->tk, v, ldv, 0.0f, o, ldo);
 }
 
-/* Online-softmax update of one block of scores s[rows, n] (row stride n),
- * already masked: per row r, m' = max(m[r], max_j s[r, j]), s[r, j] =
+/* Online-softmax update of one block of scores s[rows, n] (row stride
+ * lds), already masked: per row r, m' = max(m[r], max_j s[r, j]), s[r, j] =
  * exp(s[r, j] - m'), l[r] = l[r] exp(m[r] - m') + sum_j s[r, j], m[r] = m';
  * c[r] = exp(m[r] - m') is what the output row must be multiplied by
  * before this block's weighted sum is added (0 on the first block, whose m
  * is -inf). A NaN score makes its row NaN, as in the reference. */
-#define ATTN_DEFINE_ONLINE(SUFFIX, ATTR)                                                           \
-  ATTR static void online_rows_##SUFFIX(float *restrict s, int64_t rows, int64_t n,                \
-                                        float *restrict m, float *restrict l,                      \
-                                        float *restrict c) {                                       \
-    int64_t full = n - n % ATTN_LANES;                                                             \
-    for (int64_t r = 0; r < rows; r++) {                                                           \
-      float *row = s + r * n;                                                                      \
-      float lane[ATTN_LANES];                                                                      \
-      for (int q = 0; q < ATTN_LANES; q++)                                                         \
-        lane[q] = row[0];                                                                          \
-      for (int64_t x = 0; x < full; x += ATTN_LANES)                                               \
-        for (int q = 0; q < ATTN_LANES; q++)                                                       \
-          lane[q] = row[x + q] > lane[q] ? row[x + q] : lane[q];                                   \
-      float mx = m[r] > row[0] ? m[r] : row[0];                                                    \
-      for (int q = 0; q < ATTN_LANES; q++)                                                         \
-        mx = lane[q] > mx ? lane[q] : mx;                                                          \
-      for (int64_t x = full; x < n; x++)                                                           \
-        mx = row[x] > mx ? row[x] : mx;                                                            \
-      if (isnan(row[0]))                                                                           \
-        mx = row[0];                                                                               \
-      float cr = m[r] == -INFINITY ? 0.0f : attn_exp_##SUFFIX(m[r] - mx);                          \
-      for (int q = 0; q < ATTN_LANES; q++)                                                         \
-        lane[q] = 0;                                                                               \
-      for (int64_t x = 0; x < full; x += ATTN_LANES)                                               \
-        for (int q = 0; q < ATTN_LANES; q++) {                                                     \
-          float e = attn_exp_##SUFFIX(row[x + q] - mx);                                            \
-          row[x + q] = e;                                                                          \
-          lane[q] += e;                                                                            \
-        }                                                                                          \
-      double sum = 0;                                                                              \
-      for (int q = 0; q < ATTN_LANES; q++)                                                         \
-        sum += lane[q];                                                                            \
-      for (int64_t x = full; x < n; x++) {                                                         \
-        row[x] = attn_exp_##SUFFIX(row[x] - mx);                                                   \
-        sum += row[x];                                                                             \
-      }                                                                                            \
-      l[r] = l[r] * cr + (float)sum;                                                               \
-      m[r] = mx;                                                                                   \
-      c[r] = cr;                                                                                   \
-    }                                                                                              \
+ATTN_VEC static void online_rows_base(float *restrict s, int64_t rows, int64_t n, int64_t lds,
+                                      float *restrict m, float *restrict l, float *restrict c) {
+  int64_t full = n - n % ATTN_LANES;
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * lds;
+    float lane[ATTN_LANES];
+    for (int q = 0; q < ATTN_LANES; q++)
+      lane[q] = row[0];
+    for (int64_t x = 0; x < full; x += ATTN_LANES)
+      for (int q = 0; q < ATTN_LANES; q++)
+        lane[q] = row[x + q] > lane[q] ? row[x + q] : lane[q];
+    float mx = m[r] > row[0] ? m[r] : row[0];
+    for (int q = 0; q < ATTN_LANES; q++)
+      mx = lane[q] > mx ? lane[q] : mx;
+    for (int64_t x = full; x < n; x++)
+      mx = row[x] > mx ? row[x] : mx;
+    if (isnan(row[0]))
+      mx = row[0];
+    float cr = m[r] == -INFINITY ? 0.0f : attn_exp_base(m[r] - mx);
+    for (int q = 0; q < ATTN_LANES; q++)
+      lane[q] = 0;
+    for (int64_t x = 0; x < full; x += ATTN_LANES)
+      for (int q = 0; q < ATTN_LANES; q++) {
+        float e = attn_exp_base(row[x + q] - mx);
+        row[x + q] = e;
+        lane[q] += e;
+      }
+    double sum = 0;
+    for (int q = 0; q < ATTN_LANES; q++)
+      sum += lane[q];
+    for (int64_t x = full; x < n; x++) {
+      row[x] = attn_exp_base(row[x] - mx);
+      sum += row[x];
+    }
+    l[r] = l[r] * cr + (float)sum;
+    m[r] = mx;
+    c[r] = cr;
   }
+}
 
-ATTN_DEFINE_ONLINE(base, ATTN_VEC)
-#ifdef ATTN_X86
-ATTN_DEFINE_ONLINE(avx2, ATTN_AVX2)
-#endif
-
-static void online_rows(float *s, int64_t rows, int64_t n, float *m, float *l, float *c) {
+static void online_rows(float *s, int64_t rows, int64_t n, int64_t lds, float *m, float *l,
+                        float *c) {
 #ifdef ATTN_X86
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    online_rows_avx2(s, rows, n, m, l, c);
+    online_rows_avx2(s, rows, n, lds, m, l, c);
     return;
   }
 #endif
-  online_rows_base(s, rows, n, m, l, c);
+  online_rows_base(s, rows, n, lds, m, l, c);
+}
+
+/* Keys per block of the flash form: block_k, rounded up to whole K panels
+ * (16 keys) for the AVX2 products, at most tk. */
+static int64_t flash_bk(const AttnJob *j) {
+  int64_t bk = j->tiled ? (j->block_k + 15) / 16 * 16 : j->block_k;
+  return bk < j->tk ? bk : j->tk;
 }
 
 /* One flash task: query rows t0 .. t0+rows of head hd of batch element bi,
- * the keys in blocks of block_k (see rt_attention_flash). */
-static void attn_block_flash(const AttnJob *j, int64_t bi, int64_t hd, int64_t t0, int64_t rows) {
+ * the keys in blocks of flash_bk (see rt_attention_flash); s holds rows x
+ * bk scores, then m, l and c (rows each). */
+static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
+                             int64_t hd, int64_t t0, int64_t rows) {
   int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
-  int64_t bk = j->block_k < j->tk ? j->block_k : j->tk, bk8 = (bk + 7) / 8 * 8;
-  int direct = j->tiled;
-  /* scratch: scores [rows, bk], m, l, c [rows] each, then K_j^T [dh, bk8] */
-  float *scratch = scratch_get(rows * bk + 3 * rows + (direct ? j->dh * bk8 : 0) + 1);
-  if (!scratch) {
-    for (int64_t r = 0; r < rows; r++)
-      attn_row_streaming(j, bi, hd, t0 + r);
-    return;
-  }
-  float *s = scratch, *m = s + rows * bk, *l = m + rows, *c = l + rows, *kt = c + rows;
+  int64_t bk = flash_bk(j);
+  float *m = s + rows * bk, *l = m + rows, *c = l + rows;
   const float *q = j->q + (bi * j->tq + t0) * ldq + hd * j->dh;
   float *o = j->out + (bi * j->tq + t0) * ldo + hd * j->dv;
   for (int64_t r = 0; r < rows; r++) {
     m[r] = -INFINITY;
     l[r] = 0;
   }
-  (void)kt;
+  (void)hc;
   for (int64_t x0 = 0; x0 < j->tk; x0 += bk) {
     int64_t n = j->tk - x0 < bk ? j->tk - x0 : bk;
     const float *k = j->k + bi * j->k_bstride + x0 * ldk + hd * j->dh;
     const float *v = j->v + bi * j->v_bstride + x0 * ldv + hd * j->dv;
     /* S[rows, n] = scale * Q_blk K_j^T */
 #ifdef ATTN_X86
-    int64_t n8 = (n + 7) / 8 * 8;
-    if (direct) {
-      attn_pack_kt(n, j->dh, k, ldk, kt, n8);
-      attn_scores_avx2(rows, n, j->dh, j->scale, q, ldq, kt, n8, s);
-    } else
+    if (j->tiled)
+      attn_scores_avx2(rows, n, j->dh, j->scale, q, ldq, hc->kp + x0 * j->dh, s, bk);
+    else
 #endif
-      rt_sgemm(0, 1, rows, n, j->dh, j->scale, q, ldq, k, ldk, 0.0f, s, n);
+      rt_sgemm(0, 1, rows, n, j->dh, j->scale, q, ldq, k, ldk, 0.0f, s, bk);
     if (j->mask)
       for (int64_t r = 0; r < rows; r++) {
         const uint8_t *mr = mask_row(j, bi, t0 + r) + x0;
-        float *sr = s + r * n;
+        float *sr = s + r * bk;
         for (int64_t x = 0; x < n; x++)
           sr[x] = mr[x] ? sr[x] : ATTN_MASKED_SCORE;
       }
-    online_rows(s, rows, n, m, l, c);
+    online_rows(s, rows, n, bk, m, l, c);
     /* O = O * c + P V_j (the first block: O = P V_j) */
+#ifdef ATTN_X86
+    if (j->tiled) {
+      const float *cs = x0 > 0 ? c : NULL;
+      if (hc->vp)
+        attn_mix_avx2(rows, n, j->dv, s, bk, hc->vp + x0 * 16, 16 * j->tk, 16, o, ldo, cs);
+      else
+        attn_mix_avx2(rows, n, j->dv, s, bk, v, 16, ldv, o, ldo, cs);
+      continue;
+    }
+#endif
     if (x0 > 0)
       for (int64_t r = 0; r < rows; r++)
         for (int64_t e = 0; e < j->dv; e++)
           o[r * ldo + e] *= c[r];
-#ifdef ATTN_X86
-    if (direct) {
-      attn_mix_avx2(rows, n, j->dv, s, v, ldv, o, ldo, x0 > 0);
-      continue;
-    }
-#endif
-    rt_sgemm(0, 0, rows, j->dv, n, 1.0f, s, n, v, ldv, x0 > 0 ? 1.0f : 0.0f, o, ldo);
+    rt_sgemm(0, 0, rows, j->dv, n, 1.0f, s, bk, v, ldv, x0 > 0 ? 1.0f : 0.0f, o, ldo);
   }
   for (int64_t r = 0; r < rows; r++) {
     float inv = (float)(1.0 / (double)l[r]);
@@ -659,16 +726,44 @@ static void attn_block_flash(const AttnJob *j, int64_t bi, int64_t hd, int64_t t
   }
 }
 
+/* Floats of one thread's scratch: the packed K and V of a head (AVX2
+ * products), then one task's scores (and the flash form's m, l, c). */
+static int64_t attn_scratch_floats(const AttnJob *j, int64_t *kp_floats, int64_t *vp_floats) {
+  int64_t tk16 = (j->tk + 15) / 16 * 16, dv16 = (j->dv + 15) / 16 * 16;
+  *kp_floats = j->tiled ? j->dh * tk16 : 0;
+  *vp_floats = j->tiled && j->pack_v ? dv16 * j->tk : 0;
+  int64_t task = j->block_k ? j->block_q * flash_bk(j) + 3 * j->block_q
+                            : (j->probs ? 0 : j->block_q * j->tk);
+  return *kp_floats + *vp_floats + task + 1;
+}
+
 static void attn_task(void *ctx, int64_t lo, int64_t hi) {
   const AttnJob *j = ctx;
+  int64_t kp_floats, vp_floats;
+  float *scratch = scratch_get(attn_scratch_floats(j, &kp_floats, &vp_floats));
+  AttnHead hc = {.bh = -1, .kp = scratch, .vp = vp_floats && scratch ? scratch + kp_floats : NULL};
+  float *s = scratch ? scratch + kp_floats + vp_floats : NULL;
   for (int64_t task = lo; task < hi; task++) {
     int64_t block = task % j->n_blocks, bh = task / j->n_blocks;
-    int64_t t0 = block * j->block_q;
+    int64_t bi = bh / j->h, hd = bh % j->h, t0 = block * j->block_q;
     int64_t rows = j->tq - t0 < j->block_q ? j->tq - t0 : j->block_q;
+    if (!scratch) {
+      for (int64_t r = 0; r < rows; r++)
+        attn_row_streaming(j, bi, hd, t0 + r);
+      continue;
+    }
+#ifdef ATTN_X86
+    if (j->tiled && bh != hc.bh) { /* a new head: pack its K (and V) once */
+      attn_pack_kp(j->tk, j->dh, j->k + bi * j->k_bstride + hd * j->dh, j->ldk, hc.kp);
+      if (hc.vp)
+        attn_pack_vp(j->tk, j->dv, j->v + bi * j->v_bstride + hd * j->dv, j->ldv, hc.vp);
+      hc.bh = bh;
+    }
+#endif
     if (j->block_k)
-      attn_block_flash(j, bh / j->h, bh % j->h, t0, rows);
+      attn_block_flash(j, &hc, s, bi, hd, t0, rows);
     else
-      attn_block(j, bh / j->h, bh % j->h, t0, rows);
+      attn_block(j, &hc, s, bi, hd, t0, rows);
   }
 }
 
@@ -695,7 +790,7 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   int64_t n_blocks = (tq + block_q - 1) / block_q;
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
-               .tiled = attn_tiled(tk, dv, max_tk_tiled), .scale = scale,
+               .tiled = attn_tiled(tk, dv, max_tk_tiled), .pack_v = n_blocks > 1, .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out, .probs = probs};
@@ -721,7 +816,7 @@ void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t 
   /* a key block's K^T and V always fit the AVX2 products' budget */
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks, .block_k = block_k,
-               .tiled = attn_tiled(0, dv, 1), .scale = scale,
+               .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1, .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out};
