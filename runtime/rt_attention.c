@@ -10,8 +10,8 @@
  * On x86 with AVX2+FMA, dv a multiple of 8 and tk <= max_tk_tiled (the
  * caller's policy: small models, BERT at seq 128), the two products are
  * AVX2 loops instead of BLAS calls (attn_scores_avx2 / attn_mix_avx2: 6x16
- * register tiles, K transposed per task into scratch), which skip BLAS's
- * packing; the softmax has an AVX2 version too. Everything else keeps the
+ * register tiles over K and V packed into panels once per head and thread),
+ * which skip BLAS's per-call packing; the softmax has an AVX2 version too. Everything else keeps the
  * portable loops and BLAS. What the CPU can run is decided here (cpuid);
  * which path and how many query rows per task (block_q) are arguments the
  * compiler chooses (passes/lower_loops.c).
@@ -20,8 +20,8 @@
  *
  * Invariants: every task writes only its own rows of its own head's columns
  * of out (and of probs), so tasks never race; S lives in the probs output
- * when there is one, else in the calling thread's scratch buffer (with K's
- * transposed copy after it on the AVX2 path; a pthread
+ * when there is one, else in the calling thread's scratch buffer (after the
+ * head's packed K and V on the AVX2 path; a pthread
  * key, freed at thread exit, grown only when a task needs more than any
  * before it), so steady-state runs do not allocate. A refused allocation
  * sends that task to the streaming loops, which need no memory at all. */

@@ -70,8 +70,9 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
  *   S = scale Q_blk K_j^T; m' = max(m, rowmax S); P = exp(S - m');
  *   l = l exp(m - m') + rowsum P; O = O exp(m - m') + P V_j;  finally O /= l
  * so no row of scores is ever longer than block_k: a task's scratch is
- * block_q x block_k scores (+ K_j transposed for the AVX2 products), whatever
- * tk is, and memory stays linear in the sequence length. Layouts and
+ * block_q x block_k scores, whatever tk is (plus, per thread, one head's K
+ * and V packed for the AVX2 products), and memory stays linear in the
+ * sequence length. Layouts and
  * strides as rt_attention's (out contiguous, [b, tq, h*dv]); no probs.
  * Policy: block_q query rows per task, block_k keys per block (values below
  * 1 count as 1); any values give the same result up to rounding, and the
