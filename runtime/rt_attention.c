@@ -45,6 +45,7 @@ typedef struct AttnJob {
   int64_t block_q, n_blocks; /* query rows per task, tasks per head */
   int tiled;                 /* the AVX2 products (attn_tiled) */
   int pack_v;                /* ... reading V from panels packed per head */
+  int wide;                  /* ... with AVX-512F (rt_gemm_lanes() == 16) */
   float scale;
   const float *q, *k, *v;
   int64_t ldq, ldk, ldv;        /* floats between rows of q, k, v */
@@ -496,6 +497,111 @@ ATTN_AVX2 static void online_rows_avx2(float *restrict s, int64_t rows, int64_t 
     c[r] = cr;
   }
 }
+
+#ifdef __x86_64__
+/* The same products with AVX-512F, where the GEMM runs its AVX-512 set
+ * (rt_gemm_lanes() == 16): one K or V panel is one register, and 32
+ * registers take bigger tiles (scores 8 rows x 48 keys, the mix 6 rows x 64
+ * columns: 24 accumulators), so fewer loads per FMA. */
+#define ATTN_AVX512_OK 1
+#define ATTN_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* Runs TILE(R, C) over the rows in blocks of R0, then R1, then 1. */
+#define ATTN_FOR_ROWS3(TILE, R0, R1, C)                                                            \
+  do {                                                                                             \
+    int64_t r = 0;                                                                                 \
+    for (; r + R0 <= rows; r += R0)                                                                \
+      TILE(R0, C);                                                                                 \
+    for (; r + R1 <= rows; r += R1)                                                                \
+      TILE(R1, C);                                                                                 \
+    for (; r < rows; r++)                                                                          \
+      TILE(1, C);                                                                                  \
+  } while (0)
+
+/* R rows x C K panels (16 keys each) of scores from panel j0 / 16. */
+#define ATTN_SCORE_TILE512(R, C)                                                                   \
+  do {                                                                                             \
+    __m512 acc[R][C];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();       \
+    const float *kpan = kp + j0 * dh;                                                              \
+    for (int64_t d = 0; d < dh; d++) {                                                             \
+      __m512 kv[C];                                                                                \
+      _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) kv[c] =                                  \
+          _mm512_loadu_ps(kpan + c * 16 * dh + d * 16);                                            \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        __m512 qb = _mm512_set1_ps(q[(r + i) * ldq + d]);                                          \
+        _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) acc[i][c] =                            \
+            _mm512_fmadd_ps(qb, kv[c], acc[i][c]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 3") for (int c = 0; c < C; c++) {                                      \
+      int64_t col = j0 + 16 * c;                                                                   \
+      __m512 v = _mm512_mul_ps(acc[i][c], vscale);                                                 \
+      if (col + 16 <= n)                                                                           \
+        _mm512_storeu_ps(sc + (r + i) * lds + col, v);                                             \
+      else if (col < n)                                                                            \
+        _mm512_mask_storeu_ps(sc + (r + i) * lds + col, (__mmask16)((1u << (n - col)) - 1), v);    \
+    }                                                                                              \
+  } while (0)
+
+ATTN_AVX512 static void attn_scores_avx512(int64_t rows, int64_t n, int64_t dh, float scale,
+                                           const float *q, int64_t ldq, const float *kp,
+                                           float *sc, int64_t lds) {
+  __m512 vscale = _mm512_set1_ps(scale);
+  int64_t j0 = 0;
+  for (; j0 + 48 <= n; j0 += 48)
+    ATTN_FOR_ROWS3(ATTN_SCORE_TILE512, 8, 4, 3);
+  for (; j0 < n; j0 += 16)
+    ATTN_FOR_ROWS3(ATTN_SCORE_TILE512, 8, 4, 1);
+}
+
+/* R rows x C V panels (16 columns each, from column c0; the last may be a
+ * ragged 8: `last` masks its loads and stores). V's element (x, c) as in
+ * attn_mix_avx2. */
+#define ATTN_MIX_TILE512(R, C)                                                                     \
+  do {                                                                                             \
+    __m512 acc[R][C];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                          \
+      __m512 ci = cs ? _mm512_set1_ps(cs[r + i]) : _mm512_setzero_ps();                            \
+      _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[i][c] =                              \
+          cs ? _mm512_mul_ps(_mm512_maskz_loadu_ps(c == C - 1 ? last : 0xFFFF,                     \
+                                                   o + (r + i) * ldo + c0 + 16 * c),               \
+                             ci)                                                                   \
+             : _mm512_setzero_ps();                                                                \
+    }                                                                                              \
+    for (int64_t x = 0; x < n; x++) {                                                              \
+      __m512 vv[C];                                                                                \
+      _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) vv[c] = _mm512_maskz_loadu_ps(           \
+          c == C - 1 ? last : 0xFFFF, v + (c0 / 16 + c) * pstride + x * vstride);                  \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        __m512 pb = _mm512_set1_ps(p[(r + i) * ldp + x]);                                          \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[i][c] =                            \
+            _mm512_fmadd_ps(pb, vv[c], acc[i][c]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                            \
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(                 \
+            o + (r + i) * ldo + c0 + 16 * c, c == C - 1 ? last : 0xFFFF, acc[i][c]);               \
+  } while (0)
+
+ATTN_AVX512 static void attn_mix_avx512(int64_t rows, int64_t n, int64_t dv, const float *p,
+                                        int64_t ldp, const float *v, int64_t pstride,
+                                        int64_t vstride, float *o, int64_t ldo,
+                                        const float *cs) {
+  int64_t c0 = 0;
+  __mmask16 last = 0xFFFF;
+  for (; c0 + 64 <= dv; c0 += 64)
+    ATTN_FOR_ROWS3(ATTN_MIX_TILE512, 6, 4, 4);
+  for (; c0 + 32 <= dv; c0 += 32)
+    ATTN_FOR_ROWS3(ATTN_MIX_TILE512, 6, 4, 2);
+  for (; c0 < dv; c0 += 16) {
+    last = dv - c0 >= 16 ? 0xFFFF : (__mmask16)((1u << (dv - c0)) - 1);
+    ATTN_FOR_ROWS3(ATTN_MIX_TILE512, 6, 4, 1);
+  }
+}
+#endif
 #endif
 
 static void softmax_row(float *row, int64_t tk, const uint8_t *m) {
@@ -559,13 +665,38 @@ static void attn_row_streaming(const AttnJob *j, int64_t bi, int64_t hd, int64_t
  * passes/lower_loops.c). */
 static int attn_tiled(int64_t tk, int64_t dv, int64_t max_tk_tiled) {
 #ifdef ATTN_X86
-  return dv % 8 == 0 && tk <= max_tk_tiled && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma");
+  return dv % 8 == 0 && tk <= max_tk_tiled && rt_gemm_lanes() >= 8;
 #else
   (void)tk, (void)dv, (void)max_tk_tiled;
   return 0;
 #endif
 }
+
+#ifdef ATTN_X86
+/* The products on the widest vectors the job may use. */
+static void attn_scores(const AttnJob *j, int64_t rows, int64_t n, const float *q,
+                        const float *kp, float *s, int64_t lds) {
+#ifdef ATTN_AVX512_OK
+  if (j->wide) {
+    attn_scores_avx512(rows, n, j->dh, j->scale, q, j->ldq, kp, s, lds);
+    return;
+  }
+#endif
+  attn_scores_avx2(rows, n, j->dh, j->scale, q, j->ldq, kp, s, lds);
+}
+
+static void attn_mix(const AttnJob *j, int64_t rows, int64_t n, const float *p, int64_t ldp,
+                     const float *v, int64_t pstride, int64_t vstride, float *o,
+                     const float *cs) {
+#ifdef ATTN_AVX512_OK
+  if (j->wide) {
+    attn_mix_avx512(rows, n, j->dv, p, ldp, v, pstride, vstride, o, j->h * j->dv, cs);
+    return;
+  }
+#endif
+  attn_mix_avx2(rows, n, j->dv, p, ldp, v, pstride, vstride, o, j->h * j->dv, cs);
+}
+#endif
 
 /* K and V of one head, packed for the AVX2 products (attn_pack_kp,
  * attn_pack_vp); bh is the head's batch * h + head, -1 before any. */
@@ -588,12 +719,12 @@ static void attn_block(const AttnJob *j, const AttnHead *hc, float *s, int64_t b
   (void)hc;
 #ifdef ATTN_X86
   if (j->tiled) {
-    attn_scores_avx2(rows, j->tk, j->dh, j->scale, q, ldq, hc->kp, s, j->tk);
+    attn_scores(j, rows, j->tk, q, hc->kp, s, j->tk);
     softmax_rows(j, bi, t0, s, rows);
     if (hc->vp)
-      attn_mix_avx2(rows, j->tk, j->dv, s, j->tk, hc->vp, 16 * j->tk, 16, o, ldo, NULL);
+      attn_mix(j, rows, j->tk, s, j->tk, hc->vp, 16 * j->tk, 16, o, NULL);
     else
-      attn_mix_avx2(rows, j->tk, j->dv, s, j->tk, v, 16, ldv, o, ldo, NULL);
+      attn_mix(j, rows, j->tk, s, j->tk, v, 16, ldv, o, NULL);
     return;
   }
 #endif
@@ -690,7 +821,7 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     /* S[rows, n] = scale * Q_blk K_j^T */
 #ifdef ATTN_X86
     if (j->tiled)
-      attn_scores_avx2(rows, n, j->dh, j->scale, q, ldq, hc->kp + x0 * j->dh, s, bk);
+      attn_scores(j, rows, n, q, hc->kp + x0 * j->dh, s, bk);
     else
 #endif
       rt_sgemm(0, 1, rows, n, j->dh, j->scale, q, ldq, k, ldk, 0.0f, s, bk);
@@ -707,9 +838,9 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     if (j->tiled) {
       const float *cs = x0 > 0 ? c : NULL;
       if (hc->vp)
-        attn_mix_avx2(rows, n, j->dv, s, bk, hc->vp + x0 * 16, 16 * j->tk, 16, o, ldo, cs);
+        attn_mix(j, rows, n, s, bk, hc->vp + x0 * 16, 16 * j->tk, 16, o, cs);
       else
-        attn_mix_avx2(rows, n, j->dv, s, bk, v, 16, ldv, o, ldo, cs);
+        attn_mix(j, rows, n, s, bk, v, 16, ldv, o, cs);
       continue;
     }
 #endif
@@ -790,7 +921,8 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   int64_t n_blocks = (tq + block_q - 1) / block_q;
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
-               .tiled = attn_tiled(tk, dv, max_tk_tiled), .pack_v = n_blocks > 1, .scale = scale,
+               .tiled = attn_tiled(tk, dv, max_tk_tiled), .pack_v = n_blocks > 1,
+               .wide = rt_gemm_lanes() >= 16, .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out, .probs = probs};
@@ -816,7 +948,8 @@ void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t 
   /* a key block's K^T and V always fit the AVX2 products' budget */
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks, .block_k = block_k,
-               .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1, .scale = scale,
+               .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1,
+               .wide = rt_gemm_lanes() >= 16, .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out};

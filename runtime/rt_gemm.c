@@ -680,6 +680,16 @@ const char *rt_gemm_backend(void) {
 }
 #endif /* TFMC_STATIC */
 
+int rt_gemm_lanes(void) {
+  gemm_ensure_init();
+  const char *isa = gemm.k->isa;
+  if (strncmp(isa, "avx512", 6) == 0)
+    return 16;
+  if (strncmp(isa, "avx2", 4) == 0)
+    return 8;
+  return strcmp(isa, "neon") == 0 ? 4 : 1;
+}
+
 /* ---- per-thread packing buffers ---- */
 
 typedef struct PackBufs {

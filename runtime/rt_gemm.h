@@ -129,4 +129,10 @@ void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k
 /* "openblas (coretype SkylakeX)", "portable", ... for reports. */
 const char *rt_gemm_backend(void);
 
+/* The vector width, in floats, of the kernel set the GEMM runs (the widest
+ * the CPU and OS allow, capped by TFMC_GEMM_ISA): 16 (AVX-512F), 8
+ * (AVX2+FMA), 4 (NEON), 1 (baseline). rt_attention's kernels follow the
+ * same choice. */
+int rt_gemm_lanes(void);
+
 #endif

@@ -13,7 +13,8 @@
  * rt_attention_flash runs on every shape too, with key blocks of 1, 3, 7,
  * 16 and 128 (dividing the lengths or not) and query blocks of 64 and 5;
  * causal masks, Q/K/V read out of one fused QKV buffer (row strides) and
- * thread counts have their own tests. */
+ * thread counts have their own tests, and so do the AVX-512, AVX2 and
+ * scalar paths (TFMC_GEMM_ISA). */
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
@@ -580,4 +581,50 @@ Test(attention, flash_edge_cases) {
     }
   free(o);
   release(&d);
+}
+
+/* Each ISA path of the products: TFMC_GEMM_ISA caps the kernel set
+ * rt_gemm_lanes reports, which rt_attention follows (Criterion runs each
+ * test in a fresh process). Head widths that take every tile of the
+ * AVX-512 mix (64-, 32-, 16- and ragged 8-column groups) and of the AVX2
+ * one, key counts around the 48-key score groups and the 16-key panels,
+ * query counts crossing the 8/6/4-row tiles; every mask shape, policy and
+ * flash block size (check_shape). */
+static void isa_shapes(const char *isa, int lanes) {
+  if (rt_gemm_lanes() != lanes) {
+    fprintf(stderr, "attention: %s: skipped on this CPU (%s)\n", isa, rt_gemm_backend());
+    return;
+  }
+  fprintf(stderr, "attention: testing the %d-lane products (%s)\n", lanes, rt_gemm_backend());
+  static const int64_t dvs[] = {8, 24, 40, 64, 72, 136};
+  static const int64_t tks[] = {7, 48, 50, 97};
+  RtPool *pool = rt_pool_create(2);
+  for (size_t a = 0; a < sizeof dvs / sizeof dvs[0]; a++)
+    for (size_t b = 0; b < sizeof tks / sizeof tks[0]; b++)
+      check_shape(2, 2, 13, tks[b], a % 2 ? 16 : dvs[a], dvs[a], pool);
+  Shape s = {2, 12, 128, 128, 64, 64, 2, 1};
+  Data d = make(s, false);
+  free(run_all(&d, pool));
+  release(&d);
+  rt_pool_destroy(pool);
+}
+
+static void isa_avx512(void) {
+  setenv("TFMC_GEMM_ISA", "avx512", 1);
+}
+static void isa_avx2(void) {
+  setenv("TFMC_GEMM_ISA", "avx2", 1);
+}
+static void isa_scalar(void) {
+  setenv("TFMC_GEMM_ISA", "scalar", 1);
+}
+
+Test(attention, isa_avx512, .init = isa_avx512) {
+  isa_shapes("avx512", 16);
+}
+Test(attention, isa_avx2, .init = isa_avx2) {
+  isa_shapes("avx2", 8);
+}
+Test(attention, isa_scalar, .init = isa_scalar) {
+  isa_shapes("scalar", 1);
 }
