@@ -412,6 +412,10 @@ static void gemm_ensure_init(void) {}
 const char *rt_gemm_backend(void) {
   return gemm.name;
 }
+
+int rt_gemm_lanes(void) {
+  return 1;
+}
 #else
 #define GEMM_ROWS_ONLY 0
 static GemmBackend gemm;
@@ -678,7 +682,6 @@ const char *rt_gemm_backend(void) {
   gemm_ensure_init();
   return gemm.name;
 }
-#endif /* TFMC_STATIC */
 
 int rt_gemm_lanes(void) {
   gemm_ensure_init();
@@ -689,6 +692,7 @@ int rt_gemm_lanes(void) {
     return 8;
   return strcmp(isa, "neon") == 0 ? 4 : 1;
 }
+#endif /* TFMC_STATIC */
 
 /* ---- per-thread packing buffers ---- */
 
