@@ -735,6 +735,14 @@ static void attn_block(const AttnJob *j, const AttnHead *hc, float *s, int64_t b
   rt_sgemm(0, 0, rows, j->dv, j->tk, 1.0f, s, j->tk, v, ldv, 0.0f, o, ldo);
 }
 
+/* sr[x] = -1e9 where mr[x] is 0, x < n */
+ATTN_VEC static void mask_scores(float *restrict sr, const uint8_t *restrict mr, int64_t n) {
+  for (int64_t x = 0; x < n; x++) {
+    float v = sr[x]; /* loaded either way: no conditional load */
+    sr[x] = mr[x] ? v : ATTN_MASKED_SCORE;
+  }
+}
+
 /* Online-softmax update of one block of scores s[rows, n] (row stride
  * lds), already masked: per row r, m' = max(m[r], max_j s[r, j]), s[r, j] =
  * exp(s[r, j] - m'), l[r] = l[r] exp(m[r] - m') + sum_j s[r, j], m[r] = m';
@@ -828,9 +836,8 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     if (j->mask)
       for (int64_t r = 0; r < rows; r++) {
         const uint8_t *mr = mask_row(j, bi, t0 + r) + x0;
-        float *sr = s + r * bk;
-        for (int64_t x = 0; x < n; x++)
-          sr[x] = mr[x] ? sr[x] : ATTN_MASKED_SCORE;
+        if (memchr(mr, 0, (size_t)n)) /* a block the row sees whole needs nothing */
+          mask_scores(s + r * bk, mr, n);
       }
     online_rows(s, rows, n, bk, m, l, c);
     /* O = O * c + P V_j (the first block: O = P V_j) */
