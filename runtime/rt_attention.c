@@ -45,7 +45,8 @@ typedef struct AttnJob {
   int64_t block_q, n_blocks; /* query rows per task, tasks per head */
   int tiled;                 /* the AVX2 products (attn_tiled) */
   int pack_v;                /* ... reading V from panels packed per head */
-  int wide;                  /* ... with AVX-512F (rt_gemm_lanes() == 16) */
+  int lanes;                 /* rt_gemm_lanes(): 16 takes the AVX-512F
+                                products, 8 or more the AVX2 softmax */
   float scale;
   const float *q, *k, *v;
   int64_t ldq, ldk, ldv;        /* floats between rows of q, k, v */
@@ -601,12 +602,72 @@ ATTN_AVX512 static void attn_mix_avx512(int64_t rows, int64_t n, int64_t dv, con
     ATTN_FOR_ROWS3(ATTN_MIX_TILE512, 6, 4, 1);
   }
 }
+
+/* attn_exp8 on 16 lanes: the same steps and constants, the same values. */
+ATTN_AVX512 static inline __m512 attn_exp16(__m512 x) {
+  const __m512 shift = _mm512_set1_ps(12582912.0f);
+  __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shift);
+  __m512 n = _mm512_sub_ps(t, shift);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_slli_epi32(
+      _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000)), 23);
+  __m512 y = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)); /* * 2^n */
+  y = _mm512_maskz_mov_ps((__mmask16)~_mm512_cmp_ps_mask(x, _mm512_set1_ps(-86.0f), _CMP_LT_OQ),
+                          y);                                              /* 0 */
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x); /* NaN */
+}
+
+/* online_rows_avx2 on 16 lanes. */
+ATTN_AVX512 static void online_rows_avx512(float *restrict s, int64_t rows, int64_t n,
+                                           int64_t lds, float *restrict m, float *restrict l,
+                                           float *restrict c) {
+  int64_t full = n - n % 16, x;
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * lds;
+    float mx = m[r] > row[0] ? m[r] : row[0];
+    if (full) {
+      __m512 vm = _mm512_loadu_ps(row);
+      for (x = 16; x < full; x += 16)
+        vm = _mm512_max_ps(vm, _mm512_loadu_ps(row + x));
+      float h = _mm512_reduce_max_ps(vm);
+      mx = h > mx ? h : mx;
+    }
+    for (x = full; x < n; x++)
+      mx = row[x] > mx ? row[x] : mx;
+    if (isnan(row[0]))
+      mx = row[0];
+    float cr = m[r] == -INFINITY ? 0.0f : attn_exp_avx2(m[r] - mx);
+    __m512 vmx = _mm512_set1_ps(mx), vs = _mm512_setzero_ps();
+    for (x = 0; x < full; x += 16) {
+      __m512 e = attn_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + x), vmx));
+      _mm512_storeu_ps(row + x, e);
+      vs = _mm512_add_ps(vs, e);
+    }
+    float sum = _mm512_reduce_add_ps(vs);
+    for (x = full; x < n; x++) {
+      row[x] = attn_exp_avx2(row[x] - mx);
+      sum += row[x];
+    }
+    l[r] = l[r] * cr + sum;
+    m[r] = mx;
+    c[r] = cr;
+  }
+}
 #endif
 #endif
 
-static void softmax_row(float *row, int64_t tk, const uint8_t *m) {
+static void softmax_row(float *row, int64_t tk, const uint8_t *m, int lanes) {
 #ifdef ATTN_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (lanes >= 8) {
     softmax_row_avx2(row, tk, m);
     return;
   }
@@ -618,7 +679,7 @@ static void softmax_row(float *row, int64_t tk, const uint8_t *m) {
  * query rows t0 .. t0+rows of batch element bi. tk >= 1. */
 static void softmax_rows(const AttnJob *j, int64_t bi, int64_t t0, float *s, int64_t rows) {
   for (int64_t r = 0; r < rows; r++)
-    softmax_row(s + r * j->tk, j->tk, mask_row(j, bi, t0 + r));
+    softmax_row(s + r * j->tk, j->tk, mask_row(j, bi, t0 + r), j->lanes);
 }
 
 /* out row of query t, head hd = softmax(scores) v with an online softmax:
@@ -677,7 +738,7 @@ static int attn_tiled(int64_t tk, int64_t dv, int64_t max_tk_tiled) {
 static void attn_scores(const AttnJob *j, int64_t rows, int64_t n, const float *q,
                         const float *kp, float *s, int64_t lds) {
 #ifdef ATTN_AVX512_OK
-  if (j->wide) {
+  if (j->lanes >= 16) {
     attn_scores_avx512(rows, n, j->dh, j->scale, q, j->ldq, kp, s, lds);
     return;
   }
@@ -689,7 +750,7 @@ static void attn_mix(const AttnJob *j, int64_t rows, int64_t n, const float *p, 
                      const float *v, int64_t pstride, int64_t vstride, float *o,
                      const float *cs) {
 #ifdef ATTN_AVX512_OK
-  if (j->wide) {
+  if (j->lanes >= 16) {
     attn_mix_avx512(rows, n, j->dv, p, ldp, v, pstride, vstride, o, j->h * j->dv, cs);
     return;
   }
@@ -790,9 +851,15 @@ ATTN_VEC static void online_rows_base(float *restrict s, int64_t rows, int64_t n
 }
 
 static void online_rows(float *s, int64_t rows, int64_t n, int64_t lds, float *m, float *l,
-                        float *c) {
+                        float *c, int lanes) {
+#ifdef ATTN_AVX512_OK
+  if (lanes >= 16) {
+    online_rows_avx512(s, rows, n, lds, m, l, c);
+    return;
+  }
+#endif
 #ifdef ATTN_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (lanes >= 8) {
     online_rows_avx2(s, rows, n, lds, m, l, c);
     return;
   }
@@ -839,7 +906,7 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
         if (memchr(mr, 0, (size_t)n)) /* a block the row sees whole needs nothing */
           mask_scores(s + r * bk, mr, n);
       }
-    online_rows(s, rows, n, bk, m, l, c);
+    online_rows(s, rows, n, bk, m, l, c, j->lanes);
     /* O = O * c + P V_j (the first block: O = P V_j) */
 #ifdef ATTN_X86
     if (j->tiled) {
@@ -929,7 +996,7 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
                .tiled = attn_tiled(tk, dv, max_tk_tiled), .pack_v = n_blocks > 1,
-               .wide = rt_gemm_lanes() >= 16, .scale = scale,
+               .lanes = rt_gemm_lanes(), .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out, .probs = probs};
@@ -956,7 +1023,7 @@ void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t 
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks, .block_k = block_k,
                .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1,
-               .wide = rt_gemm_lanes() >= 16, .scale = scale,
+               .lanes = rt_gemm_lanes(), .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
                .mask = mask, .mask_b = mask_b, .mask_q = mask_q, .out = out};
