@@ -234,25 +234,27 @@ ATTN_AVX2 static float attn_hmax8(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-/* softmax_row_base's steps on 8 lanes at a time (the scalar tail with the
- * same exp); the masking loop is the same scalar loop, which vectorises. */
-ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
-                                                const uint8_t *restrict m) {
-  int64_t full = tk - tk % 8, x;
-  if (m)
-    for (x = 0; x < tk; x++) {
-      float v = row[x];
-      row[x] = m[x] ? v : ATTN_MASKED_SCORE;
-    }
-  float mx = row[0];
+/* max(from, row[0..n)), n >= 1, on 8 lanes (NaN lanes may or may not win:
+ * the callers make such rows NaN through the exp) */
+ATTN_AVX2 static float attn_rowmax_avx2(const float *row, int64_t n, float from) {
+  int64_t full = n - n % 8, x;
+  float mx = from > row[0] ? from : row[0];
   if (full) {
     __m256 vm = _mm256_loadu_ps(row);
     for (x = 8; x < full; x += 8)
       vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + x));
-    mx = attn_hmax8(vm);
+    float h = attn_hmax8(vm);
+    mx = h > mx ? h : mx;
   }
-  for (x = full; x < tk; x++)
+  for (x = full; x < n; x++)
     mx = row[x] > mx ? row[x] : mx;
+  return mx;
+}
+
+/* row[x] = exp(row[x] - mx) for x < n, in place, on 8 lanes (the scalar
+ * tail with the same exp); returns their sum. */
+ATTN_AVX2 static float attn_exp_sum_avx2(float *row, int64_t n, float mx) {
+  int64_t full = n - n % 8, x;
   __m256 vmx = _mm256_set1_ps(mx), vs0 = _mm256_setzero_ps(), vs1 = _mm256_setzero_ps();
   for (x = 0; x + 16 <= full; x += 16) { /* two sums: the adds do not wait on each other */
     __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
@@ -271,11 +273,25 @@ ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
   __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
   s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
-  for (x = full; x < tk; x++) {
+  for (x = full; x < n; x++) {
     row[x] = attn_exp_avx2(row[x] - mx);
     sum += row[x];
   }
-  float inv = 1.0f / sum; /* sum >= 1: the largest term is e^0 */
+  return sum;
+}
+
+/* softmax_row_base's steps on 8 lanes at a time; the masking loop is the
+ * same scalar loop, which vectorises. */
+ATTN_VEC ATTN_AVX2 static void softmax_row_avx2(float *restrict row, int64_t tk,
+                                                const uint8_t *restrict m) {
+  int64_t full = tk - tk % 8, x;
+  if (m)
+    for (x = 0; x < tk; x++) {
+      float v = row[x];
+      row[x] = m[x] ? v : ATTN_MASKED_SCORE;
+    }
+  float mx = attn_rowmax_avx2(row, tk, row[0]);
+  float inv = 1.0f / attn_exp_sum_avx2(row, tk, mx); /* >= 1: the largest term is e^0 */
   __m256 vinv = _mm256_set1_ps(inv);
   for (x = 0; x < full; x += 8)
     _mm256_storeu_ps(row + x, _mm256_mul_ps(_mm256_loadu_ps(row + x), vinv));
@@ -452,52 +468,22 @@ ATTN_AVX2 static void attn_mix_avx2(int64_t rows, int64_t n, int64_t dv, const f
     ATTN_FOR_ROWS(ATTN_MIX_TILE8);
 }
 
-/* online_rows_base's steps (below) on 8 lanes at a time, rows lds apart. */
-ATTN_AVX2 static void online_rows_avx2(float *restrict s, int64_t rows, int64_t n, int64_t lds,
-                                       float *restrict m, float *restrict l, float *restrict c) {
-  int64_t full = n - n % 8, x;
-  for (int64_t r = 0; r < rows; r++) {
-    float *row = s + r * lds;
-    float mx = m[r] > row[0] ? m[r] : row[0];
-    if (full) {
-      __m256 vm = _mm256_loadu_ps(row);
-      for (x = 8; x < full; x += 8)
-        vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + x));
-      float h = attn_hmax8(vm);
-      mx = h > mx ? h : mx;
-    }
-    for (x = full; x < n; x++)
-      mx = row[x] > mx ? row[x] : mx;
-    if (isnan(row[0]))
-      mx = row[0];
-    float cr = m[r] == -INFINITY ? 0.0f : attn_exp_avx2(m[r] - mx);
-    __m256 vmx = _mm256_set1_ps(mx), vs0 = _mm256_setzero_ps(), vs1 = _mm256_setzero_ps();
-    for (x = 0; x + 16 <= full; x += 16) {
-      __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
-      __m256 e1 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x + 8), vmx));
-      _mm256_storeu_ps(row + x, e0);
-      _mm256_storeu_ps(row + x + 8, e1);
-      vs0 = _mm256_add_ps(vs0, e0);
-      vs1 = _mm256_add_ps(vs1, e1);
-    }
-    for (; x < full; x += 8) {
-      __m256 e0 = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + x), vmx));
-      _mm256_storeu_ps(row + x, e0);
-      vs0 = _mm256_add_ps(vs0, e0);
-    }
-    __m256 vs = _mm256_add_ps(vs0, vs1);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(vs), _mm256_extractf128_ps(vs, 1));
-    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1)));
-    for (x = full; x < n; x++) {
-      row[x] = attn_exp_avx2(row[x] - mx);
-      sum += row[x];
-    }
-    l[r] = l[r] * cr + sum;
-    m[r] = mx;
-    c[r] = cr;
+/* online_rows_base's steps (below) on vectors (attn_rowmax_SUFFIX, attn_exp_sum_SUFFIX),
+ * rows lds apart. */
+#define ATTN_DEFINE_ONLINE(SUFFIX, ATTR)                                                           \
+  ATTR static void online_rows_##SUFFIX(float *restrict s, int64_t rows, int64_t n, int64_t lds,   \
+                                        float *restrict m, float *restrict l,                      \
+                                        float *restrict c) {                                       \
+    for (int64_t r = 0; r < rows; r++) {                                                           \
+      float *row = s + r * lds;                                                                    \
+      float mx = isnan(row[0]) ? row[0] : attn_rowmax_##SUFFIX(row, n, m[r]);                      \
+      float cr = m[r] == -INFINITY ? 0.0f : attn_exp_avx2(m[r] - mx);                              \
+      l[r] = l[r] * cr + attn_exp_sum_##SUFFIX(row, n, mx);                                        \
+      m[r] = mx;                                                                                   \
+      c[r] = cr;                                                                                   \
+    }                                                                                              \
   }
-}
+ATTN_DEFINE_ONLINE(avx2, ATTN_AVX2)
 
 #ifdef __x86_64__
 /* The same products with AVX-512F, where the GEMM runs its AVX-512 set
@@ -626,42 +612,40 @@ ATTN_AVX512 static inline __m512 attn_exp16(__m512 x) {
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x); /* NaN */
 }
 
-/* online_rows_avx2 on 16 lanes. */
-ATTN_AVX512 static void online_rows_avx512(float *restrict s, int64_t rows, int64_t n,
-                                           int64_t lds, float *restrict m, float *restrict l,
-                                           float *restrict c) {
+/* attn_rowmax_avx2 and attn_exp_sum_avx2 on 16 lanes */
+ATTN_AVX512 static float attn_rowmax_avx512(const float *row, int64_t n, float from) {
   int64_t full = n - n % 16, x;
-  for (int64_t r = 0; r < rows; r++) {
-    float *row = s + r * lds;
-    float mx = m[r] > row[0] ? m[r] : row[0];
-    if (full) {
-      __m512 vm = _mm512_loadu_ps(row);
-      for (x = 16; x < full; x += 16)
-        vm = _mm512_max_ps(vm, _mm512_loadu_ps(row + x));
-      float h = _mm512_reduce_max_ps(vm);
-      mx = h > mx ? h : mx;
-    }
-    for (x = full; x < n; x++)
-      mx = row[x] > mx ? row[x] : mx;
-    if (isnan(row[0]))
-      mx = row[0];
-    float cr = m[r] == -INFINITY ? 0.0f : attn_exp_avx2(m[r] - mx);
-    __m512 vmx = _mm512_set1_ps(mx), vs = _mm512_setzero_ps();
-    for (x = 0; x < full; x += 16) {
-      __m512 e = attn_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + x), vmx));
-      _mm512_storeu_ps(row + x, e);
-      vs = _mm512_add_ps(vs, e);
-    }
-    float sum = _mm512_reduce_add_ps(vs);
-    for (x = full; x < n; x++) {
-      row[x] = attn_exp_avx2(row[x] - mx);
-      sum += row[x];
-    }
-    l[r] = l[r] * cr + sum;
-    m[r] = mx;
-    c[r] = cr;
+  float mx = from > row[0] ? from : row[0];
+  if (full) {
+    __m512 vm = _mm512_loadu_ps(row);
+    for (x = 16; x < full; x += 16)
+      vm = _mm512_max_ps(vm, _mm512_loadu_ps(row + x));
+    float h = _mm512_reduce_max_ps(vm);
+    mx = h > mx ? h : mx;
   }
+  for (x = full; x < n; x++)
+    mx = row[x] > mx ? row[x] : mx;
+  return mx;
 }
+
+ATTN_AVX512 static float attn_exp_sum_avx512(float *row, int64_t n, float mx) {
+  int64_t full = n - n % 16, x;
+  __m512 vmx = _mm512_set1_ps(mx), vs = _mm512_setzero_ps();
+  for (x = 0; x < full; x += 16) {
+    __m512 e = attn_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + x), vmx));
+    _mm512_storeu_ps(row + x, e);
+    vs = _mm512_add_ps(vs, e);
+  }
+  float sum = _mm512_reduce_add_ps(vs);
+  for (x = full; x < n; x++) {
+    row[x] = attn_exp_avx2(row[x] - mx);
+    sum += row[x];
+  }
+  return sum;
+}
+
+/* online_rows_avx2 on 16 lanes */
+ATTN_DEFINE_ONLINE(avx512, ATTN_AVX512)
 #endif
 #endif
 
