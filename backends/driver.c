@@ -263,6 +263,22 @@ int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const Dri
   return compile(a, d, o, c, err, errlen);
 }
 
+/* Whether two compiled programs read the same weights in the same layout at
+ * the same offsets with the same values (a decoder's forward pass and its
+ * step do): then one block of the image serves both. */
+static int same_weight_block(const Compiled *x, const Compiled *y) {
+  const RtModelInfo *a = x->info, *b = y->info;
+  if (a->n_weights != b->n_weights || a->weights_floats != b->weights_floats)
+    return 0;
+  for (int i = 0; i < a->n_weights; i++) {
+    const RtWeightInfo *u = &a->weights[i], *v = &b->weights[i];
+    if (strcmp(u->name, v->name) != 0 || u->offset != v->offset || u->layout != v->layout ||
+        u->rank != v->rank || memcmp(u->shape, v->shape, sizeof u->shape) != 0)
+      return 0;
+  }
+  return memcmp(x->packed, y->packed, (size_t)a->weights_floats * 4) == 0;
+}
+
 int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
                            RtGenInfo **out, float **image, char *err, size_t errlen) {
   const Compiled *st = &gen->step, *en = gen->encoder_decoder ? &gen->encode : NULL;
@@ -283,15 +299,22 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   gi->bos = m->bos_id;
   gi->eos = m->eos_id;
   /* the image: the forward pass's weights, the encoder's, the step's, each
-   * block starting 64-byte aligned */
+   * block starting 64-byte aligned; a block equal to the forward pass's is
+   * that block (decoder-only models: the image is half the size) */
   const Compiled *block[3] = {forward, en, st};
   int64_t start[3], end = 0;
+  int alias[3] = {0, 0, 0};
   RtModelInfo *w = arena_alloc(a, sizeof *w);
   memset(w, 0, sizeof *w);
   w->abi_version = RT_ABI_VERSION;
   w->name = st->info->name;
   w->pad_id = -1;
   for (int k = 0; k < 3; k++) {
+    if (k > 0 && forward && block[k] && same_weight_block(forward, block[k])) {
+      alias[k] = 1;
+      start[k] = start[0];
+      continue;
+    }
     start[k] = (end + 15) / 16 * 16;
     end = start[k] + (block[k] ? block[k]->info->weights_floats : 0);
     w->n_weights += block[k] ? block[k]->info->n_weights : 0;
@@ -301,7 +324,7 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   RtWeightInfo *ws = arena_alloc(a, (size_t)(w->n_weights + 1) * sizeof *ws);
   int n_w = 0;
   for (int k = 0; k < 3; k++)
-    for (int i = 0; block[k] && i < block[k]->info->n_weights; i++) {
+    for (int i = 0; block[k] && !alias[k] && i < block[k]->info->n_weights; i++) {
       ws[n_w] = block[k]->info->weights[i];
       ws[n_w++].offset += start[k];
     }
@@ -317,7 +340,7 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   float *img = (float *)((raw + 63) & ~(uintptr_t)63);
   memset(img, 0, (size_t)end * 4);
   for (int k = 0; k < 3; k++)
-    if (block[k])
+    if (block[k] && !alias[k])
       memcpy(img + start[k], block[k]->packed, (size_t)block[k]->info->weights_floats * 4);
   /* the step's state tensors (KV caches) f32[rows, positions, width]: where
    * the plan put them, for beam search's row reordering */

@@ -107,8 +107,9 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
  * tensors, the spec's bos / eos, the weights image's layout) and the one
  * weights image (*image: gi->weights->weights_floats floats, 64-byte
  * aligned: the forward pass's packed weights, the encoder's at
- * gi->encode_offset, the step's at gi->step_offset). Everything lives in
- * a. Returns 0, or 1 + message. */
+ * gi->encode_offset, the step's at gi->step_offset; a program reading the
+ * forward pass's very weights shares its block, offset 0). Everything
+ * lives in a. Returns 0, or 1 + message. */
 int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
                            RtGenInfo **gi, float **image, char *err, size_t errlen);
 

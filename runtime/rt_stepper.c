@@ -309,12 +309,14 @@ int rt_gen_info_check(const RtGenInfo *gi, char *err, size_t errlen) {
   if (gi->weights->abi_version != RT_ABI_VERSION)
     return rt_errorf(err, errlen, "generation info: the weights layout is for ABI %u",
                      gi->weights->abi_version);
-  /* the blocks: forward [0, f), encode [encode_offset, +e), step [step_offset, end) */
-  int64_t f = gi->forward ? gi->forward->weights_floats : 0;
+  /* the blocks: forward [0, f), encode [encode_offset, +e), step
+   * [step_offset, +s), each inside the image (the encoder's and the step's
+   * may be the forward pass's own) */
+  int64_t f = gi->forward ? gi->forward->weights_floats : 0, all = gi->weights->weights_floats;
   int64_t e = gi->encode ? gi->encode->weights_floats : 0, s = gi->step->weights_floats;
   if (f < 0 || e < 0 || s < 0 || gi->encode_offset % 16 || gi->step_offset % 16 ||
-      gi->encode_offset < f || gi->step_offset < gi->encode_offset + e ||
-      gi->weights->weights_floats != gi->step_offset + s)
+      gi->encode_offset < 0 || gi->step_offset < 0 || f > all || e > all - gi->encode_offset ||
+      s > all - gi->step_offset)
     return rt_errorf(err, errlen, "generation info: the weights image does not hold the programs");
   if (gi->n_states < 0 || (gi->n_states && !gi->states))
     return rt_errorf(err, errlen, "generation info: bad state count");

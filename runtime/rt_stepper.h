@@ -166,8 +166,10 @@ typedef struct RtStateInfo {
  * reads (rt_weights.h, validated against `weights`, an RtModelInfo
  * describing only that image: the forward pass's weights at 0, the
  * encoder's at encode_offset, the step's at step_offset, each program's
- * offsets moved by its start; the starts are 64-byte aligned, in this
- * order, and the step's block ends the image). */
+ * offsets moved by its start; the starts are 64-byte aligned and every
+ * block lies inside the image. A program whose weights are the forward
+ * pass's, in the same layout with the same values (a decoder's step), has
+ * no block of its own: its offset is 0, and the image is half the size). */
 typedef struct RtGenInfo {
   uint32_t version;            /* RT_GEN_INFO_VERSION */
   const RtModelInfo *forward;  /* NULL: none (then its block is empty) */

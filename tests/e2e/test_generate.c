@@ -11,6 +11,7 @@
  * forward over (src, target so far). */
 #include "backends/exec.h"
 #include "runtime/rt_generate.h"
+#include "runtime/rt_stepper.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -320,4 +321,55 @@ Test(generate, beam_loop) {
   cr_assert_neq(rt_generate_beam(&(RtGenerateOptions){8, 1, 4, 0}, 2, 1.0, fake_rows_step,
                                  fake_rows_reorder, &f, prompt, 2, out, &r, err, sizeof err), 0);
   cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
+}
+
+/* The weights image a generating executable or project carries
+ * (driver_generation_info, on programs compiled as tfmc build compiles
+ * them): a decoder's step reads the forward pass's very weights, so it
+ * shares that block (offset 0, an image of the forward pass's size, the
+ * same bytes); an encoder_decoder's encoder and step read blocks of their
+ * own after the forward pass's. */
+static void check_image(const char *spec, bool shared) {
+  Arena *a = arena_create();
+  static PassPipeline pl;
+  cr_assert(pass_pipeline_level(2, &pl));
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  DriverOptions o = {.seed = 11, .stage = DRIVER_PACKED, .passes = &pl, .pass_ctx = &pctx};
+  Compiled fwd;
+  CompiledGeneration gen;
+  char err[1024] = "";
+  cr_assert_eq(driver_compile_file(a, &d, spec, &o, &fwd, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s", err);
+  RtGenInfo *gi;
+  float *image;
+  cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_gen_info_check(gi, err, sizeof err), 0, "%s", err);
+  int64_t f = fwd.info->weights_floats, s = gen.step.info->weights_floats;
+  cr_assert_eq(memcmp(image, fwd.packed, (size_t)f * 4), 0);
+  cr_assert_eq(memcmp(image + gi->step_offset, gen.step.packed, (size_t)s * 4), 0);
+  if (shared) {
+    cr_assert_eq(gi->step_offset, 0);
+    cr_assert_eq(gi->weights->weights_floats, f);
+    cr_assert_eq(gi->weights->n_weights, fwd.info->n_weights);
+  } else {
+    int64_t e = gen.encode.info->weights_floats;
+    cr_assert_geq(gi->encode_offset, f);
+    cr_assert_geq(gi->step_offset, gi->encode_offset + e);
+    cr_assert_eq(gi->weights->weights_floats, gi->step_offset + s);
+    cr_assert_eq(memcmp(image + gi->encode_offset, gen.encode.packed, (size_t)e * 4), 0);
+  }
+  /* a block that leaves the image is refused */
+  RtGenInfo bad = *gi;
+  bad.step_offset = gi->weights->weights_floats - s + 16;
+  cr_assert_neq(rt_gen_info_check(&bad, err, sizeof err), 0);
+  arena_destroy(a);
+}
+
+Test(generate, image_decoder_step_shares_the_forward_block) {
+  check_image(SPEC_DIR "gpt2_tiny.tfm", true);
+}
+Test(generate, image_encoder_decoder_blocks) {
+  check_image(SPEC_DIR "seq2seq_tiny.tfm", false);
 }
