@@ -42,8 +42,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 6 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
-                            5: RtModelInfo.arena_blocks; 6: RtWeightInfo.layout */
+#define RT_ABI_VERSION 7 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
+                            5: RtModelInfo.arena_blocks; 6: RtWeightInfo.layout;
+                            7: RtModelInfo.attention_layer */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -141,6 +142,10 @@ typedef struct RtModelInfo {
   const RtKernelInfo *kernels;
   int n_arena_blocks;      /* 0: no table (every run commits the whole arena) */
   const RtArenaBlock *arena_blocks;
+  const char *attention_layer; /* the layer whose probabilities the output "attention"
+                                  holds (compiled with --attention LAYER: "encoder.0",
+                                  "decoder.1.cross"); NULL: no such output (with
+                                  --attention all each layer's is "attention.LAYER") */
 } RtModelInfo;
 
 typedef struct RtProfile RtProfile; /* per-kernel times: runtime/rt_profile.h */
