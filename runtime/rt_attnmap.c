@@ -424,6 +424,13 @@ static int labels_for(const RtModelInfo *info, const RtBound *b, const RtVocab *
   return labels_of_ids((const int32_t *)b->inputs[in] + row * n, n, v, m, out);
 }
 
+const char *rt_attnmap_output_layer(const RtModelInfo *info, int i) {
+  const char *name = info->outputs[i].name;
+  if (!name || info->outputs[i].rank < 3) return NULL;
+  if (strcmp(name, "attention") == 0) return info->attention_layer;
+  return has_prefix(name, "attention.") ? name + strlen("attention.") : NULL;
+}
+
 int rt_attnmap_generated(const char *layer, const float *probs, int64_t heads, int64_t n,
                          int64_t keys, const int32_t *q_ids, const int32_t *k_ids,
                          const RtVocab *v, RtAttnMaps *m, char *err, size_t errlen) {
@@ -456,12 +463,8 @@ int rt_attnmap_collect(const RtModelInfo *info, const RtBound *b, const RtVocab 
     return rt_errorf(err, errlen, "out of memory");
   }
   for (int i = 0; i < n_out; i++) {
-    const RtTensorInfo *t = &info->outputs[i];
-    const char *name;
-    if (strcmp(t->name, "attention") == 0) name = info->attention_layer;
-    else if (has_prefix(t->name, "attention.")) name = t->name + strlen("attention.");
-    else continue;
-    if (!name || t->rank != 4 || !b->outputs[i]) continue;
+    const char *name = rt_attnmap_output_layer(info, i);
+    if (!name || info->outputs[i].rank != 4 || !b->outputs[i]) continue;
     RtAttnLayer *l = &m->layers[m->n_layers++];
     l->name = name;
     l->probs = b->outputs[i];
@@ -568,24 +571,38 @@ int rt_attnmap_save(const char *path, const RtAttnPlot *p, char *err, size_t err
   return rc ? 1 : 0;
 }
 
+int rt_attnmap_has_layer(const RtModelInfo *info, const char *layer, char *err, size_t errlen) {
+  int n_out = info->n_outputs < 0 ? 0 : info->n_outputs > RT_MAX_IO ? RT_MAX_IO : info->n_outputs;
+  int n = 0;
+  for (int i = 0; i < n_out; i++) {
+    const char *l = rt_attnmap_output_layer(info, i);
+    if (l && (!layer || strcmp(l, layer) == 0)) return 0;
+    n += l != NULL;
+  }
+  const char *model = info->name ? info->name : "?";
+  if (!n)
+    return rt_errorf(err, errlen,
+                     "model '%s' was compiled without attention outputs (--attention "
+                     "LAYER|all)", model);
+  size_t k = (size_t)snprintf(err, errlen,
+                              "--layer %s: not among the attention layers compiled in (model "
+                              "'%s' outputs those of ",
+                              layer, model);
+  for (int i = 0, j = 0; i < n_out && k < errlen; i++)
+    if (rt_attnmap_output_layer(info, i))
+      k += (size_t)snprintf(err + k, errlen - k, "%s%s", j++ ? ", " : "", rt_attnmap_output_layer(info, i));
+  if (k < errlen) snprintf(err + k, errlen - k, "; --attention LAYER|all chooses them)");
+  return 1;
+}
+
 int rt_attnmap_draw_run(const char *prog, const RtModelInfo *info, const RtBound *b,
                         const RtVocab *v, const RtAttnRequest *r, char *err, size_t errlen) {
+  if (rt_attnmap_has_layer(info, r->layer, err, errlen)) return 1;
   RtAttnMaps m;
   if (rt_attnmap_collect(info, b, v, r->batch_row, &m, err, errlen)) return 1;
   int pick = -1;
   for (int i = 0; r->layer && i < m.n_layers && pick < 0; i++)
     if (strcmp(m.layers[i].name, r->layer) == 0) pick = i;
-  if (r->layer && pick < 0) {
-    size_t k = (size_t)snprintf(err, errlen,
-                                "--layer %s: not among the attention layers compiled in (model "
-                                "'%s' outputs those of ",
-                                r->layer, info->name ? info->name : "?");
-    for (int i = 0; i < m.n_layers && k < errlen; i++)
-      k += (size_t)snprintf(err + k, errlen - k, "%s%s", i ? ", " : "", m.layers[i].name);
-    if (k < errlen) snprintf(err + k, errlen - k, "; --attention LAYER|all chooses them)");
-    rt_attnmap_free(&m);
-    return 1;
-  }
   RtAttnPlot p = {info->name,   pick >= 0 ? &m.layers[pick] : m.layers,
                   pick >= 0 ? 1 : m.n_layers, r->batch_row, r->head, r->html, false};
   int rc = rt_attnmap_save(r->out, &p, err, errlen);

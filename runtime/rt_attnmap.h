@@ -134,6 +134,16 @@ typedef struct RtAttnRequest {
 int rt_attnmap_request(const char *out_opt, const char *out, const char *layer, const char *head,
                        const char *batch_row, RtAttnRequest *r, char *err, size_t errlen);
 
+/* The layer whose probabilities info's output i holds ("attention.LAYER",
+ * or "attention" with info->attention_layer), or NULL. */
+const char *rt_attnmap_output_layer(const RtModelInfo *info, int i);
+
+/* Whether info's outputs hold the attention of layer (NULL: of any layer):
+ * "attention.LAYER", or "attention" with info->attention_layer. Returns
+ * 0, or 1 with a message naming the layers they hold (or saying there
+ * are none: compiled without --attention). */
+int rt_attnmap_has_layer(const RtModelInfo *info, const char *layer, char *err, size_t errlen);
+
 /* Writes p to path: drawn in memory, then written as every output is
  * (rt_file.h: atomically, through symlinks, in place to a FIFO or
  * device; a directory refused), so a failure leaves no half picture.
@@ -141,8 +151,8 @@ int rt_attnmap_request(const char *out_opt, const char *out, const char *layer, 
 int rt_attnmap_save(const char *path, const RtAttnPlot *p, char *err, size_t errlen);
 
 /* Draws what r asks of a bound run of info, after the run: the layers
- * rt_attnmap_collect finds (r->layer: that one, refused with the list of
- * the layers there are when it is not among them), r->head, r->batch_row,
+ * rt_attnmap_collect finds (r->layer: that one, refused as
+ * rt_attnmap_has_layer refuses it), r->head, r->batch_row,
  * titled with info->name, saved to r->out (rt_attnmap_save); then says
  * "PROG: wrote OUT (N layers, H heads, batch row R)" on stderr. Returns 0,
  * or 1 with a message (nothing written). */
