@@ -1232,7 +1232,9 @@ static int cmd_attention(int argc, char **argv) {
          "--beams) and draws one decoder layer (default: the last one's\n"
          "cross-attention, or a decoder's last layer): one heatmap per head, a row\n"
          "per generated token (the probabilities of the step that chose it), the\n"
-         "source tokens across (a decoder: the prompt and the generated tokens).");
+         "source tokens across (a decoder: the prompt and the generated tokens).\n"
+         "Executables built with --attention (tfmc build, emit-c) draw the same\n"
+         "picture: EXE ... --attention-map MAPS.svg [--layer L] [--head H] [--batch-row R].");
     return 0;
   }
   if (r)
@@ -1522,6 +1524,8 @@ static int cmd_build(int argc, char **argv) {
          "is the largest --beams it takes (the KV cache's rows). With --attention\n"
          "decoder.N[.cross] its --generate runs also write that layer's\n"
          "attention rows to --outputs, as 'tfmc run --generate --attention'.\n"
+         "Built with --attention, EXE --attention-map MAPS.svg draws the attention\n"
+         "maps as 'tfmc attention' does (with --generate, the generation's rows).\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"
