@@ -588,9 +588,10 @@ int rt_attnmap_has_layer(const RtModelInfo *info, const char *layer, char *err, 
                               "--layer %s: not among the attention layers compiled in (model "
                               "'%s' outputs those of ",
                               layer, model);
-  for (int i = 0, j = 0; i < n_out && k < errlen; i++)
-    if (rt_attnmap_output_layer(info, i))
-      k += (size_t)snprintf(err + k, errlen - k, "%s%s", j++ ? ", " : "", rt_attnmap_output_layer(info, i));
+  for (int i = 0, j = 0; i < n_out && k < errlen; i++) {
+    const char *l = rt_attnmap_output_layer(info, i);
+    if (l) k += (size_t)snprintf(err + k, errlen - k, "%s%s", j++ ? ", " : "", l);
+  }
   if (k < errlen) snprintf(err + k, errlen - k, "; --attention LAYER|all chooses them)");
   return 1;
 }

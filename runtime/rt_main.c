@@ -116,17 +116,19 @@ static int takes_text(const RtModelInfo *info) {
 static void print_attention_usage(FILE *f, const RtModelInfo *info, int generation) {
   if (rt_attnmap_has_layer(info, NULL, NULL, 0))
     return;
+  static const char *const what[2] = {
+      "                   draw the attention probabilities as 'tfmc attention'\n"
+      "                   does: FILE.svg, or FILE.html (the SVG in a page); one\n"
+      "                   heatmap per layer and head, queries down, keys across,\n",
+      "                   draw the generation's attention as 'tfmc attention\n"
+      "                   --generate' does: FILE.svg, or FILE.html (the SVG in\n"
+      "                   a page); one heatmap per head, a row per generated\n"
+      "                   token (the probabilities of the step that chose it),\n"};
   fprintf(f, "  --attention-map FILE\n%s"
              "                   labelled with the tokens (--vocab symbols, else ids);\n"
              "                   a PNG: rsvg-convert FILE.svg -o FILE.png\n"
              "  --layer LAYER    with --attention-map: ",
-          generation ? "                   draw the generation's attention as 'tfmc attention\n"
-                       "                   --generate' does: FILE.svg, or FILE.html (the SVG in\n"
-                       "                   a page); one heatmap per head, a row per generated\n"
-                       "                   token (the probabilities of the step that chose it),\n"
-                     : "                   draw the attention probabilities as 'tfmc attention'\n"
-                       "                   does: FILE.svg, or FILE.html (the SVG in a page); one\n"
-                       "                   heatmap per layer and head, queries down, keys across,\n");
+          what[generation != 0]);
   int n_out = info->n_outputs >= 0 && info->n_outputs <= RT_MAX_IO ? info->n_outputs : 0;
   for (int i = 0, k = 0; i < n_out; i++)
     if (rt_attnmap_output_layer(info, i))
@@ -135,7 +137,8 @@ static void print_attention_usage(FILE *f, const RtModelInfo *info, int generati
              "  --head H         with --attention-map: one head, or all (the default)\n",
           generation ? " (the one compiled in)" : " or all\n                   (the default)");
   if (!generation)
-    fprintf(f, "  --batch-row R    with --attention-map: which sequence of the batch (default 0)\n");
+    fprintf(f, "  --batch-row R    with --attention-map: which sequence of the batch\n"
+               "                   (default 0)\n");
 }
 
 static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
@@ -701,17 +704,16 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
 }
 
 static int parse_gen_args(const char *prog, int argc, char **argv, GenOpts *o) {
-  static const char *const names[] = {"generate",      "tokens",    "text",        "inputs",
-                                      "vocab",         "tokenizer", "temperature", "top-k",
-                                      "top-p",         "seed",      "beams",       "length-penalty",
-                                      "outputs",       "weights",   "threads",     "repeat",
-                                      "attention-map", "layer",     "head",        "batch-row"};
+  static const char *const names[] = {
+      "generate", "tokens",  "text",    "inputs",  "vocab",         "tokenizer", "temperature",
+      "top-k",    "top-p",   "seed",    "beams",   "length-penalty", "outputs",  "weights",
+      "threads",  "repeat",  "attention-map", "layer", "head",      "batch-row"};
   enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
-  const char **slots[N_NAMES] = {&o->generate,      &o->tokens,    &o->text,        &o->inputs,
-                                 &o->vocab,         &o->tokenizer, &o->temperature, &o->top_k,
-                                 &o->top_p,         &o->seed,      &o->beams,       &o->length_penalty,
-                                 &o->outputs,       &o->weights,   &o->threads,     &o->repeat,
-                                 &o->attention_map, &o->layer,     &o->head,        &o->batch_row};
+  const char **slots[N_NAMES] = {
+      &o->generate, &o->tokens, &o->text,   &o->inputs,         &o->vocab,   &o->tokenizer,
+      &o->temperature, &o->top_k, &o->top_p, &o->seed,         &o->beams,   &o->length_penalty,
+      &o->outputs,  &o->weights, &o->threads, &o->repeat,       &o->attention_map, &o->layer,
+      &o->head,     &o->batch_row};
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s) continue;

@@ -243,8 +243,11 @@ int64_t rt_model_dim(const RtDim *d, const int64_t *syms);
  *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt)
  *       [--outputs OUT.safetensors] [--vocab V.txt] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
+ *       [--attention-map MAPS.svg|MAPS.html [--layer L|all] [--head H|all] [--batch-row R]]
  * --tokens / --text: one sequence through rt_text_bind (rt_text.h); without
  * --outputs the outputs are summarised on stdout (rt_text_print_bound).
+ * --attention-map (info outputs attention: compiled with --attention) draws
+ * it as `tfmc attention` does (rt_attnmap.h rt_attnmap_draw_run).
  * Weights: the embedded image when embedded != NULL, else --weights, else
  * the file EXE.weights next to the executable (found via /proc/self/exe or
  * argv[0]). --repeat N: N more timed runs after the first, the median, min
