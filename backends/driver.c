@@ -130,11 +130,17 @@ static WeightSet *weights_get(Arena *a, Diags *d, const IrGraph *g, const Spec *
   return w;
 }
 
-/* 6. the run-time description of g (and of prog, once lowered). */
-static RtModelInfo *model_info(Arena *a, const Compiled *c) {
+/* 6. the run-time description of g (and of prog, once lowered); the
+ * output "attention" is named by the layer o->attention chose (what an
+ * executable's --attention-map labels it with). */
+static RtModelInfo *model_info(Arena *a, const Compiled *c, const DriverOptions *o) {
   int64_t vocab[RT_MAX_IO] = {0};
   pass_input_vocabs(c->g, vocab);
-  return pass_model_info(a, c->g, c->prog, vocab, c->g->pad_id);
+  RtModelInfo *m = pass_model_info(a, c->g, c->prog, vocab, c->g->pad_id);
+  for (int i = 0; o->attention && i < m->n_outputs; i++)
+    if (strcmp(m->outputs[i].name, "attention") == 0)
+      m->attention_layer = arena_strdup(a, o->attention);
+  return m;
 }
 
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,
@@ -151,7 +157,7 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
    * for the interpreter and the packer alike */
   if (c->w && !(c->w = ir_weights_derive(a, c->g, c->w, err, errlen))) return 1;
   if (o->stage == DRIVER_GRAPH) {
-    c->info = model_info(a, c);
+    c->info = model_info(a, c, o);
     return 0;
   }
   /* 4. lowering to loop IR, verified (a failure is a compiler bug) */
@@ -164,7 +170,7 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   /* 5. loop passes */
   if (run_passes && !pass_pipeline_run_loop(c->prog, o->passes, pctx)) return 1;
   /* 6. the run-time description and the packed weights */
-  c->info = model_info(a, c);
+  c->info = model_info(a, c, o);
   if (o->stage == DRIVER_PACKED) {
     TFMC_ASSERT(c->w);
     /* 64-byte aligned: compiled code may assume each tensor's alignment */

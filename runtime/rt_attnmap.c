@@ -12,13 +12,20 @@
  * integer pixels, so adjacent cells meet without seams; every heatmap cell
  * is exactly one <rect class="cell"> and nothing else has that class; the
  * writer checks every index it reads against the dims it is given, and
- * refuses before writing anything. Libc and libm only, C99 (emitted C
- * projects copy this file). */
+ * refuses before writing anything; a picture reaches its file whole or
+ * not at all (rt_attnmap_save). Libc (POSIX 2008) and libm only, C99
+ * (emitted C projects copy this file: their executables draw too). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* open_memstream, stat */
+#endif
 #include "runtime/rt_attnmap.h"
+#include "runtime/rt_file.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- colour ---- */
 
@@ -417,6 +424,13 @@ static int labels_for(const RtModelInfo *info, const RtBound *b, const RtVocab *
   return labels_of_ids((const int32_t *)b->inputs[in] + row * n, n, v, m, out);
 }
 
+const char *rt_attnmap_output_layer(const RtModelInfo *info, int i) {
+  const char *name = info->outputs[i].name;
+  if (!name || info->outputs[i].rank < 3) return NULL;
+  if (strcmp(name, "attention") == 0) return info->attention_layer;
+  return has_prefix(name, "attention.") ? name + strlen("attention.") : NULL;
+}
+
 int rt_attnmap_generated(const char *layer, const float *probs, int64_t heads, int64_t n,
                          int64_t keys, const int32_t *q_ids, const int32_t *k_ids,
                          const RtVocab *v, RtAttnMaps *m, char *err, size_t errlen) {
@@ -439,8 +453,7 @@ int rt_attnmap_generated(const char *layer, const float *probs, int64_t heads, i
 }
 
 int rt_attnmap_collect(const RtModelInfo *info, const RtBound *b, const RtVocab *v,
-                       int64_t batch_row, const char *single_layer, RtAttnMaps *m, char *err,
-                       size_t errlen) {
+                       int64_t batch_row, RtAttnMaps *m, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   int n_out = info->n_outputs < 0 ? 0 : info->n_outputs > RT_MAX_IO ? RT_MAX_IO : info->n_outputs;
   m->layers = calloc((size_t)n_out + 1, sizeof *m->layers);
@@ -450,12 +463,8 @@ int rt_attnmap_collect(const RtModelInfo *info, const RtBound *b, const RtVocab 
     return rt_errorf(err, errlen, "out of memory");
   }
   for (int i = 0; i < n_out; i++) {
-    const RtTensorInfo *t = &info->outputs[i];
-    const char *name;
-    if (strcmp(t->name, "attention") == 0) name = single_layer;
-    else if (has_prefix(t->name, "attention.")) name = t->name + strlen("attention.");
-    else continue;
-    if (!name || t->rank != 4 || !b->outputs[i]) continue;
+    const char *name = rt_attnmap_output_layer(info, i);
+    if (!name || info->outputs[i].rank != 4 || !b->outputs[i]) continue;
     RtAttnLayer *l = &m->layers[m->n_layers++];
     l->name = name;
     l->probs = b->outputs[i];
@@ -486,4 +495,151 @@ int rt_attnmap_collect(const RtModelInfo *info, const RtBound *b, const RtVocab 
     return rt_errorf(err, errlen, "the model has no attention outputs");
   }
   return 0;
+}
+
+/* ---- a picture as a command line asks for it ---- */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A non-negative integer: 0, or 1 when s is not one. */
+static int count_of(const char *s, int64_t *v) {
+  char *e;
+  errno = 0;
+  long long x = strtoll(s, &e, 10);
+  if (*e || errno || !*s || x < 0 || *s == '+' || *s == ' ') return 1;
+  *v = x;
+  return 0;
+}
+
+int rt_attnmap_request(const char *out_opt, const char *out, const char *layer, const char *head,
+                       const char *batch_row, RtAttnRequest *r, char *err, size_t errlen) {
+  memset(r, 0, sizeof *r);
+  r->head = -1;
+  if (!out || !*out) {
+    rt_errorf(err, errlen, "give the picture's path with %s FILE.svg", out_opt);
+    return 2;
+  }
+  if (ends_with(out, ".png") || ends_with(out, ".PNG")) {
+    rt_errorf(err, errlen,
+              "%s %s: the picture is FILE.svg or FILE.html; for a PNG draw the SVG, then "
+              "'rsvg-convert FILE.svg -o %s'",
+              out_opt, out, out);
+    return 2;
+  }
+  if (!ends_with(out, ".svg") && !ends_with(out, ".html")) {
+    rt_errorf(err, errlen, "%s %s: the picture is FILE.svg or FILE.html", out_opt, out);
+    return 2;
+  }
+  if (head && strcmp(head, "all") != 0 && count_of(head, &r->head)) {
+    rt_errorf(err, errlen, "--head takes a non-negative integer or all, not '%s'", head);
+    return 2;
+  }
+  if (batch_row && count_of(batch_row, &r->batch_row)) {
+    rt_errorf(err, errlen, "--batch-row takes a non-negative integer, not '%s'", batch_row);
+    return 2;
+  }
+  struct stat st;
+  if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+    return rt_errorf(err, errlen, "%s %s is a directory; give the picture's file name", out_opt,
+                     out);
+  r->out = out;
+  r->layer = layer && strcmp(layer, "all") != 0 ? layer : NULL;
+  r->html = ends_with(out, ".html");
+  return 0;
+}
+
+int rt_attnmap_save(const char *path, const RtAttnPlot *p, char *err, size_t errlen) {
+  char *svg = NULL;
+  size_t svg_len = 0;
+  FILE *f = open_memstream(&svg, &svg_len);
+  if (!f) return rt_errorf(err, errlen, "out of memory");
+  int rc = rt_attnmap_write(f, p, err, errlen);
+  if (fclose(f) && !rc) rc = rt_errorf(err, errlen, "out of memory");
+  RtOut o = {0};
+  if (!rc && !(rc = rt_out_open(&o, path, 0, err, errlen))) {
+    if (rt_file_write_all(o.fd, svg, svg_len)) {
+      rc = rt_errorf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+      rt_out_abort(&o);
+    } else {
+      rc = rt_out_commit(&o, err, errlen);
+    }
+  }
+  free(svg);
+  return rc ? 1 : 0;
+}
+
+int rt_attnmap_has_layer(const RtModelInfo *info, const char *layer, char *err, size_t errlen) {
+  int n_out = info->n_outputs < 0 ? 0 : info->n_outputs > RT_MAX_IO ? RT_MAX_IO : info->n_outputs;
+  int n = 0;
+  for (int i = 0; i < n_out; i++) {
+    const char *l = rt_attnmap_output_layer(info, i);
+    if (l && (!layer || strcmp(l, layer) == 0)) return 0;
+    n += l != NULL;
+  }
+  const char *model = info->name ? info->name : "?";
+  if (!n)
+    return rt_errorf(err, errlen,
+                     "model '%s' was compiled without attention outputs (--attention "
+                     "LAYER|all)", model);
+  size_t k = (size_t)snprintf(err, errlen,
+                              "--layer %s: not among the attention layers compiled in (model "
+                              "'%s' outputs those of ",
+                              layer, model);
+  for (int i = 0, j = 0; i < n_out && k < errlen; i++) {
+    const char *l = rt_attnmap_output_layer(info, i);
+    if (l) k += (size_t)snprintf(err + k, errlen - k, "%s%s", j++ ? ", " : "", l);
+  }
+  if (k < errlen) snprintf(err + k, errlen - k, "; --attention LAYER|all chooses them)");
+  return 1;
+}
+
+int rt_attnmap_draw_run(const char *prog, const RtModelInfo *info, const RtBound *b,
+                        const RtVocab *v, const RtAttnRequest *r, char *err, size_t errlen) {
+  if (rt_attnmap_has_layer(info, r->layer, err, errlen)) return 1;
+  RtAttnMaps m;
+  if (rt_attnmap_collect(info, b, v, r->batch_row, &m, err, errlen)) return 1;
+  int pick = -1;
+  for (int i = 0; r->layer && i < m.n_layers && pick < 0; i++)
+    if (strcmp(m.layers[i].name, r->layer) == 0) pick = i;
+  RtAttnPlot p = {info->name,   pick >= 0 ? &m.layers[pick] : m.layers,
+                  pick >= 0 ? 1 : m.n_layers, r->batch_row, r->head, r->html, false};
+  int rc = rt_attnmap_save(r->out, &p, err, errlen);
+  if (!rc) {
+    char heads[32] = "all";
+    if (r->head >= 0) snprintf(heads, sizeof heads, "%lld", (long long)r->head);
+    fprintf(stderr, "%s: wrote %s (%d layer%s, %s heads, batch row %lld)\n", prog, r->out,
+            p.n_layers, p.n_layers == 1 ? "" : "s", heads, (long long)r->batch_row);
+  }
+  rt_attnmap_free(&m);
+  return rc;
+}
+
+int rt_attnmap_draw_generated(const char *prog, const char *model, const char *layer,
+                              const RtGenCapture *c, const RtVocab *v, const RtAttnRequest *r,
+                              char *err, size_t errlen) {
+  if (!layer || !c->attention)
+    return rt_errorf(err, errlen, "the generation drew no attention (the step program outputs "
+                                  "none)");
+  if (r->layer && strcmp(r->layer, layer) != 0)
+    return rt_errorf(err, errlen,
+                     "--layer %s: not the attention layer compiled in (model '%s' generates "
+                     "with that of %s; --attention decoder.N[.cross] chooses it)",
+                     r->layer, model ? model : "?", layer);
+  RtAttnMaps m;
+  if (rt_attnmap_generated(layer, c->attention, c->heads, c->n, c->keys, c->ids, c->key_ids, v,
+                           &m, err, errlen))
+    return 1;
+  RtAttnPlot p = {model, m.layers, 1, 0, r->head, r->html, true};
+  int rc = rt_attnmap_save(r->out, &p, err, errlen);
+  if (!rc) {
+    char heads[32] = "all heads";
+    if (r->head >= 0) snprintf(heads, sizeof heads, "head %lld", (long long)r->head);
+    fprintf(stderr, "%s: wrote %s (%s, %s, %lld generated tokens)\n", prog, r->out, layer, heads,
+            (long long)c->n);
+  }
+  rt_attnmap_free(&m);
+  return rc;
 }

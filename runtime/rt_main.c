@@ -5,6 +5,13 @@
  *        | --text "TEXT" --tokenizer gpt2:DIR|wordpiece:VOCAB.txt[:uncased])
  *       [--outputs OUT.safetensors] [--vocab V.txt | --tokenizer SPEC] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
+ *       [--attention-map MAPS.svg|MAPS.html [--layer L|all] [--head H|all] [--batch-row R]]
+ *
+ * --attention-map (executables compiled with --attention LAYER|all) draws
+ * the run's attention probabilities as `tfmc attention` does, through the
+ * same code (rt_attnmap.h): the same model, weights and inputs give the
+ * same bytes; with --generate, the rows of the generation, as `tfmc
+ * attention --generate` draws them.
  *
  * --tokens / --text give one sequence (rt_text.c, as `tfmc run` takes it);
  * without --outputs the outputs are summarised on stdout as `tfmc run`
@@ -17,9 +24,11 @@
  * path (one cleanup block, in reverse order); the outputs file is only
  * written after a complete run (rt_file.h: atomically, through symlinks,
  * FIFOs and devices in place), and never when it names one of the files
- * being read or this executable; output that cannot be written to stdout
+ * being read or this executable (the same for the --attention-map
+ * picture, which is not --outputs either); output that cannot be written to stdout
  * is an error (exit status 1). */
 #include "runtime/rt_arena.h"
+#include "runtime/rt_attnmap.h"
 #include "runtime/rt_file.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_gen_model.h"
@@ -47,6 +56,7 @@
 
 typedef struct MainOpts {
   const char *inputs, *outputs, *weights, *threads, *repeat, *tokens, *text, *vocab, *tokenizer;
+  const char *attention_map, *layer, *head, *batch_row;
   int help, version, profile;
 } MainOpts;
 
@@ -98,6 +108,37 @@ static int takes_text(const RtModelInfo *info) {
     else others++;
   }
   return tokens == 1 && others == 0;
+}
+
+/* --attention-map and its options, listed only when info outputs
+ * attention probabilities (compiled with --attention); generation: the
+ * rows of a generation (no --batch-row). */
+static void print_attention_usage(FILE *f, const RtModelInfo *info, int generation) {
+  if (rt_attnmap_has_layer(info, NULL, NULL, 0))
+    return;
+  static const char *const what[2] = {
+      "                   draw the attention probabilities as 'tfmc attention'\n"
+      "                   does: FILE.svg, or FILE.html (the SVG in a page); one\n"
+      "                   heatmap per layer and head, queries down, keys across,\n",
+      "                   draw the generation's attention as 'tfmc attention\n"
+      "                   --generate' does: FILE.svg, or FILE.html (the SVG in\n"
+      "                   a page); one heatmap per head, a row per generated\n"
+      "                   token (the probabilities of the step that chose it),\n"};
+  fprintf(f, "  --attention-map FILE\n%s"
+             "                   labelled with the tokens (--vocab symbols, else ids);\n"
+             "                   a PNG: rsvg-convert FILE.svg -o FILE.png\n"
+             "  --layer LAYER    with --attention-map: ",
+          what[generation != 0]);
+  int n_out = info->n_outputs >= 0 && info->n_outputs <= RT_MAX_IO ? info->n_outputs : 0;
+  for (int i = 0, k = 0; i < n_out; i++)
+    if (rt_attnmap_output_layer(info, i))
+      fprintf(f, "%s%s", k++ ? ", " : "", rt_attnmap_output_layer(info, i));
+  fprintf(f, "%s\n"
+             "  --head H         with --attention-map: one head, or all (the default)\n",
+          generation ? " (the one compiled in)" : " or all\n                   (the default)");
+  if (!generation)
+    fprintf(f, "  --batch-row R    with --attention-map: which sequence of the batch\n"
+               "                   (default 0)\n");
 }
 
 static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int embedded) {
@@ -176,6 +217,7 @@ static void print_usage(FILE *f, const char *prog, const RtModelInfo *info, int 
              "                   one of the files read); without it they are summarised on\n"
              "                   stdout (logits: the argmax token per position; class_logits:\n"
              "                   the class and its probability; else mean, rms, first values)\n");
+  print_attention_usage(f, info, 0);
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
   else
@@ -209,8 +251,10 @@ static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
 
 /* Returns 0, or EXIT_USAGE after a message. */
 static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
-  static const char *const names[] = {"inputs",  "outputs", "weights", "threads",
-                                      "repeat",  "tokens",  "text",    "vocab", "tokenizer"};
+  static const char *const names[] = {"inputs",    "outputs",       "weights", "threads",
+                                      "repeat",    "tokens",        "text",    "vocab",
+                                      "tokenizer", "attention-map", "layer",   "head",
+                                      "batch-row"};
   enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
@@ -235,9 +279,10 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
     const char *key = s + 2, *eq = strchr(key, '=');
     size_t klen = eq ? (size_t)(eq - key) : strlen(key);
     const char **slot = NULL;
-    const char **slots[N_NAMES] = {&o->inputs, &o->outputs, &o->weights, &o->threads,
-                                   &o->repeat, &o->tokens,  &o->text,    &o->vocab,
-                                   &o->tokenizer};
+    const char **slots[N_NAMES] = {&o->inputs,    &o->outputs,       &o->weights, &o->threads,
+                                   &o->repeat,    &o->tokens,        &o->text,    &o->vocab,
+                                   &o->tokenizer, &o->attention_map, &o->layer,   &o->head,
+                                   &o->batch_row};
     for (int k = 0; k < N_NAMES; k++)
       if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
         slot = slots[k];
@@ -260,6 +305,70 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
 
 static int same_file(const char *a, const char *b) {
   return rt_file_same(a, b);
+}
+
+/* Refuses (1 after a message) an output path (--outputs, --attention-map:
+ * NULL when not given) that names one of the files the run reads (inputs,
+ * vocab, the tokenizer's files, weights_path) or this executable, or both
+ * outputs naming one file. Before any work. */
+static int refuse_clobber(const char *prog, const char *outputs, const char *map,
+                          const char *inputs, const char *vocab, const char *tokenizer,
+                          const char *weights_path, int argc, char **argv) {
+  const char *outs[2] = {outputs, map}, *opts[2] = {"--outputs", "--attention-map"};
+  for (int k = 0; k < 2; k++) {
+    const char *out = outs[k];
+    if (!out) continue;
+    int clash = (inputs && same_file(inputs, out)) || (vocab && same_file(vocab, out)) ||
+                (weights_path && same_file(weights_path, out)) ||
+                same_file("/proc/self/exe", out) ||
+                (argc > 0 && argv[0] && strchr(argv[0], '/') && same_file(argv[0], out));
+    RtTokenizerFiles tf;
+    char err[512];
+    /* the files --tokenizer reads are inputs too (a bad spec is reported
+     * when the tokenizer loads) */
+    if (tokenizer && rt_tokenizer_files(tokenizer, &tf, err, sizeof err) == 0) {
+      for (int i = 0; i < tf.n; i++) clash |= same_file(tf.files[i], out);
+      rt_tokenizer_files_free(&tf);
+    }
+    if (clash) {
+      fprintf(stderr, "%s: %s %s is one of the input files; refusing to overwrite it\n", prog,
+              opts[k], out);
+      return 1;
+    }
+  }
+  if (outputs && map && same_file(outputs, map)) {
+    fprintf(stderr, "%s: --attention-map %s is the --outputs file too; give the picture its own "
+                    "file\n", prog, map);
+    return 1;
+  }
+  return 0;
+}
+
+/* --attention-map and its options, checked against info (whose outputs
+ * must hold the attention: compiled with --attention); r->out NULL when
+ * there is no --attention-map. Returns 0, or EXIT_USAGE / EXIT_USER after
+ * a message. */
+static int attention_request(const char *prog, const RtModelInfo *info, const char *map,
+                             const char *layer, const char *head, const char *row,
+                             RtAttnRequest *r) {
+  char err[1024];
+  memset(r, 0, sizeof *r);
+  if (!map) {
+    if (layer || head || row)
+      return usage_error(prog, "--%s goes with --attention-map FILE.svg",
+                         layer ? "layer" : head ? "head" : "batch-row");
+    return 0;
+  }
+  if (rt_attnmap_has_layer(info, NULL, err, sizeof err))
+    return usage_error(prog, "--attention-map: %s", err);
+  int rc = rt_attnmap_request("--attention-map", map, layer, head, row, r, err, sizeof err);
+  if (!rc) rc = rt_attnmap_has_layer(info, r->layer, err, sizeof err);
+  if (rc == 2) return usage_error(prog, "%s", err);
+  if (rc) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return EXIT_USER;
+  }
+  return 0;
 }
 
 /* The default weights path: EXE.weights next to the executable (via
@@ -372,6 +481,9 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   }
   if (embedded && o.weights)
     return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+  RtAttnRequest maps;
+  if ((rc = attention_request(prog, info, o.attention_map, o.layer, o.head, o.batch_row, &maps)))
+    return rc;
 
   char err[1024];
   RtSafetensors *st = NULL;
@@ -402,24 +514,9 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
       goto done;
     }
   }
-  /* the files --tokenizer reads are inputs too */
-  int tok_clash = 0;
-  if (o.outputs && o.tokenizer) {
-    RtTokenizerFiles tf;
-    if (rt_tokenizer_files(o.tokenizer, &tf, err, sizeof err) == 0) {
-      for (int i = 0; i < tf.n; i++) tok_clash |= same_file(tf.files[i], o.outputs);
-      rt_tokenizer_files_free(&tf);
-    } /* a bad spec is reported when the tokenizer loads */
-  }
-  if (o.outputs && (tok_clash || (o.inputs && same_file(o.inputs, o.outputs)) ||
-                    (o.vocab && same_file(o.vocab, o.outputs)) ||
-                    (weights_path && same_file(weights_path, o.outputs)) ||
-                    same_file("/proc/self/exe", o.outputs) ||
-                    (argc > 0 && argv[0] && strchr(argv[0], '/') && same_file(argv[0], o.outputs)))) {
-    fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
-            o.outputs);
+  if (refuse_clobber(prog, o.outputs, maps.out, o.inputs, o.vocab, o.tokenizer, weights_path, argc,
+                     argv))
     goto done;
-  }
   if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
@@ -472,6 +569,12 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
     fprintf(stderr, "%s: out of memory\n", prog);
     goto done;
   }
+  /* the picture first: a head or batch row it cannot draw leaves nothing written */
+  if (maps.out && rt_attnmap_draw_run(prog, info, &bound, o.vocab || tokenizer ? &vocab : NULL,
+                                      &maps, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
   if (o.outputs) {
     if (rt_model_write_outputs(info, &bound, o.outputs, err, sizeof err)) {
       fprintf(stderr, "%s: %s\n", prog, err);
@@ -506,7 +609,8 @@ done:
 
 typedef struct GenOpts {
   const char *generate, *tokens, *text, *inputs, *vocab, *tokenizer, *temperature, *top_k, *top_p,
-      *seed, *beams, *length_penalty, *outputs, *weights, *threads, *repeat;
+      *seed, *beams, *length_penalty, *outputs, *weights, *threads, *repeat, *attention_map, *layer,
+      *head, *batch_row;
   int sample, help, version;
 } GenOpts;
 
@@ -582,6 +686,7 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
                  "                   per generated token, the probabilities of the step that\n"
                  "                   chose it over the %s)\n",
               gi->encode ? "source, K = S" : "prompt and generated tokens, K = P+N");
+  print_attention_usage(f, s, 1);
   if (embedded)
     fprintf(f, "  (the weights are embedded in this executable)\n");
   else
@@ -599,15 +704,16 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
 }
 
 static int parse_gen_args(const char *prog, int argc, char **argv, GenOpts *o) {
-  static const char *const names[] = {"generate", "tokens",  "text",        "inputs",
-                                      "vocab",    "tokenizer", "temperature", "top-k",
-                                      "top-p",    "seed",    "beams",       "length-penalty",
-                                      "outputs",  "weights", "threads",     "repeat"};
+  static const char *const names[] = {
+      "generate", "tokens",  "text",    "inputs",  "vocab",         "tokenizer", "temperature",
+      "top-k",    "top-p",   "seed",    "beams",   "length-penalty", "outputs",  "weights",
+      "threads",  "repeat",  "attention-map", "layer", "head",      "batch-row"};
   enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
-  const char **slots[N_NAMES] = {&o->generate,    &o->tokens,  &o->text,    &o->inputs,
-                                 &o->vocab,       &o->tokenizer, &o->temperature, &o->top_k,
-                                 &o->top_p,       &o->seed,    &o->beams,   &o->length_penalty,
-                                 &o->outputs,     &o->weights, &o->threads, &o->repeat};
+  const char **slots[N_NAMES] = {
+      &o->generate, &o->tokens, &o->text,   &o->inputs,         &o->vocab,   &o->tokenizer,
+      &o->temperature, &o->top_k, &o->top_p, &o->seed,         &o->beams,   &o->length_penalty,
+      &o->outputs,  &o->weights, &o->threads, &o->repeat,       &o->attention_map, &o->layer,
+      &o->head,     &o->batch_row};
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s) continue;
@@ -695,6 +801,16 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   if (o.text && !o.vocab && !o.tokenizer) return usage_error(prog, "--text needs --vocab or --tokenizer");
   if (embedded && o.weights)
     return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+  if (o.attention_map && o.batch_row)
+    return usage_error(prog, "--generate draws one sequence: no --batch-row");
+  if (o.attention_map && !gi->step->attention_layer)
+    return usage_error(prog, "--attention-map with --generate: model '%s' generates without "
+                             "attention rows (tfmc build / emit-c --attention decoder.N[.cross] "
+                             "compiles them in)", gi->step->name ? gi->step->name : "?");
+  RtAttnRequest maps;
+  if ((rc = attention_request(prog, gi->step, o.attention_map, o.layer, o.head, o.batch_row,
+                              &maps)))
+    return rc;
   RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
                         o.top_p,    o.seed,    o.beams,       o.length_penalty};
   RtGenArgs g;
@@ -726,6 +842,7 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   RtTokenizer *tokenizer = NULL;
   char *weights_path = NULL;
   RtGenModel m;
+  RtGenCapture cap = {0};
   int open = 0;
   rc = EXIT_USER;
   if (!embedded &&
@@ -733,23 +850,9 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
     fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
     goto done;
   }
-  int tok_clash = 0;
-  if (o.outputs && o.tokenizer) {
-    RtTokenizerFiles tf;
-    if (rt_tokenizer_files(o.tokenizer, &tf, err, sizeof err) == 0) {
-      for (int i = 0; i < tf.n; i++) tok_clash |= same_file(tf.files[i], o.outputs);
-      rt_tokenizer_files_free(&tf);
-    }
-  }
-  if (o.outputs && (tok_clash || (o.inputs && same_file(o.inputs, o.outputs)) ||
-                    (o.vocab && same_file(o.vocab, o.outputs)) ||
-                    (weights_path && same_file(weights_path, o.outputs)) ||
-                    same_file("/proc/self/exe", o.outputs) ||
-                    (argc > 0 && argv[0] && strchr(argv[0], '/') && same_file(argv[0], o.outputs)))) {
-    fprintf(stderr, "%s: --outputs %s is one of the input files; refusing to overwrite it\n", prog,
-            o.outputs);
+  if (refuse_clobber(prog, o.outputs, maps.out, o.inputs, o.vocab, o.tokenizer, weights_path, argc,
+                     argv))
     goto done;
-  }
   if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
     goto done;
@@ -774,10 +877,18 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
                   .outputs = o.outputs,
                   .repeat = repeat,
                   .bos = gi->bos,
-                  .eos = gi->eos};
+                  .eos = gi->eos,
+                  .capture = maps.out ? &cap : NULL};
   if (rt_gen_run(&run, &g, &m.st)) goto done;
+  if (maps.out && rt_attnmap_draw_generated(prog, gi->step->name, gi->step->attention_layer, &cap,
+                                            o.vocab || tokenizer ? &vocab : NULL, &maps, err,
+                                            sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    goto done;
+  }
   rc = 0;
 done:
+  rt_gen_capture_free(&cap);
   if (open) rt_gen_model_close(&m);
   rt_text_vocab_free(&vocab);
   rt_tokenizer_destroy(tokenizer);

@@ -42,8 +42,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ABI_VERSION 6 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
-                            5: RtModelInfo.arena_blocks; 6: RtWeightInfo.layout */
+#define RT_ABI_VERSION 7 /* 3: kernels take a context (rt_kernel_run); 4: RtRunArgs.state;
+                            5: RtModelInfo.arena_blocks; 6: RtWeightInfo.layout;
+                            7: RtModelInfo.attention_layer */
 #define RT_MAX_SYMS 8
 #define RT_MAX_RANK 4
 
@@ -141,6 +142,10 @@ typedef struct RtModelInfo {
   const RtKernelInfo *kernels;
   int n_arena_blocks;      /* 0: no table (every run commits the whole arena) */
   const RtArenaBlock *arena_blocks;
+  const char *attention_layer; /* the layer whose probabilities the output "attention"
+                                  holds (compiled with --attention LAYER: "encoder.0",
+                                  "decoder.1.cross"); NULL: no such output (with
+                                  --attention all each layer's is "attention.LAYER") */
 } RtModelInfo;
 
 typedef struct RtProfile RtProfile; /* per-kernel times: runtime/rt_profile.h */
@@ -238,8 +243,11 @@ int64_t rt_model_dim(const RtDim *d, const int64_t *syms);
  *   EXE (--inputs IN.safetensors | --tokens "IDS" | --text "SYMBOLS" --vocab V.txt)
  *       [--outputs OUT.safetensors] [--vocab V.txt] [--weights FILE]
  *       [--threads N] [--repeat N] [--profile] [--help] [--version]
+ *       [--attention-map MAPS.svg|MAPS.html [--layer L|all] [--head H|all] [--batch-row R]]
  * --tokens / --text: one sequence through rt_text_bind (rt_text.h); without
  * --outputs the outputs are summarised on stdout (rt_text_print_bound).
+ * --attention-map (info outputs attention: compiled with --attention) draws
+ * it as `tfmc attention` does (rt_attnmap.h rt_attnmap_draw_run).
  * Weights: the embedded image when embedded != NULL, else --weights, else
  * the file EXE.weights next to the executable (found via /proc/self/exe or
  * argv[0]). --repeat N: N more timed runs after the first, the median, min

@@ -841,67 +841,13 @@ static int run_counts(const Args *args, int *threads, int *repeat) {
 
 /* ---- attention pictures (tfmc attention, with and without --generate) ---- */
 
-/* Draws plot to out (.svg, or .html: the SVG in a page): in memory, then
- * written as every output is (runtime/rt_file.h: atomically, through
- * symlinks, never replacing a FIFO or device). Returns 0, or 1 after a
- * message. */
-static int write_picture(const char *out, const RtAttnPlot *plot) {
-  char err[1024], *svg = NULL;
-  size_t svg_len = 0;
-  FILE *f = open_memstream(&svg, &svg_len);
-  if (!f) {
-    fprintf(stderr, "tfmc: out of memory\n");
-    return 1;
-  }
-  int wrc = rt_attnmap_write(f, plot, err, sizeof err);
-  if (fclose(f) && !wrc)
-    wrc = rt_errorf(err, sizeof err, "out of memory");
-  RtOut svg_out = {0};
-  if (!wrc && !(wrc = rt_out_open(&svg_out, out, 0, err, sizeof err))) {
-    if (rt_file_write_all(svg_out.fd, svg, svg_len))
-      wrc = rt_errorf(err, sizeof err, "cannot write %s: %s", out, strerror(errno));
-    if (wrc)
-      rt_out_abort(&svg_out);
-    else
-      wrc = rt_out_commit(&svg_out, err, sizeof err);
-  }
-  free(svg);
-  if (wrc)
-    fprintf(stderr, "tfmc: %s: %s\n", out, err);
-  return wrc;
-}
-
 /* What `tfmc attention --generate` draws of the generation: the step's
- * attention rows of one decoder layer, one heatmap per head, generated
- * tokens down, the source (or the prompt and the generated tokens)
- * across. Written by gen_draw, after the run. */
+ * attention rows of one decoder layer (rt_attnmap_draw_generated), after
+ * the run. */
 typedef struct GenDraw {
-  const char *layer; /* decoder.N or decoder.N.cross */
-  const char *out;   /* the picture */
-  int64_t head;      /* one head, or -1: all */
+  const char *layer;        /* decoder.N or decoder.N.cross */
+  const RtAttnRequest *req; /* the picture, the head */
 } GenDraw;
-
-static int gen_draw(const GenDraw *dr, const char *model, const RtGenCapture *c,
-                    const RtVocab *v) {
-  char err[1024];
-  RtAttnMaps maps;
-  if (rt_attnmap_generated(dr->layer, c->attention, c->heads, c->n, c->keys, c->ids, c->key_ids,
-                           v, &maps, err, sizeof err)) {
-    fprintf(stderr, "tfmc: %s\n", err);
-    return 1;
-  }
-  RtAttnPlot plot = {model, maps.layers, 1, 0, dr->head, ends_with(dr->out, ".html"), true};
-  int rc = write_picture(dr->out, &plot);
-  if (!rc) {
-    char heads[32] = "all heads";
-    if (dr->head >= 0)
-      snprintf(heads, sizeof heads, "head %lld", (long long)dr->head);
-    fprintf(stderr, "tfmc: wrote %s (%s, %s, %lld generated tokens)\n", dr->out, dr->layer, heads,
-            (long long)c->n);
-  }
-  rt_attnmap_free(&maps);
-  return rc;
-}
 
 /* ---- tfmc run --generate: runtime/rt_genrun.h, as executables do it ---- */
 
@@ -1029,8 +975,12 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                   .capture = draw ? &cap : NULL};
   if (rt_gen_run(&run, &g, &st.rs))
     goto done;
-  if (draw && gen_draw(draw, spec->name, &cap, vocab_path ? &vocab : NULL))
+  if (draw && rt_attnmap_draw_generated("tfmc", spec->name, draw->layer, &cap,
+                                         vocab_path || tokenizer ? &vocab : NULL, draw->req, err,
+                                         sizeof err)) {
+    fprintf(stderr, "tfmc: %s\n", err);
     goto done;
+  }
   rc = 0;
 done:
   if (print_file_close(&print_file, rc == 0))
@@ -1218,21 +1168,6 @@ done:
 
 /* ---- tfmc attention: attention maps as a picture ---- */
 
-/* A non-negative integer option (absent: dflt); -1 after a usage error. */
-static int64_t count_opt(const char *cmd, const char *name, const char *s, int64_t dflt) {
-  if (!s)
-    return dflt;
-  char *e;
-  errno = 0;
-  long long v = strtoll(s, &e, 10);
-  if (*e || errno || !*s || v < 0) {
-    usage_error(cmd, "--%s takes a non-negative integer%s", name,
-                strcmp(name, "head") == 0 ? " or all" : "");
-    return -1;
-  }
-  return v;
-}
-
 /* The layer `tfmc attention --generate` draws by default: the last decoder
  * layer's cross-attention (what pytorch-seq2seq's display_attention
  * plots), or a decoder's last layer; "" for an encoder. Returns 0, or 1
@@ -1297,7 +1232,9 @@ static int cmd_attention(int argc, char **argv) {
          "--beams) and draws one decoder layer (default: the last one's\n"
          "cross-attention, or a decoder's last layer): one heatmap per head, a row\n"
          "per generated token (the probabilities of the step that chose it), the\n"
-         "source tokens across (a decoder: the prompt and the generated tokens).");
+         "source tokens across (a decoder: the prompt and the generated tokens).\n"
+         "Executables built with --attention (tfmc build, emit-c) draw the same\n"
+         "picture: EXE ... --attention-map MAPS.svg [--layer L] [--head H] [--batch-row R].");
     return 0;
   }
   if (r)
@@ -1312,9 +1249,8 @@ static int cmd_attention(int argc, char **argv) {
   if ((r = run_inputs_options("attention", &args, &ri)))
     return r;
   const char *out = opt(&args, "o"), *backend = opt(&args, "backend");
-  const char *layer = opt(&args, "layer"), *head_s = opt(&args, "head");
-  if (!out || !*out)
-    return usage_error("attention", "give the picture's path with -o FILE.svg");
+  const char *layer = opt(&args, "layer");
+  char err[1024];
   if (!backend)
     backend = "jit";
   DriverStage stage;
@@ -1322,26 +1258,25 @@ static int cmd_attention(int argc, char **argv) {
     return usage_error("attention", "unknown backend '%s' (available: jit, interp)", backend);
   if (!layer)
     layer = "all";
-  int64_t head =
-      head_s && strcmp(head_s, "all") == 0 ? -2 : count_opt("attention", "head", head_s, -2);
-  int64_t row = count_opt("attention", "batch-row", opt(&args, "batch-row"), 0);
-  if (head == -1 || row < 0)
-    return EXIT_USAGE;
   const char *ins[] = {args.pos[0],          weights, ri.inputs, ri.vocab, ri.tokenizer_files[0],
                        ri.tokenizer_files[1]};
   char what[4200];
-  snprintf(what, sizeof what, "-o %s", out);
-  if ((r = refuse_overwrite("attention", what, out, false, ins, 6)))
+  snprintf(what, sizeof what, "-o %s", out ? out : "");
+  if (out && *out && (r = refuse_overwrite("attention", what, out, false, ins, 6)))
     return r;
-  if (!ends_with(out, ".svg") && !ends_with(out, ".html"))
-    return usage_error("attention", "-o %s: the picture is FILE.svg or FILE.html", out);
+  /* the picture's options, checked as executables' --attention-map are */
+  RtAttnRequest req;
+  if ((r = rt_attnmap_request("-o", out, layer, opt(&args, "head"), opt(&args, "batch-row"), &req,
+                              err, sizeof err)))
+    return r == 2 ? usage_error("attention", "%s", err)
+                  : (fprintf(stderr, "tfmc attention: %s\n", err), EXIT_USER);
   if (opt(&args, "generate")) {
     if (opt(&args, "batch-row"))
       return usage_error("attention", "--generate draws one sequence: no --batch-row");
     char last[64];
     if (!opt(&args, "layer") && default_generation_layer(args.pos[0], last, sizeof last))
       return EXIT_USER;
-    GenDraw draw = {opt(&args, "layer") ? layer : *last ? last : NULL, out, head < 0 ? -1 : head};
+    GenDraw draw = {opt(&args, "layer") ? layer : *last ? last : NULL, &req};
     return run_generate(&args, olevel, weights, seed, &draw);
   }
   static const char *const gen_only[] = {"sample", "temperature", "top-k", "top-p", "beams",
@@ -1361,8 +1296,6 @@ static int cmd_attention(int argc, char **argv) {
   Prepared p = {.a = arena_create()};
   diags_init(&d, p.a, stderr);
   int rc = EXIT_USER;
-  RtAttnMaps maps = {0};
-  char err[1024];
   DriverOptions dopt = {.attention = layer,
                         .weights = weights,
                         .seed = seed,
@@ -1372,22 +1305,15 @@ static int cmd_attention(int argc, char **argv) {
   if (prepare_run(&p, &d, &args, &ri, &dopt))
     goto done;
   if (backend_run(backend, &p.c, &p.bound, &(ExecOptions){0}, NULL, err, sizeof err) ||
-      rt_attnmap_collect(p.c.info, &p.bound, prepared_vocab(&p, &ri), row, layer, &maps, err,
-                         sizeof err)) {
+      rt_attnmap_draw_run("tfmc", p.c.info, &p.bound, prepared_vocab(&p, &ri), &req, err,
+                          sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
-  RtAttnPlot plot = {p.c.info->name,         maps.layers, maps.n_layers, row, head < 0 ? -1 : head,
-                     ends_with(out, ".html")};
-  if (write_picture(out, &plot))
-    goto done;
-  fprintf(stderr, "tfmc: wrote %s (%d layer%s, %s heads, batch row %lld)\n", out, maps.n_layers,
-          maps.n_layers == 1 ? "" : "s", head < 0 ? "all" : head_s, (long long)row);
   rc = 0;
 done:
   if (print_file_close(&print_file, rc == 0))
     rc = EXIT_USER;
-  rt_attnmap_free(&maps);
   prepared_free(&p);
   return rc;
 }
@@ -1598,6 +1524,8 @@ static int cmd_build(int argc, char **argv) {
          "is the largest --beams it takes (the KV cache's rows). With --attention\n"
          "decoder.N[.cross] its --generate runs also write that layer's\n"
          "attention rows to --outputs, as 'tfmc run --generate --attention'.\n"
+         "Built with --attention, EXE --attention-map MAPS.svg draws the attention\n"
+         "maps as 'tfmc attention' does (with --generate, the generation's rows).\n"
          "--keep leaves the intermediate files in EXE.build/.\n"
          "--output NAME (repeatable, or a comma list) makes a named intermediate\n"
          "(embeddings, enc.N.out, encoder.out, hidden, pooled, ...: 'tfmc check SPEC'\n"

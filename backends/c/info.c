@@ -179,6 +179,11 @@ void c_emit_model_info_named(const RtModelInfo *info, const char *name, FILE *ou
   if (info->n_arena_blocks > 0)
     fprintf(o, "  .n_arena_blocks = %d,\n  .arena_blocks = tfmc_info_arena_blocks,\n",
             info->n_arena_blocks);
+  if (info->attention_layer) {
+    fputs("  .attention_layer = ", o);
+    c_put_string(o, info->attention_layer);
+    fputs(",\n", o);
+  }
   fputs("};\n", o);
 }
 

@@ -15,6 +15,12 @@
  * example's cross-attention is the anti-diagonal a reversal needs and its
  * README picture is what tfmc draws.
  *
+ * Executables compiled with --attention (tfmc build, and tfmc emit-c built
+ * with its Makefile) draw the same picture with --attention-map: byte for
+ * byte what tfmc attention draws for the same spec, weights and inputs, a
+ * forward pass of an encoder and the generation of a decoder and an
+ * encoder-decoder; their refusals are said and nothing is overwritten.
+ *
  * Each test writes its spec and inputs into a fresh temporary directory and
  * runs the built tfmc through the shell, as tests/tools/test_cli.c does. */
 #include "runtime/rt_attnmap.h"
@@ -675,3 +681,184 @@ Test(attention, generation_refusals) {
   cr_assert(!exists("m.svg"));
 }
 
+
+/* ---- executables: --attention-map ---- */
+
+/* Whether the files a and b (in dir) hold the same bytes. */
+static bool same_bytes(const char *a, const char *b) {
+  char pa[512], pb[512];
+  snprintf(pa, sizeof pa, "%s/%s", dir, a);
+  snprintf(pb, sizeof pb, "%s/%s", dir, b);
+  char *x = slurp(pa), *y = slurp(pb);
+  bool same = strcmp(x, y) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+/* `tfmc emit-c ARGS -o NAME.d`, built with its Makefile (NO_BLAS, the
+ * generated C at -Werror), the executable linked as NAME. */
+static void emit_c_exe(const char *args, const char *name) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "emit-c %s -o %s.d", args, name);
+  cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+  snprintf(cmd, sizeof cmd,
+           "make -s -C %s.d -j2 NO_BLAS=1 CFLAGS='-O2 -Werror' >/dev/null && "
+           "ln -s %s.d/$(sed -n 's/^all: \\([A-Za-z0-9_]*\\) libmodel.a$/\\1/p' %s.d/Makefile) %s",
+           name, name, name, name);
+  cr_assert_eq(sh(cmd), 0, "%s", err_text);
+}
+
+/* The encoder built with --attention all, by tfmc build and by emit-c:
+ * every layer and head, and one layer, head and batch row as HTML, are
+ * tfmc attention's bytes; so is a build with one layer. */
+Test(attention, executables_draw_what_tfmc_attention_draws) {
+  cr_assert_eq(tfmc("build enc.tfm --init random --seed 3 --attention all -o encx"), 0, "%s",
+               err_text);
+  emit_c_exe("enc.tfm --init random --seed 3 --attention all", "encc");
+  cr_assert_eq(tfmc("attention enc.tfm --init random --seed 3 --vocab v.txt " TEXT " -o t.svg"),
+               0, "%s", err_text);
+  static const char *const exes[] = {"encx", "encc"};
+  for (int e = 0; e < 2; e++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "./%s --vocab v.txt " TEXT " --attention-map x.svg >stdout.txt",
+             exes[e]);
+    cr_assert_eq(sh(cmd), 0, "%s: %s", exes[e], err_text);
+    cr_assert(strstr(err_text, "wrote x.svg (2 layers, all heads, batch row 0)"), "%s", err_text);
+    cr_assert_eq(sh("xmllint --noout x.svg"), 0, "xmllint: %s", err_text);
+    cr_assert(same_bytes("x.svg", "t.svg"), "%s: the picture differs from tfmc attention's",
+              exes[e]);
+  }
+  /* one layer, head and batch row, as HTML; ids as labels */
+  int64_t ids[10] = {7, 8, 9, 0, 0, 10, 11, 3, 4, 6};
+  const char *names[] = {"tokens"};
+  const int64_t *data[] = {ids};
+  const int64_t shape[][2] = {{2, 5}};
+  write_ids("in.safetensors", names, data, shape, 1);
+  cr_assert_eq(tfmc("attention enc.tfm --init random --seed 3 --inputs in.safetensors "
+                    "--layer encoder.1 --head 1 --batch-row 1 -o t.html"),
+               0, "%s", err_text);
+  for (int e = 0; e < 2; e++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "./%s --inputs in.safetensors --attention-map x.html --layer encoder.1 --head 1 "
+             "--batch-row 1 --outputs out.safetensors",
+             exes[e]);
+    cr_assert_eq(sh(cmd), 0, "%s: %s", exes[e], err_text);
+    cr_assert(same_bytes("x.html", "t.html"), "%s: the picture differs from tfmc attention's",
+              exes[e]);
+    cr_assert(exists("out.safetensors"), "--outputs written too");
+  }
+  cr_assert_eq(tfmc("build enc.tfm --init random --seed 3 --attention encoder.1 -o enc1"), 0, "%s",
+               err_text);
+  cr_assert_eq(sh("./enc1 --inputs in.safetensors --attention-map x.html --head 1 --batch-row 1 "
+                  ">/dev/null"),
+               0, "%s", err_text);
+  cr_assert(same_bytes("x.html", "t.html"), "one layer compiled in: not tfmc attention's picture");
+}
+
+/* Generation: the executable's --generate N --attention-map is tfmc
+ * attention --generate's picture, for a decoder (self-attention, one
+ * head; beam search) and an encoder-decoder (cross-attention). */
+Test(attention, generating_executables_draw_what_tfmc_attention_draws) {
+  static const struct {
+    const char *dir, *layer, *args[2];
+  } builds[] = {
+      {GPT2, "decoder.0", {"--tokens '17 3 42' --generate 4 --head 2",
+                           "--tokens '17 3 42' --generate 4 --beams 3"}},
+      {ANN, "decoder.1.cross", {"--tokens '0 5 9 14 22 7 1' --generate 5", NULL}},
+  };
+  for (int b = 0; b < 2; b++) {
+    char model[1024], cmd[2300];
+    snprintf(model, sizeof model, "%sgenerate.tfm --weights %sweights.safetensors", builds[b].dir,
+             builds[b].dir);
+    snprintf(cmd, sizeof cmd, "build %s --attention %s -o genx", model, builds[b].layer);
+    cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+    snprintf(cmd, sizeof cmd, "%s --attention %s", model, builds[b].layer);
+    emit_c_exe(cmd, "genc");
+    for (int r = 0; r < 2 && builds[b].args[r]; r++) {
+      snprintf(cmd, sizeof cmd, "attention %s --layer %s %s -o t.svg", model, builds[b].layer,
+               builds[b].args[r]);
+      cr_assert_eq(tfmc(cmd), 0, "%s", err_text);
+      static const char *const exes[] = {"genx", "genc"};
+      for (int e = 0; e < 2; e++) {
+        snprintf(cmd, sizeof cmd, "./%s %s --attention-map x.svg >stdout.txt", exes[e],
+                 builds[b].args[r]);
+        cr_assert_eq(sh(cmd), 0, "%s: %s", cmd, err_text);
+        cr_assert(strstr(err_text, "generated tokens)"), "%s", err_text);
+        cr_assert_eq(sh("xmllint --noout x.svg"), 0, "xmllint: %s", err_text);
+        cr_assert(same_bytes("x.svg", "t.svg"),
+                  "%s (%s): the picture differs from tfmc attention's", cmd, builds[b].dir);
+      }
+    }
+    cr_assert_eq(sh("rm -rf genx genx.weights genc genc.d"), 0);
+  }
+}
+
+/* What executables refuse: a PNG, a layer not compiled in (naming those
+ * that are), a head or batch row out of range, an input or a directory as
+ * the picture, the options without --attention-map or without --attention
+ * compiled in (where --help does not list them); nothing is overwritten. */
+Test(attention, executable_refusals) {
+  cr_assert_eq(tfmc("build enc.tfm --init random --attention encoder.0 -o encx"), 0, "%s",
+               err_text);
+  static const struct {
+    const char *args;
+    int status;
+    const char *says;
+  } bad[] = {
+      {"--attention-map m.png", 2, "rsvg-convert"},
+      {"--attention-map m.txt", 2, "the picture is FILE.svg or FILE.html"},
+      {"--attention-map m.svg --layer encoder.1", 1, "outputs those of encoder.0;"},
+      {"--attention-map m.svg --layer decoder.9.cross", 1, "not among the attention layers"},
+      {"--attention-map m.svg --head 2", 1, "head 2 out of range"},
+      {"--attention-map m.svg --head x", 2, "--head takes a non-negative integer or all"},
+      {"--attention-map m.svg --batch-row 1", 1, "batch row 1 out of range"},
+      {"--layer encoder.0", 2, "--layer goes with --attention-map"},
+      {"--attention-map m.svg --outputs m.svg", 1, "is the --outputs file too"},
+      {"--attention-map ./v.svg", 1, "refusing to overwrite"},
+      {"--attention-map encx.svg", 1, "refusing to overwrite"},
+      {"--attention-map d.svg", 1, "is a directory"},
+  };
+  write_file("v.svg", vocab_text);
+  cr_assert_eq(sh("ln -s encx encx.svg && mkdir d.svg"), 0);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char cmd[1024];
+    /* the vocabulary v.svg: an input with the picture's extension */
+    snprintf(cmd, sizeof cmd, "./encx --vocab v.svg --text 'f g h' %s >/dev/null", bad[i].args);
+    cr_assert_eq(sh(cmd), bad[i].status, "%s: %s", cmd, err_text);
+    cr_assert(strstr(err_text, bad[i].says), "%s: '%s' lacks '%s'", cmd, err_text, bad[i].says);
+    cr_assert(!exists("m.svg") && !exists("m.png"), "%s: a picture was written", cmd);
+  }
+  cr_assert(same_bytes("v.svg", "v.txt"), "the vocabulary changed");
+  cr_assert_eq(sh("cmp -s encx.svg encx"), 0);
+  /* a symlink to a device is written through, in place */
+  cr_assert_eq(sh("ln -s /dev/null null.svg && ./encx --tokens '3 4' --attention-map null.svg "
+                  ">/dev/null && test -c /dev/null"),
+               0, "%s", err_text);
+  /* --help lists the options only when compiled in */
+  cr_assert_eq(sh("./encx --help >help.txt"), 0);
+  cr_assert_eq(sh("grep -q -- '--attention-map FILE' help.txt && grep -q 'with --attention-map: "
+                  "encoder.0 or all' help.txt"),
+               0, "--help of an executable built with --attention lists --attention-map");
+  cr_assert_eq(tfmc("build enc.tfm --init random -o plain"), 0, "%s", err_text);
+  cr_assert_eq(sh("./plain --help >help.txt"), 0);
+  cr_assert_neq(sh("grep -q -- '--attention-map' help.txt"), 0, "listed without --attention");
+  cr_assert_eq(sh("./plain --tokens '3 4' --attention-map m.svg"), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "compiled without attention outputs"), "%s", err_text);
+  cr_assert(!exists("m.svg"));
+  /* generation without attention rows compiled in; --batch-row */
+  cr_assert_eq(tfmc("build " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors -o gen"), 0,
+               "%s", err_text);
+  cr_assert_eq(sh("./gen --generate 2 --tokens '1 2' --attention-map m.svg"), 2, "%s", err_text);
+  cr_assert(strstr(err_text, "generates without attention rows"), "%s", err_text);
+  cr_assert_eq(tfmc("build " GPT2 "generate.tfm --weights " GPT2 "weights.safetensors "
+                    "--attention decoder.1 -o gen1"),
+               0, "%s", err_text);
+  cr_assert_eq(sh("./gen1 --generate 2 --tokens '1 2' --attention-map m.svg --batch-row 0"), 2,
+               "%s", err_text);
+  cr_assert_eq(sh("./gen1 --generate 2 --tokens '1 2' --attention-map m.svg --layer decoder.0"), 1,
+               "%s", err_text);
+  cr_assert(strstr(err_text, "outputs those of decoder.1;"), "%s", err_text);
+  cr_assert(!exists("m.svg"));
+}
