@@ -650,6 +650,7 @@ ATTN_DEFINE_ONLINE(avx512, ATTN_AVX512)
 #endif
 
 static void softmax_row(float *row, int64_t tk, const uint8_t *m, int lanes) {
+  (void)lanes; /* only the x86 paths ask */
 #ifdef ATTN_X86
   if (lanes >= 8) {
     softmax_row_avx2(row, tk, m);
@@ -836,6 +837,7 @@ ATTN_VEC static void online_rows_base(float *restrict s, int64_t rows, int64_t n
 
 static void online_rows(float *s, int64_t rows, int64_t n, int64_t lds, float *m, float *l,
                         float *c, int lanes) {
+  (void)lanes;
 #ifdef ATTN_AVX512_OK
   if (lanes >= 16) {
     online_rows_avx512(s, rows, n, lds, m, l, c);
