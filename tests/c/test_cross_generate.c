@@ -14,12 +14,16 @@
  *     `src_lengths`), each row printing PyTorch's continuation;
  *   - `--sample --seed S --temperature T` (with --top-k or --top-p): not
  *     the greedy text, so the sampler's draws are what is compared;
- *   - `--beams 3`.
+ *   - `--beams 3`;
+ *   - model.h's step API (tests/generate/step_api_example.c, the KV cache
+ *     handed in by the caller) cross-built against the project's
+ *     libmodel.a, greedy on the README's prompt.
  * The cross executable (an ELF file of the target's machine and byte
  * order) runs under qemu with 2 threads, the host one with 1; both print
  * exactly what `tfmc run` (JIT) prints, and their --outputs files
  * (`generated` i64 [B,N], `generated_lengths` i64 [B]) hold the same
- * values as `tfmc run`'s and are the same bytes as the host's.
+ * values as `tfmc run`'s and are the same bytes as the host's; the step
+ * API prints the host's greedy ids.
  * A target is skipped (naming the Debian package) only when its cross
  * compiler or qemu is missing. */
 #include "cross_util.h"
@@ -173,8 +177,8 @@ static void gen_outputs_equal(const char *out, const char *ref, const char *what
     int64_t n = rt_st_numel(a);
     int32_t *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
     cr_assert(x && y);
-    cr_assert_eq(rt_st_read_i32(a, x, -1, INT32_MAX, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(rt_st_read_i32(b, y, -1, INT32_MAX, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rt_st_read_i32(a, x, -1, INT32_MAX, err, sizeof err), 0, "%s: %s", what, err);
+    cr_assert_eq(rt_st_read_i32(b, y, -1, INT32_MAX, err, sizeof err), 0, "%s: %s", what, err);
     for (int64_t k = 0; k < n; k++)
       cr_assert_eq(x[k], y[k], "%s: %s[%lld] = %d, reference %d", what, names[i], (long long)k,
                    x[k], y[k]);
@@ -266,6 +270,38 @@ static void reference_run(const GenModel *m, const char *proj, const char *exe, 
   }
 }
 
+/* model.h's step API on target x: tests/generate/step_api_example.c
+ * (greedy by hand, the KV cache handed in by the caller, one id per line,
+ * eos included) cross-built against proj's libmodel.a at -Werror and run
+ * under qemu on the README's prompt prints the ids of the host's greedy
+ * --outputs (case 0). */
+static void step_api_run(const CrossTarget *x, const GenModel *m, const char *proj,
+                         const char *exe, const char *tmp) {
+  const CtTool *t = &x->tool;
+  CT_RUN("cd %s && %s -std=c11 " CT_WARN " -I. -o step_api " TFMC_SOURCE_DIR
+         "/tests/generate/step_api_example.c libmodel.a -lm -lpthread",
+         proj, t->cc);
+  int64_t prompt[16];
+  int n = vocab_ids(m->example, m->prompt, prompt, 16);
+  char ids[200] = "";
+  for (int i = 0; i < n; i++)
+    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), " %lld", (long long)prompt[i]);
+  CT_RUN("cd %s && %s ./step_api %s.weights 20%s > %s/%s-%s-api.txt", proj, t->run, exe, ids, tmp,
+         m->name, t->name);
+  char path[700], want[400] = "";
+  snprintf(path, sizeof path, "%s/%s-host-0.safetensors", tmp, m->example);
+  int64_t n_gen;
+  float *gen = ct_read_output(path, "generated", &n_gen);
+  for (int64_t i = 0; i < n_gen; i++)
+    snprintf(want + strlen(want), sizeof want - strlen(want), "%d\n", (int)gen[i]);
+  free(gen);
+  snprintf(path, sizeof path, "%s/%s-%s-api.txt", tmp, m->name, t->name);
+  char *got = printed(path);
+  cr_assert_str_eq(got, want, "%s on %s, model.h step API on '%s': printed\n%s, the host\n%s",
+                   m->name, t->name, m->prompt, got, want);
+  free(got);
+}
+
 /* Every case on target x from the cross build proj: the same text as the
  * host build and tfmc run, the same generated ids, the same output bytes
  * as the host's. Prints what it compared. */
@@ -297,10 +333,12 @@ static void cross_run(const CrossTarget *x, const GenModel *m, const char *proj,
     free(cross);
     free(host);
   }
+  if (!m->embed) step_api_run(x, m, proj, exe, tmp);
   fprintf(stderr,
           "cross %-8s %-16s = host = tfmc run (text, ids, output bytes): greedy '%s', batch "
-          "of %d, sampled '%s', beams '%s'\n",
-          t->name, m->name, shown[0], GEN_BATCH, shown[2], shown[3]);
+          "of %d, sampled '%s', beams '%s'%s\n",
+          t->name, m->name, shown[0], GEN_BATCH, shown[2], shown[3],
+          m->embed ? "" : "; step API greedy = host");
 }
 
 static void cross_generate_run(const CrossTarget *x) {
