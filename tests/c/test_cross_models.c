@@ -15,7 +15,8 @@
  * against PyTorch's expected.safetensors and lie within the same
  * tolerance of the host's outputs; the max differences are printed.
  * A target is skipped (naming the Debian package) only when its cross
- * compiler or qemu is missing. */
+ * compiler or qemu is missing. Generation on the same targets:
+ * test_cross_generate.c. */
 #include "cross_util.h"
 
 #include <ctype.h>
