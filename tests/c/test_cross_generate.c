@@ -1,7 +1,8 @@
 /* tests/c/test_cross_generate.c — generation from emitted C under qemu-user:
  * the trained generating examples, examples/add (decoder-only GPT-2) and
- * examples/reverse (encoder-decoder), through `tfmc emit-c` (reverse once
- * more with --embed-weights), built with the generated Makefile and
+ * examples/reverse (encoder-decoder), through `tfmc emit-c` (add with its
+ * packed weights file, found next to the executable, reverse with
+ * --embed-weights), built with the generated Makefile and
  * `make NO_BLAS=1` natively (the host reference) and with the cross gcc/ar
  * of each target of cross_util.h (aarch64; s390x, big-endian: the packed
  * weights, the --inputs file and the --outputs file are little-endian, so
@@ -16,8 +17,9 @@
  *     the greedy text, so the sampler's draws are what is compared;
  *   - `--beams 3`;
  *   - model.h's step API (tests/generate/step_api_example.c, the KV cache
- *     handed in by the caller) cross-built against the project's
- *     libmodel.a, greedy on the README's prompt.
+ *     handed in by the caller, the weights file or the embedded weights)
+ *     cross-built against the project's libmodel.a, greedy on the README's
+ *     prompt.
  * The cross executable (an ELF file of the target's machine and byte
  * order) runs under qemu with 2 threads, the host one with 1; both print
  * exactly what `tfmc run` (JIT) prints, and their --outputs files
@@ -37,8 +39,7 @@ enum { GEN_BATCH = 4, GEN_CASES = 4 };
 typedef struct GenModel {
   const char *name;    /* scratch project name and label in messages */
   const char *example; /* examples/EXAMPLE: model.tfm, weights, vocab, expected.txt */
-  bool embed;          /* emit with --embed-weights: checked against the
-                          example's other project's host runs */
+  bool embed;          /* emit with --embed-weights */
   const char *prompt;  /* the README's command ... */
   const char *greedy;  /* ... and what it prints */
   const char *sample;  /* the options of the sampled case */
@@ -48,8 +49,6 @@ typedef struct GenModel {
 static const GenModel gen_models[] = {
     {"add", "add", false, "4 0 6 + 5 9 7 =", "1 0 0 3",
      "--sample --seed 4 --temperature 8 --top-k 6", false},
-    {"reverse", "reverse", false, "h e l l o", "o l l e h",
-     "--sample --seed 3 --temperature 4 --top-p 0.95", true},
     {"reverse-embedded", "reverse", true, "h e l l o", "o l l e h",
      "--sample --seed 3 --temperature 4 --top-p 0.95", true},
 };
@@ -286,7 +285,10 @@ static void step_api_run(const CrossTarget *x, const GenModel *m, const char *pr
   char ids[200] = "";
   for (int i = 0; i < n; i++)
     snprintf(ids + strlen(ids), sizeof ids - strlen(ids), " %lld", (long long)prompt[i]);
-  CT_RUN("cd %s && %s ./step_api %s.weights 20%s > %s/%s-%s-api.txt", proj, t->run, exe, ids, tmp,
+  char weights[100];
+  snprintf(weights, sizeof weights, "%s", m->embed ? "-" : exe);
+  if (!m->embed) strcat(weights, ".weights");
+  CT_RUN("cd %s && %s ./step_api %s 20%s > %s/%s-%s-api.txt", proj, t->run, weights, ids, tmp,
          m->name, t->name);
   char path[700], want[400] = "";
   snprintf(path, sizeof path, "%s/%s-host-0.safetensors", tmp, m->example);
@@ -333,12 +335,11 @@ static void cross_run(const CrossTarget *x, const GenModel *m, const char *proj,
     free(cross);
     free(host);
   }
-  if (!m->embed) step_api_run(x, m, proj, exe, tmp);
+  step_api_run(x, m, proj, exe, tmp);
   fprintf(stderr,
           "cross %-8s %-16s = host = tfmc run (text, ids, output bytes): greedy '%s', batch "
-          "of %d, sampled '%s', beams '%s'%s\n",
-          t->name, m->name, shown[0], GEN_BATCH, shown[2], shown[3],
-          m->embed ? "" : "; step API greedy = host");
+          "of %d, sampled '%s', beams '%s'; step API = host\n",
+          t->name, m->name, shown[0], GEN_BATCH, shown[2], shown[3]);
 }
 
 static void cross_generate_run(const CrossTarget *x) {
@@ -351,27 +352,19 @@ static void cross_generate_run(const CrossTarget *x) {
     char host[700], cross[700];
     snprintf(host, sizeof host, "%s/%s-host", tmp, m->name);
     snprintf(cross, sizeof cross, "%s/%s-%s", tmp, m->name, t->name);
-    /* the reference runs come from the example's project without
-     * --embed-weights, listed before its embedded one */
-    cr_assert(!m->embed || (i > 0 && strcmp(gen_models[i - 1].example, m->example) == 0 &&
-                            !gen_models[i - 1].embed),
-              "%s: its reference project must come just before it", m->name);
     CT_RUN("%s emit-c " EXAMPLES "/%s/model.tfm --weights " EXAMPLES
            "/%s/weights.safetensors -o %s%s",
-           TFMC, m->example, m->example, m->embed ? cross : host,
-           m->embed ? " --embed-weights" : "");
-    char *exe = project_exe(m->embed ? cross : host);
-    if (!m->embed) {
-      Heldout h;
-      heldout_read(m->example, &h);
-      char batch[700];
-      snprintf(batch, sizeof batch, "%s/%s-batch.safetensors", tmp, m->example);
-      batch_write(m, &h, batch);
-      /* the same sources for both builds: make builds in place */
-      CT_RUN("cp -R %s %s", host, cross);
-      CT_RUN("cd %s && make -j2 NO_BLAS=1 CC=gcc AR=ar CFLAGS='-O2 -Werror'", host);
-      reference_run(m, host, exe, tmp, &h);
-    }
+           TFMC, m->example, m->example, host, m->embed ? " --embed-weights" : "");
+    char *exe = project_exe(host);
+    Heldout h;
+    heldout_read(m->example, &h);
+    char batch[700];
+    snprintf(batch, sizeof batch, "%s/%s-batch.safetensors", tmp, m->example);
+    batch_write(m, &h, batch);
+    /* the same sources for both builds: make builds in place */
+    CT_RUN("cp -R %s %s", host, cross);
+    CT_RUN("cd %s && make -j2 NO_BLAS=1 CC=gcc AR=ar CFLAGS='-O2 -Werror'", host);
+    reference_run(m, host, exe, tmp, &h);
     CT_RUN("cd %s && make -j2 NO_BLAS=1 CC=%s AR=%s CFLAGS='-O2 -Werror'", cross, t->cc, t->ar);
     elf_expect(cross, exe, m->name, x);
     if (m->embed) {
