@@ -1320,6 +1320,25 @@ done:
 
 /* ---- tfmc compare ---- */
 
+/* Tensor t's values as doubles into dst (numel of them): a floating-point
+ * tensor through rt_st_read_f32, an integer one (ids, lengths, masks, as
+ * generation writes them) through rt_st_read_i32, exactly. Returns 0, or
+ * non-zero with a message. */
+static int compare_read(const RtStTensor *t, double *dst, char *err, size_t errlen) {
+  int64_t n = rt_st_numel(t);
+  bool is_float = t->dtype == RT_F32 || t->dtype == RT_F16 || t->dtype == RT_BF16 ||
+                  t->dtype == RT_F64;
+  void *buf = malloc((size_t)n * 4 + 4);
+  if (!buf)
+    return rt_errorf(err, errlen, "out of memory");
+  int rc = is_float ? rt_st_read_f32(t, buf, err, errlen)
+                    : rt_st_read_i32(t, buf, INT32_MIN, INT32_MAX, err, errlen);
+  for (int64_t k = 0; !rc && k < n; k++)
+    dst[k] = is_float ? (double)((float *)buf)[k] : (double)((int32_t *)buf)[k];
+  free(buf);
+  return rc;
+}
+
 static int cmd_compare(int argc, char **argv) {
   Opt o[] = {{"atol", true, NULL}, {"rtol", true, NULL}};
   Args args = {o, 2, {0}, 0};
@@ -1329,7 +1348,8 @@ static int cmd_compare(int argc, char **argv) {
          "Compares every tensor of REF with the tensor of the same name in OUT:\n"
          "passes when |out - ref| <= atol + rtol * |ref| elementwise (defaults\n"
          "1e-4 and 1e-4) and shapes match. Prints each tensor's max errors; exits 1\n"
-         "on any mismatch, missing tensor or non-finite value.");
+         "on any mismatch, missing tensor or non-finite value. Integer tensors (the\n"
+         "ids and lengths generation writes) are compared by value, as numbers.");
     return 0;
   }
   if (r)
@@ -1373,11 +1393,10 @@ static int cmd_compare(int argc, char **argv) {
       continue;
     }
     int64_t n = rt_st_numel(ref);
-    float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
-    if (!x || !y || rt_st_read_f32(got, x, err, sizeof err) ||
-        rt_st_read_f32(ref, y, err, sizeof err)) {
-      printf("%-14s %s: cannot read as f32: %s\n", ref->name, sr,
-             (!x || !y) ? "out of memory" : err);
+    double *x = malloc((size_t)n * sizeof *x + 8), *y = malloc((size_t)n * sizeof *y + 8);
+    if (!x || !y || compare_read(got, x, err, sizeof err) ||
+        compare_read(ref, y, err, sizeof err)) {
+      printf("%-14s %s: cannot read: %s\n", ref->name, sr, (!x || !y) ? "out of memory" : err);
       free(x);
       free(y);
       bad++;
@@ -1386,10 +1405,10 @@ static int cmd_compare(int argc, char **argv) {
     double max_abs = 0, worst = 0;
     int64_t worst_i = 0, fails = 0;
     for (int64_t k = 0; k < n; k++) {
-      double diff = fabs((double)x[k] - (double)y[k]);
+      double diff = fabs(x[k] - y[k]);
       if (!isfinite(x[k]) || !isfinite(y[k]))
         diff = INFINITY;
-      double tol = atol + rtol * fabs((double)y[k]);
+      double tol = atol + rtol * fabs(y[k]);
       double ratio = diff == 0 ? 0 : tol > 0 ? diff / tol : INFINITY;
       if (diff > max_abs)
         max_abs = diff;

@@ -15,8 +15,9 @@
  * against PyTorch's expected.safetensors and lie within the same
  * tolerance of the host's outputs; the max differences are printed.
  * A target is skipped (naming the Debian package) only when its cross
- * compiler or qemu is missing. */
-#include "c_test_util.h"
+ * compiler or qemu is missing. Generation on the same targets:
+ * test_cross_generate.c. */
+#include "cross_util.h"
 
 #include <ctype.h>
 
@@ -39,13 +40,6 @@ static const CrossModel cross_models[] = {
 };
 enum { N_CROSS_MODELS = sizeof cross_models / sizeof cross_models[0] };
 
-/* A cross target: its toolchain and what its executables must look like. */
-typedef struct CrossTarget {
-  CtTool tool;
-  bool big_endian;
-  unsigned elf_machine; /* e_machine: EM_AARCH64 183, EM_S390 22 */
-} CrossTarget;
-
 /* The extra emit-c arguments of a golden (DIR/args, e.g. `--attention
  * decoder.0`), "" when it has none. Refuses anything but plain option
  * words, since the text goes into a shell command. Returns malloc'd text. */
@@ -60,26 +54,6 @@ static char *golden_args(const char *dir) {
               "%s holds '%c', which this test does not pass to a shell", path, *c);
   }
   return t;
-}
-
-/* The executable's name: the first target of the generated Makefile's
- * `all:` rule ("all: EXE libmodel.a"). Returns malloc'd text. */
-static char *project_exe(const char *proj) {
-  char path[800];
-  snprintf(path, sizeof path, "%.700s/Makefile", proj);
-  char *mk = ct_read_text(path, NULL);
-  cr_assert(mk, "emit-c wrote no %s", path);
-  const char *all = strstr(mk, "\nall: ");
-  cr_assert(all, "%s has no 'all:' rule", path);
-  all += strlen("\nall: ");
-  size_t n = strcspn(all, " \n");
-  cr_assert(n > 0 && n < 64, "%s: cannot read the executable's name", path);
-  char *exe = malloc(n + 1);
-  cr_assert(exe);
-  memcpy(exe, all, n);
-  exe[n] = '\0';
-  free(mk);
-  return exe;
 }
 
 /* Max |a - b| over every tensor of out, each matched by name in ref (ref
@@ -118,25 +92,6 @@ static double outputs_max_diff(const char *out, const char *ref, const char *wha
   return maxd;
 }
 
-/* The cross executable is an ELF file for t's machine and byte order
- * (header bytes: EI_DATA at 5, e_machine at 18 in the file's order), so a
- * host binary run by mistake cannot pass for it. */
-static void elf_expect(const char *proj, const char *exe, const CrossModel *m, const CrossTarget *x) {
-  char path[800];
-  snprintf(path, sizeof path, "%s/%s", proj, exe);
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "%s: the build wrote no %s", m->name, path);
-  unsigned char h[20];
-  size_t n = fread(h, 1, sizeof h, f);
-  fclose(f);
-  cr_assert(n == sizeof h && memcmp(h, "\177ELF", 4) == 0, "%s is not an ELF file", path);
-  int big = h[5] == 2;
-  unsigned machine = big ? (unsigned)h[18] << 8 | h[19] : (unsigned)h[19] << 8 | h[18];
-  cr_assert_eq(big, x->big_endian, "%s: byte order %s", path, big ? "big" : "little");
-  cr_assert_eq(machine, x->elf_machine, "%s: ELF machine %u, expected %u", path, machine,
-               x->elf_machine);
-}
-
 /* One model on target x: emit, build natively and with x, run both, compare. */
 static void cross_model_run(const CrossTarget *x, const CrossModel *m, const char *tmp) {
   const CtTool *t = &x->tool;
@@ -155,7 +110,7 @@ static void cross_model_run(const CrossTarget *x, const CrossModel *m, const cha
   char *exe = project_exe(host);
   CT_RUN("cd %s && make -j2 NO_BLAS=1 CC=gcc AR=ar CFLAGS='-O2 -Werror'", host);
   CT_RUN("cd %s && make -j2 NO_BLAS=1 CC=%s AR=%s CFLAGS='-O2 -Werror'", cross, t->cc, t->ar);
-  elf_expect(cross, exe, m, x);
+  elf_expect(cross, exe, m->name, x);
   if (m->embed) {
     char path[800];
     snprintf(path, sizeof path, "%s/%s.weights", cross, exe);
@@ -189,21 +144,13 @@ static void cross_models_run(const CrossTarget *x) {
 }
 
 Test(cross_models, aarch64_qemu, .timeout = 300) {
-  if (!ct_have("aarch64-linux-gnu-gcc"))
-    cr_skip_test("aarch64-linux-gnu-gcc is missing (Debian package gcc-aarch64-linux-gnu)");
-  if (!ct_have("qemu-aarch64")) cr_skip_test("qemu-aarch64 is missing (Debian package qemu-user)");
-  CrossTarget x = {{"aarch64", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-ar",
-                    "qemu-aarch64 -L /usr/aarch64-linux-gnu", true},
-                   false, 183};
-  cross_models_run(&x);
+  const char *why = cross_missing(&cross_aarch64);
+  if (why) cr_skip_test("%s", why);
+  cross_models_run(&cross_aarch64);
 }
 
 Test(cross_models, s390x_big_endian_qemu, .timeout = 300) {
-  if (!ct_have("s390x-linux-gnu-gcc"))
-    cr_skip_test("s390x-linux-gnu-gcc is missing (Debian package gcc-s390x-linux-gnu)");
-  if (!ct_have("qemu-s390x")) cr_skip_test("qemu-s390x is missing (Debian package qemu-user)");
-  CrossTarget x = {{"s390x", "s390x-linux-gnu-gcc", "s390x-linux-gnu-ar",
-                    "qemu-s390x -L /usr/s390x-linux-gnu", true},
-                   true, 22};
-  cross_models_run(&x);
+  const char *why = cross_missing(&cross_s390x);
+  if (why) cr_skip_test("%s", why);
+  cross_models_run(&cross_s390x);
 }

@@ -1,13 +1,15 @@
 /* tests/generate/step_api_example.c — the README's example of model.h's
  * step API (an emitted decoder or encoder_decoder project): greedy
  * decoding by hand, printing one id per line as the executable does.
- *   step_api_example WEIGHTS N ID...   (ids: the prompt, or the source)
+ *   step_api_example WEIGHTS N ID...   (ids: the prompt, or the source;
+ *                                        WEIGHTS "-": the embedded weights)
  * Built against an emitted project's libmodel.a by run_compiled.sh, which
  * checks it prints the golden ids too. */
 #include "model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int32_t argmax(const float *x, int64_t n) {
   int64_t best = 0;
@@ -25,7 +27,8 @@ int main(int argc, char **argv) {
   char err[512];
   /* the KV cache handed in by the caller (64-byte aligned) */
   void *cache = aligned_alloc(64, (tfmc_gen_cache_bytes() + 63) / 64 * 64);
-  TfmcGen *g = cache ? tfmc_gen_create(argv[1], 1, cache, err, sizeof err) : NULL;
+  const char *weights = strcmp(argv[1], "-") == 0 ? NULL : argv[1];
+  TfmcGen *g = cache ? tfmc_gen_create(weights, 1, cache, err, sizeof err) : NULL;
   if (!g) {
     fprintf(stderr, "%s\n", cache ? err : "out of memory");
     return 1;

@@ -477,6 +477,27 @@ Test(cli, profile_built_executable_and_jit, .timeout = 300) {
   free(listing);
 }
 
+/* tfmc compare takes integer tensors (generation's `generated` i64 [B,N]
+ * and `generated_lengths` i64 [B]) by value, whatever their integer dtype:
+ * equal ids pass at tolerance 0, one differing id fails. */
+Test(cli, compare_takes_integer_tensors) {
+  int64_t ids[6] = {1, 0, 0, 3, 12, -1}, lengths[1] = {5};
+  int32_t ids32[6] = {1, 0, 0, 3, 12, -1};
+  RtStWrite a[2] = {ids_tensor("generated", RT_I64, ids, 1, 6),
+                    {"generated_lengths", RT_I64, 1, {1}, lengths}};
+  write_inputs("a.safetensors", a, 2);
+  RtStWrite b[2] = {ids_tensor("generated", RT_I32, ids32, 1, 6), a[1]};
+  write_inputs("b.safetensors", b, 2);
+  cr_assert_eq(tfmc("compare b.safetensors a.safetensors --atol 0 --rtol 0"), 0, "%s", out_text);
+  cr_assert(strstr(out_text, "generated_lengths [1]: max |diff| 0,"), "%s", out_text);
+  ids32[3] = 4;
+  write_inputs("b.safetensors", b, 2);
+  cr_assert_eq(tfmc("compare b.safetensors a.safetensors"), 1, "%s", out_text);
+  cr_assert(strstr(out_text, "generated      [1,6]: max |diff| 1, worst at [3] (4 vs 3), 1 over "
+                             "tolerance: FAIL"),
+            "%s", out_text);
+}
+
 /* tfmc run FILE.tfir: a graph IR file (as `tfmc ir` prints it, perhaps
  * edited by hand) runs through the same driver as its spec: the same
  * outputs, random weights by name, checkpoints by canonical names, and ids
