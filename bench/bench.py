@@ -575,6 +575,8 @@ class Harness:
                               "--max-beams", "1"], "build_exe_" + w.name)
                 D["exe"] = {"path": exe, "seconds": r["wall_s"], "error": r.get("error"),
                             "output": (r["stderr"] + r["stdout"]).strip()}
+                if os.path.exists(exe + ".weights"):
+                    D["exe"]["weights_file_bytes"] = os.path.getsize(exe + ".weights")
                 if not r.get("error") and not self.R["info"].get("tfmc_gemm"):
                     v = child_out([exe, "--version"], self.base_env) or ""
                     gm = re.search(r"^gemm: (.*)$", v, re.M)

@@ -10,6 +10,7 @@ its cross-check; a failed, skipped or mismatching run shows why instead.
 """
 
 import json
+import os
 import re
 import sys
 
@@ -573,7 +574,8 @@ def decode_sections(R, decodes, add, threads):
         "per new id. *ms per decoded token* is the time from the end of the prefill to the last "
         "id (every later step and every argmax) / (new ids - 1), as `tfmc run --generate "
         "--repeat` reports it (`runtime/rt_generate.c`); *whole* is encode + prefill + decode of "
-        "one sequence. A process runs one warm-up generation, then N timed ones; a cell is the "
+        "one sequence. A process runs one warm-up generation (tfmc a whole one, as `--repeat` "
+        "does; PyTorch and ORT 16 ids), then N timed ones; a cell is the "
         "median of the round medians of interleaved rounds (every row once per round). Every "
         "run's ids must equal PyTorch's, all of them (`bench/decode.py`'s reference, itself "
         "checked against full forward passes of every prefix); a run that differs is reported, "
@@ -720,14 +722,20 @@ def decode_sections(R, decodes, add, threads):
         mem_rows.append((w, m, plan, total))
     add("")
     for w, m, plan, total in mem_rows:
+        exe = (DEC.get(w.name) or {}).get("exe") or {}
+        wfile = exe.get("weights_file_bytes")
+        if not wfile and exe.get("path") and os.path.exists(exe["path"] + ".weights"):
+            wfile = os.path.getsize(exe["path"] + ".weights")
         add("Memory (%s): `tfmc check %s` plans weights %.1f MB (every parameter as f32, the "
             "tied matrix once), a step arena of %.1f MB and a KV cache of %.1f MB (batch 1, all "
-            "max_len positions), %.1f MB together; the executable (`--max-beams 1`, weights "
-            "mmapped from `EXE.weights`, which also holds the forward program's, never touched "
-            "when generating) peaked at %s MB (`/usr/bin/time`) generating %d ids (%s)." % (
+            "max_len positions), %.1f MB together; the executable (`--max-beams 1`, its weights "
+            "file `EXE.weights` of %s MB mapped: the forward program's and the step program's "
+            "weights, each with its own packed copy of a tied matrix) peaked at %s MB "
+            "(`/usr/bin/time`) generating %d ids (%s)." % (
                 w.model.name, plan.get("spec"), (plan.get("weight_bytes") or 0) / 1e6,
                 (plan.get("step_arena_bytes") or 0) / 1e6, (plan.get("kv_cache_bytes") or 0) / 1e6,
-                (total or 0) / 1e6, "%.1f" % (m["rss_kb"] * 1024 / 1e6) if m.get("rss_kb") else "-",
+                (total or 0) / 1e6, "%.1f" % (wfile / 1e6) if wfile else "?",
+                "%.1f" % (m["rss_kb"] * 1024 / 1e6) if m.get("rss_kb") else "-",
                 m.get("new_tokens", 0), (m.get("check") or {}).get("summary") or m.get("error")
                 or m.get("skipped")))
         add("")
