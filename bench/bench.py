@@ -187,6 +187,12 @@ DECODE_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe"]
 # OpenBLAS threads after every small op, took ~0.7 s per token on a loaded
 # machine: minutes per process), so the decode part stays bounded.
 DECODE_TIMEOUT = 300
+# Workloads whose tfmc rows are judged against the DRAM roofline: each of
+# their tfmc runs is preceded by a stream_read probe (under a second), so
+# a round's time per token is compared with the read bandwidth of that
+# moment (on this shared VM it moved between 30 and 48 GB/s within one
+# run, with nothing else running in the VM).
+ROOFLINE = ("gpt2_decode",)
 
 # max |out - ref| <= tol * max |ref|; bf16 weights keep 8 bits of mantissa,
 # so their outputs land within ~0.3-2.5e-2 of fp32 (README, "bf16 weights")
@@ -659,6 +665,18 @@ class Harness:
             os.remove(outp)
         return res
 
+    def read_bandwidth(self, tag):
+        """stream_read at --threads threads, now (GB/s), or None."""
+        r = self.run([os.path.join(self.args.bin, "stream_read"), str(self.args.threads)],
+                     "stream_paired_" + tag, timeout=120)
+        for line in (r.get("stdout") or "").splitlines():
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)["gbytes_per_s"]
+                except (ValueError, KeyError):
+                    return None
+        return None
+
     def check_decode(self):
         for w in self.decodes:
             for fw in self.decode_frameworks(w):
@@ -690,8 +708,11 @@ class Harness:
                     self.log("time: %s on %s, %d generations%s (busy %.2f cores, loadavg %s)" % (
                         fw, w.name, runs, ", round %d/%d" % (rnd + 1, rounds) if rounds > 1 else "",
                         ph["busy_cores"], ph["loadavg"]))
+                    bw = self.read_bandwidth("%s_%s_%d" % (w.name, fw, rnd + 1)) if (
+                        w.name in ROOFLINE and fw.startswith("tfmc")) else None
                     res = self.run_decode(fw, w, runs, "time")
                     res["phase"] = ph
+                    res["read_gbps"] = bw
                     got[fw].append(res)
                     if res.get("skipped"):
                         self.log("  -> skipped: " + res["skipped"])
@@ -705,7 +726,7 @@ class Harness:
                                      fmt_ms(res["median_ms"]), (res["rss_kb"] or 0) / 1024,
                                      res.get("others_cores") or 0, res["check"].get("summary")))
                     D.setdefault("timing", {})[fw] = combine_rounds(
-                        got[fw], ("prefill_ms", "token_ms", "encode_ms"))
+                        got[fw], ("prefill_ms", "token_ms", "encode_ms", "read_gbps"))
                     self.save()
 
     def memory_decode(self):
