@@ -34,6 +34,13 @@ Phases, in order (each process-level phase is preceded by an idle check):
                 the outputs are cross-checked again
   7. ceilings   measured again (the best of the two is used)
   8. profile    where the tfmc executable spends its time (perf, if present)
+The generation workloads (kind "decode": gpt2_decode, seq2seq_decode) go
+through the same phases with their own rows (DECODE_FRAMEWORKS): whole
+greedy generations with a KV cache per timed run, prefill, ms per decoded
+token and the whole generation reported apart, the generated ids compared
+exactly with PyTorch's (decode_check); and after the timing phase a
+memory run (a tfmc executable generating memory_tokens ids: peak RSS
+against the planned weights + step arena + KV cache).
 Raw results go to WORK/results.json after every phase; the report is
 written at the end.
 
@@ -164,9 +171,29 @@ SWEEP_PLAN = [("bert_b1", None, 2, 5), ("bert_long", "passive-vs-tuned", 2, 2)]
 # two such processes once decided a median). --quick: half the runs, one
 # round. Sized so the whole suite stays within ~15 minutes on 2 cores.
 RUNS = {"bert_b1": 4, "bert_b8": 2, "gpt2_prefill": 4, "seq2seq": 30, "anatomy_tiny": 50,
-        "bert_long": 2}
+        "bert_long": 2, "gpt2_decode": 2, "seq2seq_decode": 20}
 ROUNDS = {"bert_b1": 3, "bert_b8": 3, "gpt2_prefill": 3, "seq2seq": 5, "anatomy_tiny": 5,
-          "bert_long": 3}
+          "bert_long": 3, "gpt2_decode": 3, "seq2seq_decode": 5}
+
+# The generation workloads' rows (a run is a whole greedy generation): the
+# JIT and an executable (built with --max-beams 1: batch 1, one cache row),
+# PyTorch's KV-cache loop in both environments (bench/decode.py), ONNX
+# Runtime's over the GPT-2 step model (bench/ort_decode.js; none for the
+# encoder-decoder).
+DECODE_FRAMEWORKS = ["tfmc-jit", "tfmc-exe", "torch", "torch-tuned", "ort"]
+DECODE_ORDER = ["tfmc-jit", "torch", "torch-tuned", "ort", "tfmc-exe"]
+# A generation process that takes longer is stopped and reported as timed
+# out (PyTorch out of the box, whose spinning OpenMP workers fight its
+# OpenBLAS threads after every small op, took ~0.7 s per token on a loaded
+# machine: minutes per process), so the decode part stays bounded.
+DECODE_TIMEOUT = 300
+# Workloads whose tfmc rows are judged against the DRAM roofline: each of
+# their tfmc runs is preceded by a stream_read probe (under a second), so
+# the report can also show a round's time per token against the read
+# bandwidth of that moment (on this shared VM the probe moved between 28
+# and 41 GB/s within one run with nothing else running in the VM; the
+# target is judged against the run's best, the stricter bound).
+ROOFLINE = ("gpt2_decode",)
 
 # max |out - ref| <= tol * max |ref|; bf16 weights keep 8 bits of mantissa,
 # so their outputs land within ~0.3-2.5e-2 of fp32 (README, "bf16 weights")
@@ -174,6 +201,14 @@ REL_TOL_BF16 = 5e-2
 
 TIMING_RE = re.compile(r"timing: backend (\S+), compile ([\d.]+) ms, run median ([\d.]+) ms "
                        r"\(min ([\d.]+), max ([\d.]+)\) over (\d+) runs")
+GEN_RE = re.compile(r"timing: backend \S+, prompt (\d+) tokens, prefill median ([\d.]+) ms \(min "
+                    r"([\d.]+)\); decode median ([\d.]+) ms per token \(min ([\d.]+)\) over (\d+) "
+                    r"tokens; (\d+) runs")
+ENC_RE = re.compile(r"timing: backend \S+, source (\d+) tokens, encode median ([\d.]+) ms")
+WHOLE_RE = re.compile(r"whole generation median ([\d.]+) ms \(min ([\d.]+)\)")
+GENPLAN_RE = re.compile(r"self-attention KV cache (\d+) bytes .*step arena (\d+) bytes")
+CROSSPLAN_RE = re.compile(r"cross-attention K/V (\d+) bytes .*encode arena (\d+) bytes")
+WBYTES_RE = re.compile(r"weight bytes\s+(\d+)")
 FLOPS_RE = re.compile(r"FLOPs per token ([\d.]+)([KMGT]?) at length (\d+) \(linear ([\d.]+)([KMGT]?), "
                       r"attention ([\d.]+)([KMGT]?) per token\)")
 ARENA_RE = re.compile(r"arena\s+(\d+) bytes")
@@ -196,7 +231,9 @@ class Harness:
                   "ceilings": {}, "sweep": [], "tuned_env": dict(TUNED_BASE_ENV),
                   "tuned_label": tuned_label(TUNED_BASE_ENV), "blas_probe": None, "timing": {},
                   "notes": []}
-        self.workloads = [w for w in wl.WORKLOADS if not args.only or w.name in args.only]
+        chosen = [w for w in wl.WORKLOADS if not args.only or w.name in args.only]
+        self.workloads = [w for w in chosen if w.kind == "forward"]
+        self.decodes = [w for w in chosen if w.kind == "decode"]
         self.frameworks = [f for f in FRAMEWORKS if f not in (args.skip or [])]
         self.models = []
         for w in self.workloads:
@@ -283,10 +320,13 @@ class Harness:
     def prepare(self):
         self.log("prepare: models, weights, inputs, reference outputs, ONNX")
         cmd = [PY, os.path.join(HERE, "prepare.py"), "--work", self.work]
-        for w in self.workloads:
+        for w in self.workloads + self.decodes:
             cmd += ["--only", w.name]
         t0 = time.time()
-        p = subprocess.run(cmd, env=self.base_env, cwd=HERE)
+        # PASSIVE: the reference greedy loops (bench/decode.py) run one small
+        # step after another, which libgomp's spinning workers slow down
+        # several-fold; the values computed do not depend on it
+        p = subprocess.run(cmd, env=dict(self.base_env, OMP_WAIT_POLICY="PASSIVE"), cwd=HERE)
         if p.returncode != 0:
             raise SystemExit("bench: prepare.py failed (exit %d)" % p.returncode)
         self.R["prepare_s"] = time.time() - t0
@@ -488,6 +528,226 @@ class Harness:
             "OPENBLAS_CORETYPE=%s" % rec["chosen"] if rec["chosen"] else "no core type"))
         self.save()
 
+    # ---- the generation workloads (bench/decode.py) ----
+
+    def decode_files(self, w):
+        """(spec, weights, step ONNX or None, workload dir) of a generation
+        workload: the workload's own spec when it sets max_len."""
+        spec, weights, _ = self.files(w.model)
+        wdir = os.path.join(self.work, "workloads", w.name)
+        if w.max_len:
+            spec = os.path.join(wdir, "model.tfm")
+        onnx = os.path.join(wdir, "step.onnx")
+        return spec, weights, onnx if os.path.exists(onnx) else None, wdir
+
+    def decode_frameworks(self, w):
+        """The rows of generation workload w: ORT only where a step model
+        was exported (GPT-2)."""
+        return [f for f in DECODE_FRAMEWORKS if f in self.frameworks and
+                (f != "ort" or self.decode_files(w)[2])]
+
+    def build_decode(self):
+        """Per generation workload: `tfmc check` of its spec (FLOPs, weight
+        bytes and the generation plan: KV cache, step arena) and `tfmc build
+        --max-beams 1` (batch 1, one cache row, as the timed runs and the
+        memory run use it)."""
+        for w in self.decodes:
+            spec, weights, _, _ = self.decode_files(w)
+            D = self.R.setdefault("decode", {}).setdefault(w.name, {})
+            p = subprocess.run([self.tfmc(), "check", spec], capture_output=True, text=True,
+                               env=self.base_env)
+            if p.returncode != 0:
+                raise SystemExit("bench: tfmc check %s failed:\n%s" % (spec, p.stderr))
+            mo, gp, cp = FLOPS_RE.search(p.stdout), GENPLAN_RE.search(p.stdout), \
+                CROSSPLAN_RE.search(p.stdout)
+            wb = WBYTES_RE.search(p.stdout)
+            D["plan"] = {
+                "spec": os.path.relpath(spec, self.work), "check_output": p.stdout.strip(),
+                "linear_flops_per_token": float(mo.group(4)) * SUFFIX[mo.group(5)] if mo else None,
+                "weight_bytes": int(wb.group(1)) if wb else None,
+                "kv_cache_bytes": int(gp.group(1)) if gp else None,
+                "step_arena_bytes": int(gp.group(2)) if gp else None,
+                "cross_kv_bytes": int(cp.group(1)) if cp else None,
+                "encode_arena_bytes": int(cp.group(2)) if cp else None}
+            try:
+                with open(os.path.join(self.decode_files(w)[3], "decode.json")) as f:
+                    D["reference"] = json.load(f)
+            except (OSError, ValueError):
+                D["reference"] = None
+            if "tfmc-exe" in self.frameworks or w.memory_tokens:
+                exe = os.path.join(self.work, "build", w.name, "exe", w.model.name)
+                os.makedirs(os.path.dirname(exe), exist_ok=True)
+                self.log("build: tfmc build %s --max-beams 1 (%s)" % (w.model.name, w.name))
+                r = self.run([self.tfmc(), "build", spec, "--weights", weights, "-o", exe,
+                              "--max-beams", "1"], "build_exe_" + w.name)
+                D["exe"] = {"path": exe, "seconds": r["wall_s"], "error": r.get("error"),
+                            "output": (r["stderr"] + r["stdout"]).strip()}
+                if os.path.exists(exe + ".weights"):
+                    D["exe"]["weights_file_bytes"] = os.path.getsize(exe + ".weights")
+                if not r.get("error") and not self.R["info"].get("tfmc_gemm"):
+                    v = child_out([exe, "--version"], self.base_env) or ""
+                    gm = re.search(r"^gemm: (.*)$", v, re.M)
+                    if gm:
+                        self.R["info"]["tfmc_gemm"] = gm.group(1)
+        self.save()
+
+    def run_decode(self, fw, w, runs, tag, n_new=None):
+        """One generation process: framework fw on generation workload w,
+        n_new ids (default w.new_tokens); runs 0: one untimed generation
+        (tfmc: no --repeat); else a warm-up and runs timed generations.
+        Returns a result dict: median_ms (whole generation), prefill_ms,
+        token_ms (per decoded token), encode_ms, the process's RSS, and the
+        ids checked against PyTorch's (decode_check)."""
+        spec, weights, onnx, wdir = self.decode_files(w)
+        n_new = n_new or w.new_tokens
+        inputs = os.path.join(wdir, "inputs.safetensors")
+        outp = os.path.join(self.out, "%s_%s_%s.safetensors" % (tag, w.name, fw))
+        if os.path.exists(outp):
+            os.remove(outp)
+        env = dict(self.base_env)
+        threads = str(self.args.threads)
+        rep = ["--repeat", str(runs)] if runs > 0 else []
+        if fw == "tfmc-jit":
+            cmd = [self.tfmc(), "run", spec, "--weights", weights, "--inputs", inputs, "--generate",
+                   str(n_new), "--outputs", outp, "--threads", threads] + rep
+        elif fw == "tfmc-exe":
+            ent = (self.R.get("decode", {}).get(w.name) or {}).get("exe") or {}
+            if ent.get("error") or not ent.get("path"):
+                return {"skipped": ent.get("error") or "not built"}
+            cmd = [ent["path"], "--inputs", inputs, "--generate", str(n_new), "--outputs", outp,
+                   "--threads", threads] + rep
+        elif fw in ("torch", "torch-tuned"):
+            if fw == "torch-tuned":
+                env.update(self.R["tuned_env"])
+            cmd = [PY, os.path.join(HERE, "torch_bench.py"), "--work", self.work, "--workload",
+                   w.name, "--outputs", outp, "--runs", str(runs), "--threads", threads]
+        elif fw == "ort":
+            if not onnx:
+                return {"skipped": "no ONNX step model for this workload (only GPT-2's is exported)"}
+            cmd = ["node", os.path.join(HERE, "ort_decode.js"), onnx, inputs, outp, str(n_new),
+                   str(runs), threads]
+        else:
+            raise AssertionError(fw)
+        r = self.run(cmd, "%s_%s_%s" % (tag, w.name, fw), env=env, cwd=HERE,
+                     timeout=DECODE_TIMEOUT)
+        res = {"rss_kb": r["rss_kb"], "wall_s": r["wall_s"], "others_cores": r["others_cores"]}
+        if r.get("error"):
+            res["error"] = r["error"]
+            return res
+        if runs > 0 and fw.startswith("tfmc"):
+            g, wh, en = GEN_RE.search(r["stderr"]), WHOLE_RE.search(r["stderr"]), \
+                ENC_RE.search(r["stderr"])
+            if not (g and wh):
+                res["error"] = "no generation timing lines on stderr"
+                return res
+            res.update(prefill_ms=float(g.group(2)), token_ms=float(g.group(4)),
+                       median_ms=float(wh.group(1)), min_ms=float(wh.group(2)), max_ms=None,
+                       encode_ms=float(en.group(2)) if en else 0.0, runs=int(g.group(7)),
+                       timing_source="in-process (--repeat)")
+        elif runs > 0:
+            try:
+                j = json.loads(r["stdout"].strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                res["error"] = "no JSON timing line on stdout"
+                return res
+            t = j["runs_ms"]
+            res.update(median_ms=statistics.median(t), min_ms=min(t), max_ms=max(t), runs=len(t),
+                       prefill_ms=statistics.median(j["prefill_ms"]),
+                       token_ms=statistics.median(j["token_ms"]),
+                       encode_ms=statistics.median(j.get("encode_ms") or [0.0]),
+                       load_ms=j.get("load_ms"), warmup_ms=j.get("warmup_ms"),
+                       version=j.get("version"), timing_source="in-process")
+            for key in ("blas_core", "blas_threads", "torch_threads", "omp_wait_policy",
+                        "intra_op_threads", "inter_op_threads", "allow_spinning"):
+                if key in j:
+                    res[key] = j[key]
+        res["check"] = decode_check(outp, os.path.join(wdir, "expected.safetensors"), n_new)
+        if not self.args.keep_outputs and os.path.exists(outp):
+            os.remove(outp)
+        return res
+
+    def read_bandwidth(self, tag):
+        """stream_read at --threads threads, now (GB/s), or None."""
+        r = self.run([os.path.join(self.args.bin, "stream_read"), str(self.args.threads)],
+                     "stream_paired_" + tag, timeout=120)
+        for line in (r.get("stdout") or "").splitlines():
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)["gbytes_per_s"]
+                except (ValueError, KeyError):
+                    return None
+        return None
+
+    def check_decode(self):
+        for w in self.decodes:
+            for fw in self.decode_frameworks(w):
+                if fw == "torch":
+                    continue  # the same code as torch-tuned, checked once (and again when timed)
+                self.log("check: %s on %s (one generation of %d ids)" % (fw, w.name, w.new_tokens))
+                res = self.run_decode(fw, w, 0, "check")
+                c = res.get("check") or {}
+                state = ("skipped: " + res["skipped"]) if res.get("skipped") else (
+                    ("FAILED: " + res["error"]) if res.get("error") else
+                    ("ok" if c.get("ok") else "MISMATCH: " + c.get("message", "")))
+                self.R["decode"][w.name].setdefault("check", {})[fw] = {"state": state, "check": c}
+                self.log("  -> " + (c.get("summary", "") if state == "ok" else state))
+        self.save()
+
+    def timing_decode(self):
+        """Interleaved rounds, as timing(); a run that produced other ids
+        than PyTorch's is reported, not timed (combine_rounds keeps it)."""
+        for w in self.decodes:
+            runs = max(1, RUNS[w.name] // 2) if self.args.quick else RUNS[w.name]
+            rounds = 1 if self.args.quick else ROUNDS.get(w.name, 1)
+            order = [f for f in DECODE_ORDER if f in self.decode_frameworks(w)]
+            got = {fw: [] for fw in order}
+            D = self.R["decode"][w.name]
+            for rnd in range(rounds):
+                for fw in order:
+                    ph = self.wait_idle("time %s %s%s" % (w.name, fw, " (round %d)" % (rnd + 1)
+                                                          if rounds > 1 else ""))
+                    self.log("time: %s on %s, %d generations%s (busy %.2f cores, loadavg %s)" % (
+                        fw, w.name, runs, ", round %d/%d" % (rnd + 1, rounds) if rounds > 1 else "",
+                        ph["busy_cores"], ph["loadavg"]))
+                    bw = self.read_bandwidth("%s_%s_%d" % (w.name, fw, rnd + 1)) if (
+                        w.name in ROOFLINE and fw.startswith("tfmc")) else None
+                    res = self.run_decode(fw, w, runs, "time")
+                    res["phase"] = ph
+                    res["read_gbps"] = bw
+                    got[fw].append(res)
+                    if res.get("skipped"):
+                        self.log("  -> skipped: " + res["skipped"])
+                    elif res.get("error"):
+                        self.log("  -> FAILED: " + res["error"])
+                    else:
+                        self.log("  -> %sprefill %s, %s per decoded token, whole generation "
+                                 "%s; peak RSS %.0f MB, others used %.2f cores meanwhile; %s" % (
+                                     "encode %s, " % fmt_ms(res["encode_ms"]) if res.get("encode_ms")
+                                     else "", fmt_ms(res["prefill_ms"]), fmt_ms(res["token_ms"]),
+                                     fmt_ms(res["median_ms"]), (res["rss_kb"] or 0) / 1024,
+                                     res.get("others_cores") or 0, res["check"].get("summary")))
+                    D.setdefault("timing", {})[fw] = combine_rounds(
+                        got[fw], ("prefill_ms", "token_ms", "encode_ms", "read_gbps"))
+                    self.save()
+
+    def memory_decode(self):
+        """The tfmc executable generating memory_tokens ids after the prompt
+        (one process, no --repeat): its peak RSS against the plan."""
+        for w in self.decodes:
+            if not w.memory_tokens:
+                continue
+            D = self.R["decode"][w.name]
+            ph = self.wait_idle("memory " + w.name)
+            self.log("memory: tfmc executable on %s, %d new ids" % (w.name, w.memory_tokens))
+            res = self.run_decode("tfmc-exe", w, 0, "memory", n_new=w.memory_tokens)
+            res["phase"] = ph
+            res["new_tokens"] = w.memory_tokens
+            D["memory"] = res
+            self.log("  -> " + (res.get("skipped") or res.get("error") or
+                                "peak RSS %.1f MB; %s" % ((res["rss_kb"] or 0) / 1024,
+                                                          res["check"].get("summary"))))
+        self.save()
+
     # ---- phase 3: correctness before timing ----
 
     def check(self):
@@ -685,10 +945,12 @@ class Harness:
 # ---------------------------------------------------------------------------
 
 
-def combine_rounds(results):
+def combine_rounds(results, extra=()):
     """One result from a framework's rounds on a workload: the median of the
     round medians, the extreme min and max, all runs, the largest RSS and
-    disturbance, the worst cross-check; the first failure wins."""
+    disturbance, the worst cross-check; the first failure wins. extra:
+    more per-round medians to combine the same way (generation: prefill,
+    per-token, encode)."""
     for r in results:
         if r.get("skipped") or r.get("error") or not (r.get("check") or {}).get("ok"):
             return r
@@ -705,6 +967,10 @@ def combine_rounds(results):
     out["others_cores"] = max(r.get("others_cores") or 0 for r in results)
     out["check"] = max((r["check"] for r in results), key=lambda c: c.get("rel", 0))
     out["round_medians_ms"] = [r["median_ms"] for r in results]
+    for key in extra:
+        vals = [r[key] for r in results if r.get(key) is not None]
+        out[key] = statistics.median(vals) if vals else None
+        out["round_" + key] = vals
     out["phase"] = max((r["phase"] for r in results), key=lambda p: p["busy_cores"])
     return out
 
@@ -767,6 +1033,39 @@ def cross_check(out_path, ref_path, tol=REL_TOL):
     ok = not msgs
     return {"ok": ok, "max_abs": max_abs, "rel": worst, "tol": tol, "message": "; ".join(msgs),
             "summary": ("ok (max |diff| %.2g, %.1e x max |ref|)" % (max_abs, worst)) if ok
+            else "MISMATCH " + "; ".join(msgs)}
+
+
+def decode_check(out_path, ref_path, n_new):
+    """The generated ids must be PyTorch's exactly, all n_new of them (no
+    early stop): the reference's ids, or for a longer run (the memory run)
+    its first ids must be the reference's and the count n_new."""
+    if not os.path.exists(out_path):
+        return {"ok": False, "message": "no output file written", "summary": "no output"}
+    try:
+        out, _ = wl.stio.read(out_path)
+        ref, _ = wl.stio.read(ref_path)
+    except ValueError as e:
+        return {"ok": False, "message": str(e), "summary": "unreadable output"}
+    g, r = out.get("generated"), ref["generated"]
+    if g is None or g.ndim != 2 or g.shape[0] != 1:
+        return {"ok": False, "message": "no generated [1,N]", "summary": "no generated ids"}
+    got = [int(x) for x in g[0] if int(x) >= 0]
+    want = [int(x) for x in r[0]]
+    k = min(len(got), len(want))
+    first = next((i for i in range(k) if got[i] != want[i]), None)
+    msgs = []
+    if len(got) != n_new:
+        msgs.append("%d ids, expected %d" % (len(got), n_new))
+    if first is not None:
+        msgs.append("id %d is %d, PyTorch's %d" % (first, got[first], want[first]))
+    elif len(got) < len(want):
+        msgs.append("stopped after %d of PyTorch's %d ids" % (len(got), len(want)))
+    ok = not msgs
+    return {"ok": ok, "rel": 0.0, "n": len(got), "first_mismatch": first,
+            "message": "; ".join(msgs),
+            "summary": ("ok, %d ids = PyTorch's" % k if k == len(got) else
+                        "ok, %d ids, the first %d = PyTorch's" % (len(got), k)) if ok
             else "MISMATCH " + "; ".join(msgs)}
 
 
@@ -840,7 +1139,8 @@ def main():
     ap.add_argument("--tfmc", required=True, help="the tfmc binary")
     ap.add_argument("--bin", required=True, help="folder with peak_fma and stream_read")
     ap.add_argument("--work", required=True)
-    ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--results", help="the report (default bench/RESULTS.md; "
+                    "bench/decode/RESULTS.md when only generation workloads run)")
     ap.add_argument("--only", action="append", choices=[w.name for w in wl.WORKLOADS])
     ap.add_argument("--skip", action="append", choices=FRAMEWORKS)
     ap.add_argument("--quick", action="store_true", help="half the timed runs, short sweep")
@@ -857,22 +1157,30 @@ def main():
     if not os.access(args.tfmc, os.X_OK):
         ap.error("--tfmc %s is not an executable" % args.tfmc)
     h = Harness(args)
+    if not args.results:
+        args.results = os.path.join(HERE, "decode", "RESULTS.md") if h.decodes and not \
+            h.workloads else os.path.join(HERE, "RESULTS.md")
     h.info()
     h.prepare()
     h.build()
+    h.build_decode()
     if "torch-tuned" in h.frameworks:
         h.blas_probe()
     h.check()
+    h.check_decode()
     h.ceilings("before")
     if {"torch", "torch-tuned"} & set(h.frameworks) and not args.no_sweep:
         h.sweep()
     h.timing()
+    h.timing_decode()
+    h.memory_decode()
     h.ceilings("after")
     if not args.no_profile:
         h.profile()
     h.save()
     import report
-    report.write(h.R, args.results, h.workloads)
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    report.write(h.R, args.results, h.workloads, h.decodes)
     h.log("wrote %s (%.1f min)" % (args.results, (time.time() - h.t_start) / 60))
     return 0
 

@@ -58,6 +58,7 @@ function readSafetensors(path) {
   return out;
 }
 
+// tensors: {name: {dims, data}}, F32 (Float32Array) or I64 (BigInt64Array)
 function writeSafetensors(path, tensors) {
   const header = {};
   const parts = [];
@@ -65,7 +66,8 @@ function writeSafetensors(path, tensors) {
   for (const name of Object.keys(tensors).sort()) {
     const t = tensors[name];
     const bytes = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-    header[name] = { dtype: 'F32', shape: t.dims, data_offsets: [off, off + bytes.length] };
+    const dtype = t.data instanceof BigInt64Array ? 'I64' : 'F32';
+    header[name] = { dtype, shape: t.dims, data_offsets: [off, off + bytes.length] };
     parts.push(bytes);
     off += bytes.length;
   }
@@ -141,4 +143,7 @@ async function main() {
   }) + '\n');
 }
 
-main().catch((e) => fail(e && e.message ? e.message : String(e)));
+// bench/ort_decode.js reuses the safetensors reader and writer
+module.exports = { fail, DTYPES, readSafetensors, writeSafetensors, median };
+
+if (require.main === module) main().catch((e) => fail(e && e.message ? e.message : String(e)));

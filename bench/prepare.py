@@ -11,6 +11,18 @@ and for each workload, under WORK/workloads/NAME/:
     inputs.safetensors   the token ids (int64)
     expected.safetensors PyTorch's fp32 outputs (the reference every
                          framework is checked against)
+and for a generation workload (kind "decode", bench/decode.py) instead:
+    inputs.safetensors   the prompt `tokens` or the source `src` [1,S] (int64)
+    expected.safetensors PyTorch's greedy ids with a KV cache, `generated`
+                         i64 [1,N] and `generated_lengths` i64 [1] (what
+                         tfmc --generate --outputs writes), checked against
+                         full forward passes of every prefix before writing
+    decode.json          the smallest top-1 minus top-2 logit over the steps
+                         (how far fp32 rounding is from flipping an id)
+    model.tfm            the spec at the workload's max_len (when it has
+                         one; also bench/specs/NAME.tfm)
+    step.onnx            GPT-2 only: the step with past / present K/V
+                         (decode.export_gpt2_step)
 
 Usage: /usr/bin/python3 bench/prepare.py --work DIR [--only WORKLOAD]... [--fresh]
 
@@ -24,6 +36,7 @@ weight map (gen_goldens.check_weight_map), so tfmc will accept the file.
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -40,6 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def stamp():
     h = hashlib.sha256()
     for p in (os.path.join(HERE, "workloads.py"), os.path.join(HERE, "prepare.py"),
+              os.path.join(HERE, "decode.py"),
+              os.path.join(wl.ROOT, "tools", "gen_generate_golden.py"),
               os.path.join(wl.ROOT, "tools", "gen_goldens.py"),
               os.path.join(wl.ROOT, "tools", "reference_models.py"),
               os.path.join(wl.ROOT, "tools", "safetensors_io.py")):
@@ -100,6 +115,9 @@ def prepare_model(model, work_loads, work, st, fresh):
     torch.set_num_threads(2)
     first = True
     for w, d in zip(work_loads, wdirs):
+        if w.kind == "decode":
+            prepare_decode(model, inner, w, d, st)
+            continue
         inputs = w.inputs()
         names = model.inputs
         assert sorted(inputs) == sorted(names), (w.name, sorted(inputs), names)
@@ -134,6 +152,59 @@ def prepare_model(model, work_loads, work, st, fresh):
         f.write(st + "\n")
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
+
+
+def prepare_decode(model, inner, w, d, st):
+    """A generation workload's files (the docstring's list), written under a
+    temporary name and renamed when complete. Refuses (AssertionError) ids
+    that disagree with full forward passes, and for a model with an eos a
+    reference that holds its eos or pad id: every framework must make all
+    N ids and the cache must not need a padding mask."""
+    import decode
+    t0 = time.time()
+    name = model.inputs[0]
+    inputs = {name: w.inputs()[name]}
+    with torch.inference_mode():
+        r = decode.greedy(w, inner, [inputs[name]], w.new_tokens, keep_logits=True)
+        full = decode.full_forward_ids(w, inner, [inputs[name]], r["ids"])
+    ids = r["ids"]
+    assert len(ids) == w.new_tokens
+    assert full == ids, "%s: the KV-cache loop's ids differ from full forward passes" % w.name
+    tokens = dict(model.facts.get("tokens") or [])
+    for what in ("eos", "pad"):
+        if what in tokens:
+            assert tokens[what] not in ids, (
+                "%s: PyTorch's greedy ids hold the %s id %d, so a framework could stop early or "
+                "mask it; pick another input seed" % (w.name, what, tokens[what]))
+    margin = min(float(t[0] - t[1]) for t in (torch.topk(l, 2).values for l in r["logits"]))
+    wtmp = d + ".tmp"
+    shutil.rmtree(wtmp, ignore_errors=True)
+    os.makedirs(wtmp)
+    wl.stio.write(os.path.join(wtmp, "inputs.safetensors"), {n: t.numpy() for n, t in inputs.items()})
+    import numpy as np
+    wl.stio.write(os.path.join(wtmp, "expected.safetensors"), {
+        "generated": np.array([ids], dtype=np.int64),
+        "generated_lengths": np.array([len(ids)], dtype=np.int64)})
+    with open(os.path.join(wtmp, "decode.json"), "w") as f:
+        json.dump({"min_margin": margin, "distinct_ids": len(set(ids)), "input_len":
+                   int(inputs[name].shape[1]), "new_tokens": w.new_tokens}, f)
+    if w.max_len:
+        text = model.spec_text(w.max_len)
+        with open(os.path.join(wtmp, "model.tfm"), "w") as f:
+            f.write(text)
+        with open(os.path.join(HERE, "specs", w.name + ".tfm"), "w") as f:
+            f.write(text)
+    if model.name == "gpt2_small":
+        t1 = time.time()
+        decode.export_gpt2_step(inner, os.path.join(wtmp, "step.onnx"))
+        log("%s: GPT-2 step with past K/V exported to ONNX in %.1f s" % (w.name, time.time() - t1))
+    with open(os.path.join(wtmp, "STAMP"), "w") as f:
+        f.write(st + "\n")
+    shutil.rmtree(d, ignore_errors=True)
+    os.rename(wtmp, d)
+    log("%s: %s %s, %d greedy ids (%d distinct; smallest top-2 margin %.3g), checked against "
+        "full forward passes, in %.1f s" % (w.name, name, list(inputs[name].shape), len(ids),
+                                            len(set(ids)), margin, time.time() - t0))
 
 
 def main():

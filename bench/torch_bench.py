@@ -12,6 +12,13 @@ torch.inference_mode() runs the forward once as warm-up, then N timed runs
 and prints one JSON line on stdout:
     {"framework": "torch", "version", "threads", "load_ms", "warmup_ms", "runs_ms": [...],
      "blas_core", "blas_threads", "torch_threads", "omp_wait_policy"}
+A generation workload (kind "decode", bench/decode.py) runs whole greedy
+generations instead, with a KV cache: N = 0 is one untimed generation
+(the cross-check), else a warm-up generation of decode.WARMUP_IDS ids and N
+timed whole ones; OUT gets
+`generated` and `generated_lengths` (as tfmc writes them) and the JSON
+line adds per timed generation "prefill_ms", "token_ms" (decode time / (new
+ids - 1)), "encode_ms"; "runs_ms" are the whole generations.
 The environment (OMP_*, OPENBLAS_*, GLIBC_TUNABLES, ...) is the caller's:
 bench.py runs this script once out of the box and once tuned; the last
 four fields say what this process ran with, as it sees itself: the kernels
@@ -41,9 +48,11 @@ def main():
     ap.add_argument("--runs", type=int, required=True)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    if args.runs < 1 or args.threads < 1:
-        ap.error("--runs and --threads must be >= 1")
     w = wl.WORKLOAD_BY_NAME[args.workload]
+    if args.runs < (0 if w.kind == "decode" else 1) or args.threads < 1:
+        ap.error("--runs and --threads must be >= 1 (--runs >= 0 for a generation workload)")
+    if w.kind == "decode":
+        return generate(w, args)
     mdir = wl.model_dir(args.work, w.model)
     wdir = os.path.join(args.work, "workloads", w.name)
     torch.set_num_threads(args.threads)
@@ -74,6 +83,48 @@ def main():
                       "load_ms": load_ms,
                       "warmup_ms": warmup_ms, "runs_ms": times,
                       "median_ms": statistics.median(times)}), flush=True)
+    return 0
+
+
+def generate(w, args):
+    """The generation workloads: greedy with a KV cache (decode.greedy)."""
+    import numpy as np
+    import decode
+    mdir = wl.model_dir(args.work, w.model)
+    wdir = os.path.join(args.work, "workloads", w.name)
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    inner = w.model.build(randomise=False)
+    wl.load_weights_into(inner, os.path.join(mdir, "weights.safetensors"))
+    inner.eval()
+    tensors, _ = wl.stio.read(os.path.join(wdir, "inputs.safetensors"))
+    src = torch.from_numpy(np.array(tensors[w.model.inputs[0]], copy=True))
+    load_ms = (time.perf_counter() - t0) * 1e3
+    gens = []
+    with torch.inference_mode():
+        # the warm-up: WARMUP_IDS ids when timed runs follow (the weights and
+        # the allocator are warm after a few steps; the out-of-the-box row
+        # takes up to seconds per token on a busy machine), else all of them
+        r = decode.greedy(w, inner, [src], min(w.new_tokens, decode.WARMUP_IDS) if args.runs
+                          else w.new_tokens)
+        warmup_ms = r["total_ms"]
+        for _ in range(args.runs):
+            gens.append(decode.greedy(w, inner, [src], w.new_tokens))
+    ids = (gens[-1] if gens else r)["ids"]
+    wl.stio.write(args.outputs, {"generated": np.array([ids], dtype=np.int64),
+                                 "generated_lengths": np.array([len(ids)], dtype=np.int64)})
+    _, core, blas_threads = openblas_in_process()
+    per_tok = [g["decode_ms"] / max(1, len(g["ids"]) - 1) for g in gens]
+    print(json.dumps({"framework": "torch", "version": torch.__version__,
+                      "threads": torch.get_num_threads(), "torch_threads": torch.get_num_threads(),
+                      "blas_core": core, "blas_threads": blas_threads,
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
+                      "load_ms": load_ms, "warmup_ms": warmup_ms,
+                      "runs_ms": [g["total_ms"] for g in gens],
+                      "prefill_ms": [g["prefill_ms"] for g in gens], "token_ms": per_tok,
+                      "encode_ms": [g["encode_ms"] for g in gens], "new_tokens": len(ids),
+                      "median_ms": statistics.median([g["total_ms"] for g in gens]) if gens else None}),
+          flush=True)
     return 0
 
 

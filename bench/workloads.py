@@ -111,10 +111,12 @@ class Model:
     def wrapped(self, inner):
         return Wrapped(inner, self.forward).eval()
 
-    def spec_text(self):
+    def spec_text(self, max_len=None):
+        """The spec; max_len: another run-time maximum than the model's
+        (a generation workload's prompt + new tokens)."""
         block = gg.model_block(self.name, self.facts).rstrip()
         assert block.endswith("}")
-        ml = self.max_len
+        ml = max_len or self.max_len
         extra = "  %-11s %d\n  %-11s %s\n" % (
             "max_batch", self.max_batch, "max_len",
             "src %d tgt %d" % ml if isinstance(ml, tuple) else str(ml))
@@ -265,11 +267,21 @@ def bert_inputs(batch, length):
 class Workload:
     """A model, a batch of inputs (make_inputs(gen) -> {name: tensor}) and
     what the report calls it. (How often it is timed is bench.py's RUNS, so
-    changing that does not invalidate the prepared files.)"""
+    changing that does not invalidate the prepared files.)
 
-    def __init__(self, name, label, model, make_inputs, seed):
+    kind "forward": one forward pass over the inputs; kind "decode": greedy
+    generation of new_tokens ids with a KV cache from the inputs (a
+    decoder's prompt `tokens`, an encoder_decoder's source `src`), by the
+    model's spec with max_len (None: the model's) as the run-time maximum;
+    memory_tokens: also generate that many by a tfmc executable for its
+    peak RSS (bench/decode.py)."""
+
+    def __init__(self, name, label, model, make_inputs, seed, kind="forward", new_tokens=None,
+                 max_len=None, memory_tokens=None):
         self.name, self.label, self.model = name, label, MODELS[model]
         self.make_inputs, self.seed = make_inputs, seed
+        self.kind, self.new_tokens, self.max_len = kind, new_tokens, max_len
+        self.memory_tokens = memory_tokens
 
     def inputs(self):
         return self.make_inputs(torch.Generator().manual_seed(self.seed))
@@ -288,7 +300,21 @@ WORKLOADS = [
     Workload("anatomy_tiny", "tiny classifier seq 128", "anatomy_tiny",
              lambda g: {"tokens": ids(g, 1, 128, 0, 1000)}, 105),
     Workload("bert_long", "encoder seq 2048 (2 layers)", "bert_long", bert_inputs(1, 2048), 106),
+    # generation (bench/decode.py): the spec's max_len fits the memory run's
+    # 32 + 512 tokens; the GPT-2 spec has no eos, so every run makes all ids
+    Workload("gpt2_decode", "gpt2-small greedy decode, 32-token prompt + 128 new",
+             "gpt2_small", lambda g: {"tokens": ids(g, 1, 32, 0, 50257)}, 107, kind="decode",
+             new_tokens=128, max_len=32 + 512, memory_tokens=512),
+    # a full 24-token source (bos ... eos); prepare.py checks that PyTorch's
+    # 24 greedy ids hold no eos (and no pad), so no framework stops early;
+    # the target max_len counts bos and the 24 ids (tfmc stops when prompt +
+    # generated ids reach max_len)
+    Workload("seq2seq_decode", "seq2seq greedy translation, 24-token source -> 24 new",
+             "seq2seq", lambda g: {"src": torch.cat([torch.full((1, 1), 2), ids(g, 1, 22, 4, 7853),
+                                                     torch.full((1, 1), 3)], 1)},
+             108, kind="decode", new_tokens=24, max_len=(24, 1 + 24)),
 ]
+DECODE_WORKLOADS = [w for w in WORKLOADS if w.kind == "decode"]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}
 
 

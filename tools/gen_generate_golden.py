@@ -62,13 +62,15 @@ weights gpt2_generate {
 """
 
 
-def hf_step(model, ids, attention_mask, position_ids, past):
+def hf_step(model, ids, attention_mask, position_ids, past, last_only=False):
     """GPT2LMHeadModel.forward(input_ids, attention_mask, position_ids,
     past_key_values) as transformers 4.x runs it: the additive mask
     (1 - mask) * finfo.min over the keys (attention_mask None: none),
     GPT2Attention._attn's causal slice for query_length < key_length; past:
     per layer (k, v) [B,H,P,dh] or None. Returns (last position's logits
-    [B,V], new past)."""
+    [B,V], new past). last_only: the final norm and the LM head on the last
+    position only (transformers' generate with logits_to_keep=1, what
+    bench/decode.py times), the same logits."""
     tr = model.transformer
     h = tr.wte(ids) + tr.wpe(position_ids)
     am = None
@@ -88,6 +90,8 @@ def hf_step(model, ids, attention_mask, position_ids, past):
         out, _ = attn._attn(q, k, v, am)
         h = h + attn.c_proj(attn._merge_heads(out))
         h = h + block.mlp(block.ln_2(h))
+    if last_only:
+        h = h[:, -1:]
     return model.lm_head(tr.ln_f(h))[:, -1], new_past
 
 

@@ -25,4 +25,12 @@ while IFS=$'\t' read -r word want; do
   [ "$got" = "$want" ] || fail "'$word' -> '$got', PyTorch '$want'"
 done < "$ex/expected.txt"
 [ "$k" -ge 8 ] || fail "only $k held-out words"
+# --repeat: encode, prefill, per-token decode and the whole generation, timed
+err=$(timeout 300 "$tfmc" run "$ex/model.tfm" --weights "$ex/weights.safetensors" \
+  --vocab "$ex/vocab.txt" --backend "$backend" --text "h e l l o" --generate 20 --repeat 2 2>&1 >/dev/null) ||
+  fail "--repeat: $err"
+for want in "encode median" "prefill median .* ms per token" \
+  "whole generation median .* ms (min .*): encode, prefill and 5 decode steps; 2 runs"; do
+  echo "$err" | grep -q "$want" || fail "--repeat: no '$want' in: $err"
+done
 echo "reverse $backend: ok ($((k + 1)) words)"
