@@ -130,8 +130,41 @@ static int wts_fail(char *err, size_t errlen, const char *label, const char *msg
   return 1;
 }
 
-/* Checks an image of len bytes against info; 0 or 1 + message. */
-static int wts_check(const unsigned char *img, size_t len, const RtModelInfo *info,
+/* The checksum of the data bytes [WTS_HEADER, len) of the file open as
+ * fd, read with pread in chunks: hashing through the mapping would make
+ * every page of the file resident in the process, where a run touches only
+ * the weights it reads (a generation: the step's; a gather: its rows).
+ * 0, or 1 with errno set when the file cannot be read whole. */
+static int wts_hash_fd(int fd, size_t len, uint64_t *sum) {
+  enum { CHUNK = 1 << 20 };
+  unsigned char *buf = malloc(CHUNK);
+  if (!buf)
+    return 1;
+  Fnv f = {FNV_OFFSET, {0}, 0};
+  size_t at = WTS_HEADER;
+  while (at < len) {
+    size_t want = len - at < CHUNK ? len - at : CHUNK;
+    ssize_t got = pread(fd, buf, want, (off_t)at);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      if (got == 0)
+        errno = EIO; /* the file shrank under us */
+      free(buf);
+      return 1;
+    }
+    fnv_update(&f, buf, (size_t)got);
+    at += (size_t)got;
+  }
+  free(buf);
+  *sum = fnv_final(&f);
+  return 0;
+}
+
+/* Checks an image of len bytes against info; 0 or 1 + message. The data's
+ * checksum is computed from the image, or with pread from fd when fd >= 0
+ * (the file the image maps). */
+static int wts_check(const unsigned char *img, size_t len, int fd, const RtModelInfo *info,
                      const char *label, char *err, size_t errlen) {
   char msg[384];
   if (len < sizeof wts_magic || memcmp(img, wts_magic, sizeof wts_magic) != 0) {
@@ -180,9 +213,17 @@ static int wts_check(const unsigned char *img, size_t len, const RtModelInfo *in
              (unsigned long long)n_floats);
     return wts_fail(err, errlen, label, msg);
   }
-  Fnv f = {FNV_OFFSET, {0}, 0};
-  fnv_update(&f, img + WTS_HEADER, want - WTS_HEADER);
-  uint64_t sum = fnv_final(&f), stored = load_le(img + 32, 8);
+  uint64_t sum, stored = load_le(img + 32, 8);
+  if (fd >= 0) {
+    if (wts_hash_fd(fd, want, &sum)) {
+      snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
+      return wts_fail(err, errlen, label, msg);
+    }
+  } else {
+    Fnv f = {FNV_OFFSET, {0}, 0};
+    fnv_update(&f, img + WTS_HEADER, want - WTS_HEADER);
+    sum = fnv_final(&f);
+  }
   if (sum != stored) {
     snprintf(msg, sizeof msg,
              "checksum mismatch: the file is corrupt (stored %016llx, data hashes to %016llx)",
@@ -234,7 +275,7 @@ int rt_weights_from_memory(const void *image, size_t len, const RtModelInfo *inf
   if (!image && len)
     return wts_fail(err, errlen, label, "internal: NULL image");
   const unsigned char *img = image ? image : (const unsigned char *)"";
-  if (wts_check(img, len, info, label, err, errlen))
+  if (wts_check(img, len, -1, info, label, err, errlen))
     return 1;
   return wts_make(img, len, NULL, label, out, err, errlen);
 }
@@ -278,20 +319,19 @@ int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out, 
       snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
       return wts_fail(err, errlen, label, msg);
     }
-    if (wts_check(small, (size_t)got, info, label, err, errlen))
+    if (wts_check(small, (size_t)got, -1, info, label, err, errlen))
       return 1;
     return wts_fail(err, errlen, label, "internal: a short file passed the checks");
   }
   void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  int e = errno;
-  close(fd); /* the mapping stays valid */
   if (map == MAP_FAILED) {
-    snprintf(msg, sizeof msg, "cannot map: %s", strerror(e));
+    snprintf(msg, sizeof msg, "cannot map: %s", strerror(errno));
+    close(fd);
     return wts_fail(err, errlen, label, msg);
   }
-  posix_madvise(map, len, POSIX_MADV_WILLNEED);
-  if (wts_check(map, len, info, label, err, errlen) ||
-      wts_make(map, len, map, label, out, err, errlen)) {
+  int bad = wts_check(map, len, fd, info, label, err, errlen);
+  close(fd); /* the mapping stays valid */
+  if (bad || wts_make(map, len, map, label, out, err, errlen)) {
     if (!*out)
       munmap(map, len);
     return 1;
