@@ -123,24 +123,36 @@ static const float *full_last_encdec(Arena *a, const Compiled *full, const int32
   return (const float *)out[0].data + (nt - 1) * V;
 }
 
+/* The generation programs of spec at -O2 with seed 11 (the weights
+ * compile() makes), and when fwd is not NULL the forward pass with the
+ * same options. */
+static void compile_generation(Arena *a, const char *spec, DriverStage stage,
+                               CompiledGeneration *gen, Compiled *fwd) {
+  static PassPipeline pl;
+  cr_assert(pass_pipeline_level(2, &pl));
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  DriverOptions o = {.seed = 11, .stage = stage, .passes = &pl, .pass_ctx = &pctx};
+  char err[1024] = "";
+  if (fwd)
+    cr_assert_eq(driver_compile_file(a, &d, spec, &o, fwd, err, sizeof err), 0, "%s %s", err,
+                 d.captured ? d.captured : "");
+  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, gen, err, sizeof err), 0, "%s %s", err,
+               d.captured ? d.captured : "");
+}
+
 static void check_encdec(const char *spec, const char *backend) {
   Arena *a = arena_create();
   Compiled full;
   compile(a, spec, false, DRIVER_GRAPH, &full);
   DriverStage stage;
   cr_assert(backend_known(backend, &stage));
-  static PassPipeline pl;
-  cr_assert(pass_pipeline_level(2, &pl));
-  Diags d;
-  diags_init(&d, a, NULL);
-  PassContext pctx = {.diags = &d};
   /* the same seed: the same random weights as the full graph's (both made
    * from the whole model's params) */
-  DriverOptions o = {.seed = 11, .stage = stage, .passes = &pl, .pass_ctx = &pctx};
   CompiledGeneration gen;
+  compile_generation(a, spec, stage, &gen, NULL);
   char err[1024] = "";
-  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s %s", err,
-               d.captured ? d.captured : "");
   cr_assert(gen.encoder_decoder);
   if (gen.step.prog) { /* compiled: the self-attention caches are state, the encoder keeps none */
     cr_assert_gt(gen.step.info->state_bytes, 0);
@@ -331,17 +343,10 @@ Test(generate, beam_loop) {
  * own after the forward pass's. */
 static void check_image(const char *spec, bool shared) {
   Arena *a = arena_create();
-  static PassPipeline pl;
-  cr_assert(pass_pipeline_level(2, &pl));
-  Diags d;
-  diags_init(&d, a, NULL);
-  PassContext pctx = {.diags = &d};
-  DriverOptions o = {.seed = 11, .stage = DRIVER_PACKED, .passes = &pl, .pass_ctx = &pctx};
   Compiled fwd;
   CompiledGeneration gen;
+  compile_generation(a, spec, DRIVER_PACKED, &gen, &fwd);
   char err[1024] = "";
-  cr_assert_eq(driver_compile_file(a, &d, spec, &o, &fwd, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(driver_compile_generation(a, &d, spec, &o, &gen, err, sizeof err), 0, "%s", err);
   RtGenInfo *gi;
   float *image;
   cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
