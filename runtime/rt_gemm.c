@@ -700,7 +700,8 @@ typedef struct PackBufs {
   float *a; /* a_cap floats: an mc x kc block of A, packed */
   float *b; /* b_cap floats: a kc x nc block of B, packed */
   float *x; /* gathered vector for strided single rows */
-  int64_t a_cap, b_cap, x_cap;
+  float *xa; /* xa_cap floats: a whole product's A, packed once for all its column pieces */
+  int64_t a_cap, b_cap, x_cap, xa_cap;
 } PackBufs;
 
 #ifdef TFMC_STATIC
@@ -720,6 +721,7 @@ static void pack_bufs_free(void *p) {
   free(pb->a);
   free(pb->b);
   free(pb->x);
+  free(pb->xa);
   free(pb);
 }
 
@@ -773,6 +775,26 @@ static int pack_reserve(PackBufs *pb, int64_t a_floats, int64_t b_floats) {
     free(pb->b);
     pb->b = nb;
     pb->b_cap = b_floats;
+  }
+  return 1;
+#endif
+}
+
+/* Makes pb->xa hold at least floats floats (grown, never shrunk); false
+ * when memory runs out. */
+static int pack_reserve_xa(PackBufs *pb, int64_t floats) {
+#ifdef TFMC_STATIC
+  (void)pb, (void)floats;
+  return 0;
+#else
+  if (pb->xa_cap < floats) {
+    size_t bytes = ((size_t)floats * sizeof(float) + 63) & ~(size_t)63;
+    float *n = aligned_alloc(64, bytes);
+    if (!n)
+      return 0;
+    free(pb->xa);
+    pb->xa = n;
+    pb->xa_cap = floats;
   }
   return 1;
 #endif
@@ -1043,29 +1065,51 @@ static void gemm_single_row(int ta, int tb, int64_t n, int64_t k, float alpha, c
   gemm_row(tb, n, k, alpha, pb->x, b, ldb, beta, c);
 }
 
+/* n rounded up to a multiple of r. */
+static inline int64_t gemm_round_up(int64_t n, int64_t r) {
+  return (n + r - 1) / r * r;
+}
+
+/* The K blocks' width: equal blocks of at most bl->kc, multiples of 8
+ * (K = 512 runs as 2 x 256, not 384 + 128); the last may be shorter. */
+static int64_t gemm_kc_step(int64_t k, const GemmBlocks *bl) {
+  int64_t k_blocks = (k + bl->kc - 1) / bl->kc;
+  int64_t kc_step = ((k + k_blocks - 1) / k_blocks + 7) & ~(int64_t)7;
+  return kc_step > bl->kc ? bl->kc : kc_step;
+}
+
 /* One K block (steps pc..pc+kc) of the product on bf16 pair panels: for
  * every row block, A packed (f32, or bf16 pairs for a_bf16 kernels) over
  * kc rounded up to even, then the bf16 micro-kernel per tile; the
  * epilogue (epi, when this is the last K block) per tile, at column j0 +
  * jr of the GEMM's y. wb: the panels of this column block, from step 0. */
 static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int64_t k, int64_t pc,
-                              int64_t kc, const float *a, int64_t lda, const uint32_t *wb, float *c,
-                              int64_t ldc, const GemmBlocks *bl, PackBufs *pb,
-                              const LinearEpi *epi, int64_t j0) {
+                              int64_t kc, const float *a, int64_t lda, const void *apre,
+                              const uint32_t *wb, float *c, int64_t ldc, const GemmBlocks *bl,
+                              PackBufs *pb, const LinearEpi *epi, int64_t j0) {
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, kc2 = (kc + 1) & ~(int64_t)1;
   const int64_t bs = (k + 1) / 2 * GEMM_PANEL;
   const uint32_t *bblk = wb + pc / 2 * GEMM_PANEL;
   for (int64_t ic = 0; ic < m; ic += MC) {
     int64_t mc = m - ic < MC ? m - ic : MC;
-    gemm_pack_a_even(a, lda, ic, pc, mc, kc, gk->mr, gk->a_bf16, pb->a);
+    /* the block's panels: packed now, or in apre (gemm_prepack_a's layout:
+     * K block pc at (m rounded up to MR) * pc values, its panel at row i
+     * i * kc2 values in; a value: a float, or a bf16 half word) */
+    const void *ablk = pb->a;
+    if (apre)
+      ablk = gk->a_bf16 ? (const void *)((const uint16_t *)apre + gemm_round_up(m, MR) * pc +
+                                         ic * kc2)
+                        : (const void *)((const float *)apre + gemm_round_up(m, MR) * pc + ic * kc2);
+    else
+      gemm_pack_a_even(a, lda, ic, pc, mc, kc, gk->mr, gk->a_bf16, pb->a);
     for (int64_t jr = 0; jr < nc; jr += NR) {
       int nr = (int)(nc - jr < NR ? nc - jr : NR);
       const uint32_t *bp = bblk + jr / GEMM_PANEL * bs;
       for (int64_t ir = 0; ir < mc; ir += MR) {
         int mr = (int)(mc - ir < MR ? mc - ir : MR);
         float *ct = c + (ic + ir) * ldc + jr;
-        const void *ap = gk->a_bf16 ? (const void *)((const uint32_t *)(void *)pb->a + ir * kc2 / 2)
-                                    : (const void *)(pb->a + ir * kc2);
+        const void *ap = gk->a_bf16 ? (const void *)((const uint16_t *)ablk + ir * kc2)
+                                    : (const void *)((const float *)ablk + ir * kc2);
         gk->micro_bf16(kc2, ap, bp, bs, ct, ldc, mr, nr);
         if (epi)
           epi_apply(epi, ct, ldc, ic + ir, j0 + jr, mr, nr);
@@ -1081,9 +1125,10 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
  * blocking depends on k and kc only), so splitting a product into row or
  * column blocks gives the same bits as computing it whole. */
 static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-                              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                              const float *bp_all, int b_bf16, float beta, float *c,
-                              int64_t ldc, const GemmBlocks *bl, const LinearEpi *epi) {
+                              float alpha, const float *a, int64_t lda, const void *apre,
+                              const float *b, int64_t ldb, const float *bp_all, int b_bf16,
+                              float beta, float *c, int64_t ldc, const GemmBlocks *bl,
+                              const LinearEpi *epi) {
   gemm_scale_c(m, n, beta, c, ldc);
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
@@ -1099,11 +1144,7 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
       epi_apply(epi, c, ldc, 0, 0, m, n);
     return;
   }
-  /* Equal K blocks: K = 512 runs as 2 x 256, not 384 + 128. */
-  int64_t k_blocks = (k + bl->kc - 1) / bl->kc;
-  int64_t kc_step = ((k + k_blocks - 1) / k_blocks + 7) & ~(int64_t)7;
-  if (kc_step > bl->kc)
-    kc_step = bl->kc;
+  const int64_t kc_step = gemm_kc_step(k, bl);
   const GemmKernels *gk = gemm.k;
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, NC = bl->nc;
   for (int64_t jc = 0; jc < n; jc += NC) {
@@ -1116,7 +1157,7 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
       const float *bblk;
       int64_t bs;
       if (b_bf16) { /* K blocks start at even steps (kc_step is a multiple of 8) */
-        gemm_blocked_bf16(gk, m, nc, k, pc, kc, a, lda,
+        gemm_blocked_bf16(gk, m, nc, k, pc, kc, a, lda, apre,
                           (const uint32_t *)bp_all + jc * ((k + 1) / 2), c + jc, ldc, bl, pb,
                           last && with_epi ? epi : NULL, jc);
         continue;
@@ -1131,14 +1172,18 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
       }
       for (int64_t ic = 0; ic < m; ic += MC) {
         int64_t mc = m - ic < MC ? m - ic : MC;
-        gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, gk->mr, pb->a);
+        const float *ablk = pb->a; /* packed now, or gemm_prepack_a's */
+        if (apre)
+          ablk = (const float *)apre + gemm_round_up(m, MR) * pc + ic * kc;
+        else
+          gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, gk->mr, pb->a);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           int nr = (int)(nc - jr < NR ? nc - jr : NR);
           const float *bp = bblk + jr / GEMM_PANEL * bs;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
-            gk->micro(kc, pb->a + ir * kc, bp, bs, ct, ldc, mr, nr);
+            gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
             if (last && with_epi)
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }
@@ -1152,8 +1197,8 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc) {
   GemmBlocks bl = {gemm.k->mc, gemm.k->nc, GEMM_KC};
-  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, NULL, 0, beta, c, ldc, &bl,
-                    NULL);
+  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, NULL, b, ldb, NULL, 0, beta, c, ldc,
+                    &bl, NULL);
 }
 
 void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -1221,7 +1266,8 @@ typedef struct LinearJob {
   float *y;
   int split_n;
   LinearEpi epi;
-  GemmBlocks bl; /* the caller's, fitted to the kernel set */
+  GemmBlocks bl;     /* the caller's, fitted to the kernel set */
+  const void *apre; /* split_n: x packed once (prepack_x), or NULL: each piece packs it */
 } LinearJob;
 
 /* The BLAS product of rows x cols with the epilogue: sgemm per mc x nc
@@ -1375,8 +1421,8 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   LinearEpi epi = j->epi; /* the residual at this block's origin */
   if (epi.r)
     epi.r += r0 * epi.ldr + c0;
-  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, w, j->k, j->packed ? w : NULL,
-                    j->packed == 2, beta, y, j->ldy, &j->bl, &epi);
+  gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, j->apre, w, j->k,
+                    j->packed ? w : NULL, j->packed == 2, beta, y, j->ldy, &j->bl, &epi);
 }
 
 static void linear_task(void *ctx, int64_t lo, int64_t hi) {
@@ -1387,6 +1433,55 @@ static void linear_task(void *ctx, int64_t lo, int64_t hi) {
   } else {
     linear_block(j, lo, hi, 0, j->n);
   }
+}
+
+/* x packed once for a product split into column pieces, each of which
+ * would pack all of x again (at M = 128 on 2 threads, 4 pieces: 8% of
+ * bert-base's time went to packing). All threads pack it, MR-row panels
+ * each, into the calling thread's buffer, in the layout gemm_blocked_with
+ * reads from apre: K block pc at (m rounded up to MR) * pc values, the
+ * panel of row i at i * kc values in (kc rounded up to even for bf16
+ * panels; a value: a float, or a bf16 half word for a_bf16 kernels). The
+ * panels hold what each piece would have packed, so results do not
+ * change. */
+typedef struct PrepackJob {
+  const LinearJob *j;
+  const GemmKernels *gk;
+  int64_t kc_step, m_pad;
+  void *dst;
+} PrepackJob;
+
+static void prepack_task(void *ctx, int64_t lo, int64_t hi) {
+  const PrepackJob *q = ctx;
+  const LinearJob *j = q->j;
+  const int64_t mr = q->gk->mr, i0 = lo * mr, i1 = hi * mr < j->m ? hi * mr : j->m;
+  for (int64_t pc = 0; pc < j->k; pc += q->kc_step) {
+    int64_t kc = j->k - pc < q->kc_step ? j->k - pc : q->kc_step;
+    if (j->packed == 2) {
+      int64_t off = q->m_pad * pc + i0 * ((kc + 1) & ~(int64_t)1);
+      void *d = q->gk->a_bf16 ? (void *)((uint16_t *)q->dst + off) : (void *)((float *)q->dst + off);
+      gemm_pack_a_even(j->x, j->ldx, i0, pc, i1 - i0, kc, (int)mr, q->gk->a_bf16, d);
+    } else {
+      gemm_pack_a(0, j->x, j->ldx, i0, pc, i1 - i0, kc, 1.0f, (int)mr,
+                  (float *)q->dst + q->m_pad * pc + i0 * kc);
+    }
+  }
+}
+
+/* Packs j->x once over the pool (prepack_task) and sets j->apre; leaves it
+ * NULL (each piece packs) when there is no buffer. */
+static void prepack_x(RtPool *pool, LinearJob *j) {
+  PackBufs *pb = pack_bufs();
+  const GemmKernels *gk = gemm.k;
+  PrepackJob q = {j, gk, gemm_kc_step(j->k, &j->bl), gemm_round_up(j->m, gk->mr), NULL};
+  int64_t values = q.m_pad * ((j->k + 1) & ~(int64_t)1);
+  int64_t floats = j->packed == 2 && gk->a_bf16 ? (values + 1) / 2 : values;
+  if (!pb || !pack_reserve_xa(pb, floats))
+    return;
+  q.dst = pb->xa;
+  int64_t panels = q.m_pad / gk->mr, threads = rt_pool_size(pool);
+  rt_pool_parallel_for(pool, panels, (panels + threads - 1) / threads, prepack_task, &q);
+  j->apre = pb->xa;
 }
 
 static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
@@ -1409,7 +1504,8 @@ static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const floa
                  y,
                  0,
                  {act, scale, residual, ldr},
-                 gemm_blocks_fit(gemm.k, mc, nc, kc)};
+                 gemm_blocks_fit(gemm.k, mc, nc, kc),
+                 NULL};
   int threads = rt_pool_size(pool);
   int64_t macs = m * n * (k > 0 ? k : 1);
   if (task_macs < 1)
@@ -1451,6 +1547,11 @@ static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const floa
     if (grain < two_per_thread)
       grain = two_per_thread;
   }
+  /* column pieces of a GEMM-path product on tfmc's kernels share one
+   * packing of x (the BLAS path and int8 pack their own) */
+  if (j.split_n && units > grain && !GEMM_ROWS_ONLY && m > GEMM_DECODE_ROWS && k > 0 &&
+      (packed == 1 || packed == 2 || (packed == 0 && !gemm.sgemm32 && !gemm.sgemm64)))
+    prepack_x(pool, &j);
   rt_pool_parallel_for(pool, units, grain, linear_task, &j);
 }
 
