@@ -32,35 +32,56 @@ AVX2 static inline __m256i lanes8(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* C[mr, nr] += A_p^T B_p for a tile of R <= MR rows (the A panel's rows
+ * stay MR apart): a tile of fewer rows does only its rows' work (M = 128:
+ * 21 tiles of 6 rows and one of 2). Rows by constant index in the ragged
+ * store (an i < mr loop would keep acc in memory through the main loop). */
+#define MICRO(R)                                                                                   \
+  AVX2 static void micro_##R(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,    \
+                             int mr, int nr) {                                                     \
+    __m256 acc[R][2];                                                                              \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] =                    \
+        _mm256_setzero_ps();                                                                       \
+    for (int64_t p = 0; p < kc; p++) {                                                             \
+      __m256 b0 = _mm256_load_ps(b + p * 16), b1 = _mm256_load_ps(b + p * 16 + 8);                \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        __m256 ai = _mm256_broadcast_ss(a + p * MR + i);                                           \
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);                                            \
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);                                            \
+      }                                                                                            \
+    }                                                                                              \
+    if (mr == R && nr == 16) {                                                                     \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+        float *ci = c + i * ldc;                                                                   \
+        _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]));                       \
+        _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]));               \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);                                                  \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) if (i < mr) {                              \
+      float *ci = c + i * ldc;                                                                     \
+      _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));           \
+      _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));   \
+    }                                                                                              \
+  }
+
+MICRO(1)
+MICRO(2)
+MICRO(3)
+MICRO(4)
+MICRO(5)
+MICRO(6)
+
+_Static_assert(MR == 6, "the table below covers tiles of 1-6 rows");
+
+static void (*const micro_rows[MR])(int64_t, const float *, const float *, float *, int64_t, int,
+                                    int) = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6};
+
 AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                              int64_t ldc, int mr, int nr) {
   (void)bs; /* one panel */
-  __m256 acc[MR][2];
-  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; p++) {
-    __m256 b0 = _mm256_load_ps(b + p * 16), b1 = _mm256_load_ps(b + p * 16 + 8);
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
-      __m256 ai = _mm256_broadcast_ss(a + p * MR + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-    }
-  }
-  if (mr == MR && nr == 16) {
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
-      float *ci = c + i * ldc;
-      _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), acc[i][0]));
-      _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), acc[i][1]));
-    }
-    return;
-  }
-  /* rows by constant index (an i < mr loop would keep acc in memory
-   * through the main loop) */
-  __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
-  _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < mr) {
-    float *ci = c + i * ldc;
-    _mm256_maskstore_ps(ci, m0, _mm256_add_ps(_mm256_maskload_ps(ci, m0), acc[i][0]));
-    _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(_mm256_maskload_ps(ci + 8, m1), acc[i][1]));
-  }
+  micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, b, c, ldc, mr, nr);
 }
 
 /* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */

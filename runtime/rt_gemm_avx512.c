@@ -46,62 +46,68 @@ AVX512 static inline __mmask16 lanes(int n) {
   return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* C[mr, nr] += acc for a tile of NV panels, through lane masks; rows by
- * constant index (an i < mr loop would keep acc in memory through the k
- * loop). Used inside the micro-kernel macros below. */
-#define ADD_TILE_RAGGED(NV)                                                                        \
-  _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                                \
+/* C[mr, nr] += acc for a tile of R rows and NV panels, through lane masks;
+ * rows by constant index (an i < mr loop would keep acc in memory through
+ * the k loop). Used inside the micro-kernel macro below. */
+#define ADD_TILE_RAGGED(R, NV)                                                                     \
+  _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) if (i < mr)                                 \
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                         \
       __mmask16 m = lanes(nr - 16 * v);                                                            \
       float *ci = c + i * ldc + 16 * v;                                                            \
       _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci), acc[i][v]));        \
     }
 
-/* C[mr,nr] += A_p^T B_p for a tile of NV panels (NV*16 columns); the
- * panels past nr are never read (the last tile of prepacked weights may
- * have fewer than 4). */
-#define MICRO(NV)                                                                                  \
-  AVX512 static void micro_##NV(int64_t kc, const float *a, const float *b, int64_t bs, float *c,  \
-                                int64_t ldc, int mr, int nr) {                                     \
-    __m512 acc[MR][NV];                                                                            \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                          \
+/* C[mr,nr] += A_p^T B_p for a tile of R <= MR rows (the A panel's rows
+ * stay MR apart) and NV panels (NV*16 columns); the panels past nr are
+ * never read (the last tile of prepacked weights may have fewer than 4).
+ * A tile of fewer rows does only its rows' work: M = 128 is 21 tiles of 6
+ * rows and one of 2, which the 6-row kernel would do at the cost of 6. */
+#define MICRO(R, NV)                                                                               \
+  AVX512 static void micro_##R##x##NV(int64_t kc, const float *a, const float *b, int64_t bs,      \
+                                      float *c, int64_t ldc, int mr, int nr) {                     \
+    __m512 acc[R][NV];                                                                             \
+    _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
     for (int64_t p = 0; p < kc; p++) {                                                             \
       __m512 bv[NV];                                                                               \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                 \
           _mm512_load_ps(b + v * bs + p * 16);                                                     \
-      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                      \
+      _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) {                                       \
         __m512 ai = _mm512_set1_ps(a[p * MR + i]);                                                 \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =                           \
             _mm512_fmadd_ps(ai, bv[v], acc[i][v]);                                                 \
       }                                                                                            \
     }                                                                                              \
-    if (mr == MR && nr == NV * 16) {                                                               \
-      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                        \
+    if (mr == R && nr == NV * 16) {                                                                \
+      _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                         \
           _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                   \
         float *ci = c + i * ldc + 16 * v;                                                          \
         _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][v]));                       \
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
-    ADD_TILE_RAGGED(NV);                                                                           \
+    ADD_TILE_RAGGED(R, NV);                                                                        \
   }
 
-MICRO(1)
-MICRO(2)
-MICRO(3)
-MICRO(4)
+#define MICRO_ROWS(R) MICRO(R, 1) MICRO(R, 2) MICRO(R, 3) MICRO(R, 4)
+MICRO_ROWS(1)
+MICRO_ROWS(2)
+MICRO_ROWS(3)
+MICRO_ROWS(4)
+MICRO_ROWS(5)
+MICRO_ROWS(6)
 
-_Static_assert(NV == 4, "the dispatch below covers tiles of 1-4 panels");
+_Static_assert(NV == 4 && MR == 6, "the table below covers tiles of 1-6 rows and 1-4 panels");
+
+typedef void (*MicroFn)(int64_t, const float *, const float *, int64_t, float *, int64_t, int, int);
+#define MICRO_ROW(R) {micro_##R##x1, micro_##R##x2, micro_##R##x3, micro_##R##x4}
+static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(1), MICRO_ROW(2), MICRO_ROW(3),
+                                            MICRO_ROW(4), MICRO_ROW(5), MICRO_ROW(6)};
 
 AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                  int64_t ldc, int mr, int nr) {
-  switch ((nr + 15) / 16) {
-  case 4: micro_4(kc, a, b, bs, c, ldc, mr, nr); break;
-  case 3: micro_3(kc, a, b, bs, c, ldc, mr, nr); break;
-  case 2: micro_2(kc, a, b, bs, c, ldc, mr, nr); break;
-  default: micro_1(kc, a, b, bs, c, ldc, mr, nr); break;
-  }
+  int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr);
 }
 
 AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {
@@ -265,7 +271,7 @@ AVX512 static inline __m512 bf16_hi(__m512i w) {
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    ADD_TILE_RAGGED(NV);                                                                           \
+    ADD_TILE_RAGGED(MR, NV);                                                                       \
   }
 
 MICRO_BF16W(1)

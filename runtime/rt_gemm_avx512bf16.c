@@ -26,23 +26,27 @@ BF16 static inline __mmask16 lanes(int n) {
   return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-#define MICRO_DP(NV)                                                                               \
-  BF16 static void micro_dp_##NV(int64_t kc, const uint32_t *a, const uint32_t *b, int64_t bs,     \
-                                 float *c, int64_t ldc, int mr, int nr) {                          \
-    __m512 acc[MR][NV];                                                                            \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                          \
+/* A tile of R <= MR rows (the A panel's rows stay MR apart) and NV
+ * panels: a tile of fewer rows does only its rows' work (M = 128: 21 tiles
+ * of 6 rows and one of 2). */
+#define MICRO_DP(R, NV)                                                                            \
+  BF16 static void micro_dp_##R##x##NV(int64_t kc, const void *av, const uint32_t *b, int64_t bs,  \
+                                       float *c, int64_t ldc, int mr, int nr) {                    \
+    const uint32_t *a = av;                                                                        \
+    __m512 acc[R][NV];                                                                             \
+    _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
     for (int64_t q = 0; q < kc / 2; q++) {                                                         \
       __m512bh bv[NV];                                                                             \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                 \
           (__m512bh)_mm512_load_si512((const void *)(b + v * bs + q * 16));                        \
-      _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                      \
+      _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) {                                       \
         __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[q * MR + i]);                             \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =                           \
             _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);                                                \
       }                                                                                            \
     }                                                                                              \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) if (i < mr)                              \
+    _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) if (i < mr)                               \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
         __mmask16 m = lanes(nr - 16 * v);                                                          \
         float *ci = c + i * ldc + 16 * v;                                                          \
@@ -50,19 +54,26 @@ BF16 static inline __mmask16 lanes(int n) {
       }                                                                                            \
   }
 
-MICRO_DP(1)
-MICRO_DP(2)
-MICRO_DP(3)
-MICRO_DP(4)
+#define MICRO_DP_ROWS(R) MICRO_DP(R, 1) MICRO_DP(R, 2) MICRO_DP(R, 3) MICRO_DP(R, 4)
+MICRO_DP_ROWS(1)
+MICRO_DP_ROWS(2)
+MICRO_DP_ROWS(3)
+MICRO_DP_ROWS(4)
+MICRO_DP_ROWS(5)
+MICRO_DP_ROWS(6)
+
+_Static_assert(MR == 6 && GEMM_AVX512_NR == 64, "the table covers tiles of 1-6 rows, 1-4 panels");
+
+typedef void (*MicroDpFn)(int64_t, const void *, const uint32_t *, int64_t, float *, int64_t, int,
+                          int);
+#define MICRO_DP_ROW(R) {micro_dp_##R##x1, micro_dp_##R##x2, micro_dp_##R##x3, micro_dp_##R##x4}
+static const MicroDpFn micro_dp_tiles[MR][4] = {MICRO_DP_ROW(1), MICRO_DP_ROW(2), MICRO_DP_ROW(3),
+                                                MICRO_DP_ROW(4), MICRO_DP_ROW(5), MICRO_DP_ROW(6)};
 
 BF16 void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
                                       float *c, int64_t ldc, int mr, int nr) {
-  switch ((nr + 15) / 16) {
-  case 4: micro_dp_4(kc, a, b, bs, c, ldc, mr, nr); break;
-  case 3: micro_dp_3(kc, a, b, bs, c, ldc, mr, nr); break;
-  case 2: micro_dp_2(kc, a, b, bs, c, ldc, mr, nr); break;
-  default: micro_dp_1(kc, a, b, bs, c, ldc, mr, nr); break;
-  }
+  int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
+  micro_dp_tiles[r - 1][(v < 1 ? 1 : v > 4 ? 4 : v) - 1](kc, a, b, bs, c, ldc, mr, nr);
 }
 #else
 /* ISO C wants at least one declaration in a translation unit. */
