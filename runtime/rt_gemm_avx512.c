@@ -4,7 +4,8 @@
  *   micro  C[6,64] += A_p^T B_p: 24 zmm accumulators (6 rows x 4 panels of
  *          16 columns), 4 loads of B (one per panel) and 6 broadcasts of A
  *          per step of k, 24 FMAs; 29 of the 32 zmm registers; a ragged
- *          tile of 1-3 panels has its own instance. The ragged edge of C is
+ *          tile (1-6 rows, 1-4 panels) has its own instance, so it does
+ *          only its own work. The ragged edge of C is
  *          written through lane masks, not a scratch tile. Measured
  *          against 8x48, 12x32 and 14x32 (bench/gemm, one thread, M = 128,
  *          N,K at bert/gpt2 sizes, best of 3 interleaved runs on a loaded
