@@ -888,6 +888,10 @@ static void gemm_pack_a(int trans, const float *a, int64_t lda, int64_t i0, int6
         d[p * 4 + 2] = alpha * r2[p];
         d[p * 4 + 3] = alpha * r3[p];
       }
+    } else if (!trans && rows == 6 && mr == 6) { /* the SIMD kernels' tile, in k order */
+      const float *r = a + (i0 + q) * lda + p0;
+      for (int64_t p = 0; p < kc; p++)
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) d[p * 6 + i] = alpha * r[i * lda + p];
     } else if (!trans) { /* A[i, p] = a[i*lda + p]: row by row, zeros past mc */
       for (int64_t i = 0; i < mr; i++) {
         const float *r = a + (i0 + q + i) * lda + p0;
@@ -946,9 +950,8 @@ static inline uint32_t f32_to_bf16(float f) {
     float f;
     uint32_t u;
   } v = {f};
-  if ((v.u & 0x7fffffffu) > 0x7f800000u)
-    return (v.u >> 16) | 0x40u;
-  return (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+  uint32_t rounded = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16, quiet = (v.u >> 16) | 0x40u;
+  return (v.u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded; /* a select, no branch */
 }
 
 /* Packs op(A)[i0.., p0..] (mc x kc, not transposed) as mr-row panels over
@@ -960,7 +963,13 @@ static void gemm_pack_a_even(const float *a, int64_t lda, int64_t i0, int64_t p0
   int64_t kc2 = (kc + 1) & ~(int64_t)1;
   for (int64_t q = 0; q < mc; q += mr) {
     int64_t rows = mc - q < mr ? mc - q : mr;
-    if (bf16) {
+    if (bf16 && rows == 6 && mr == 6 && kc2 == kc) { /* the SIMD kernels' tile, in k order */
+      uint32_t *d = (uint32_t *)dst + q * kc2 / 2;
+      const float *r = a + (i0 + q) * lda + p0;
+      for (int64_t p = 0; p < kc; p += 2)
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) d[p / 2 * 6 + i] =
+            f32_to_bf16(r[i * lda + p]) | f32_to_bf16(r[i * lda + p + 1]) << 16;
+    } else if (bf16) {
       uint32_t *d = (uint32_t *)dst + q * kc2 / 2;
       for (int64_t i = 0; i < mr; i++) {
         const float *r = a + (i0 + q + i) * lda + p0;
@@ -970,6 +979,11 @@ static void gemm_pack_a_even(const float *a, int64_t lda, int64_t i0, int64_t p0
           d[p / 2 * mr + i] = lo | hi << 16;
         }
       }
+    } else if (rows == 6 && mr == 6 && kc2 == kc) {
+      float *d = (float *)dst + q * kc2;
+      const float *r = a + (i0 + q) * lda + p0;
+      for (int64_t p = 0; p < kc; p++)
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) d[p * 6 + i] = r[i * lda + p];
     } else {
       float *d = (float *)dst + q * kc2;
       for (int64_t i = 0; i < mr; i++) {
