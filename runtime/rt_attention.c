@@ -45,6 +45,10 @@ typedef struct AttnJob {
   int64_t block_q, n_blocks; /* query rows per task, tasks per head */
   int tiled;                 /* the AVX2 products (attn_tiled) */
   int pack_v;                /* ... reading V from panels packed per head */
+  int direct;                /* ... one query row (tq 1, a decode step): the
+                                scores from K in place (attn_scores_row), not
+                                packed first: packing a head's K for one row
+                                copies as much as the row multiplies */
   int lanes;                 /* rt_gemm_lanes(): 16 takes the AVX-512F
                                 products, 8 or more the AVX2 softmax */
   float scale;
@@ -426,6 +430,28 @@ ATTN_AVX2 static void attn_scores_avx2(int64_t rows, int64_t n, int64_t dh, floa
     ATTN_FOR_ROWS(ATTN_SCORE_TILE);
 }
 
+/* s[x] = scale * q . k_x for n keys of one query row, K read in place
+ * (rows ldk apart): per key one 8-lane FMA chain over dh (a masked last
+ * chunk), summed across lanes. */
+ATTN_AVX2 static void attn_scores_row_avx2(int64_t n, int64_t dh, float scale, const float *q,
+                                           const float *k, int64_t ldk, float *s) {
+  const int64_t full = dh - dh % 8;
+  const __m256i tail = attn_lanes(dh - full);
+  for (int64_t x = 0; x < n; x++) {
+    const float *kx = k + x * ldk;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t d = 0; d < full; d += 8)
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kx + d), acc);
+    if (full < dh)
+      acc = _mm256_fmadd_ps(_mm256_maskload_ps(q + full, tail), _mm256_maskload_ps(kx + full, tail),
+                            acc);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    s[x] = scale * _mm_cvtss_f32(h);
+  }
+}
+
 /* O[r, c] = (cs ? O[r, c] cs[r] : 0) + sum_{x < n} P[r, x] V[x, c]
  *   r < rows, c < dv (dv a multiple of 8), P's row stride ldp.
  * V's element (x, c) is at v + (c / 16) pstride + x vstride + c % 16: the
@@ -542,6 +568,23 @@ ATTN_AVX512 static void attn_scores_avx512(int64_t rows, int64_t n, int64_t dh, 
     ATTN_FOR_ROWS3(ATTN_SCORE_TILE512, 8, 4, 3);
   for (; j0 < n; j0 += 16)
     ATTN_FOR_ROWS3(ATTN_SCORE_TILE512, 8, 4, 1);
+}
+
+/* attn_scores_row_avx2 on 16 lanes. */
+ATTN_AVX512 static void attn_scores_row_avx512(int64_t n, int64_t dh, float scale, const float *q,
+                                               const float *k, int64_t ldk, float *s) {
+  const int64_t full = dh - dh % 16;
+  const __mmask16 tail = (__mmask16)((1u << (dh - full)) - 1);
+  for (int64_t x = 0; x < n; x++) {
+    const float *kx = k + x * ldk;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t d = 0; d < full; d += 16)
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(kx + d), acc);
+    if (full < dh)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + full),
+                            _mm512_maskz_loadu_ps(tail, kx + full), acc);
+    s[x] = scale * _mm512_reduce_add_ps(acc);
+  }
 }
 
 /* R rows x C V panels (16 columns each, from column c0; the last may be a
@@ -731,6 +774,18 @@ static void attn_scores(const AttnJob *j, int64_t rows, int64_t n, const float *
   attn_scores_avx2(rows, n, j->dh, j->scale, q, j->ldq, kp, s, lds);
 }
 
+/* One query row's scores from K in place (the direct form). */
+static void attn_scores_row(const AttnJob *j, int64_t n, const float *q, const float *k,
+                            float *s) {
+#ifdef ATTN_AVX512_OK
+  if (j->lanes >= 16) {
+    attn_scores_row_avx512(n, j->dh, j->scale, q, k, j->ldk, s);
+    return;
+  }
+#endif
+  attn_scores_row_avx2(n, j->dh, j->scale, q, k, j->ldk, s);
+}
+
 static void attn_mix(const AttnJob *j, int64_t rows, int64_t n, const float *p, int64_t ldp,
                      const float *v, int64_t pstride, int64_t vstride, float *o,
                      const float *cs) {
@@ -765,7 +820,10 @@ static void attn_block(const AttnJob *j, const AttnHead *hc, float *s, int64_t b
   (void)hc;
 #ifdef ATTN_X86
   if (j->tiled) {
-    attn_scores(j, rows, j->tk, q, hc->kp, s, j->tk);
+    if (j->direct)
+      attn_scores_row(j, j->tk, q, k, s);
+    else
+      attn_scores(j, rows, j->tk, q, hc->kp, s, j->tk);
     softmax_rows(j, bi, t0, s, rows);
     if (hc->vp)
       attn_mix(j, rows, j->tk, s, j->tk, hc->vp, 16 * j->tk, 16, o, NULL);
@@ -881,7 +939,9 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     const float *v = j->v + bi * j->v_bstride + x0 * ldv + hd * j->dv;
     /* S[rows, n] = scale * Q_blk K_j^T */
 #ifdef ATTN_X86
-    if (j->tiled)
+    if (j->tiled && j->direct)
+      attn_scores_row(j, n, q, k, s);
+    else if (j->tiled)
       attn_scores(j, rows, n, q, hc->kp + x0 * j->dh, s, bk);
     else
 #endif
@@ -921,7 +981,7 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
  * products), then one task's scores (and the flash form's m, l, c). */
 static int64_t attn_scratch_floats(const AttnJob *j, int64_t *kp_floats, int64_t *vp_floats) {
   int64_t tk16 = (j->tk + 15) / 16 * 16, dv16 = (j->dv + 15) / 16 * 16;
-  *kp_floats = j->tiled ? j->dh * tk16 : 0;
+  *kp_floats = j->tiled && !j->direct ? j->dh * tk16 : 0;
   *vp_floats = j->tiled && j->pack_v ? dv16 * j->tk : 0;
   int64_t task = j->block_k ? j->block_q * flash_bk(j) + 3 * j->block_q
                             : (j->probs ? 0 : j->block_q * j->tk);
@@ -944,7 +1004,7 @@ static void attn_task(void *ctx, int64_t lo, int64_t hi) {
       continue;
     }
 #ifdef ATTN_X86
-    if (j->tiled && bh != hc.bh) { /* a new head: pack its K (and V) once */
+    if (j->tiled && !j->direct && bh != hc.bh) { /* a new head: pack its K (and V) once */
       attn_pack_kp(j->tk, j->dh, j->k + bi * j->k_bstride + hd * j->dh, j->ldk, hc.kp);
       if (hc.vp)
         attn_pack_vp(j->tk, j->dv, j->v + bi * j->v_bstride + hd * j->dv, j->ldv, hc.vp);
@@ -982,6 +1042,7 @@ void rt_attention(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t tk, in
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks,
                .tiled = attn_tiled(tk, dv, max_tk_tiled), .pack_v = n_blocks > 1,
+               .direct = tq == 1,
                .lanes = rt_gemm_lanes(), .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,
@@ -1008,7 +1069,7 @@ void rt_attention_flash(RtPool *pool, int64_t b, int64_t h, int64_t tq, int64_t 
   /* a key block's K^T and V always fit the AVX2 products' budget */
   AttnJob j = {.b = b, .h = h, .tq = tq, .tk = tk, .dh = dh, .dv = dv,
                .block_q = block_q, .n_blocks = n_blocks, .block_k = block_k,
-               .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1,
+               .tiled = attn_tiled(0, dv, 1), .pack_v = n_blocks > 1, .direct = tq == 1,
                .lanes = rt_gemm_lanes(), .scale = scale,
                .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                .k_bstride = k_bstride, .v_bstride = v_bstride,

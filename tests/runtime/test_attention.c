@@ -588,8 +588,9 @@ Test(attention, flash_edge_cases) {
  * test in a fresh process). Head widths that take every tile of the
  * AVX-512 mix (64-, 32-, 16- and ragged 8-column groups) and of the AVX2
  * one, key counts around the 48-key score groups and the 16-key panels,
- * query counts crossing the 8/6/4-row tiles; every mask shape, policy and
- * flash block size (check_shape). */
+ * query counts crossing the 8/6/4-row tiles; one query row (a decode
+ * step: the scores from K in place, head widths 1-136 for the ragged
+ * chunks); every mask shape, policy and flash block size (check_shape). */
 static void isa_shapes(const char *isa, int lanes) {
   if (rt_gemm_lanes() != lanes) {
     fprintf(stderr, "attention: %s: skipped on this CPU (%s)\n", isa, rt_gemm_backend());
@@ -602,6 +603,10 @@ static void isa_shapes(const char *isa, int lanes) {
   for (size_t a = 0; a < sizeof dvs / sizeof dvs[0]; a++)
     for (size_t b = 0; b < sizeof tks / sizeof tks[0]; b++)
       check_shape(2, 2, 13, tks[b], a % 2 ? 16 : dvs[a], dvs[a], pool);
+  static const int64_t dhs[] = {1, 7, 8, 9, 16, 17, 64, 136};
+  for (size_t a = 0; a < sizeof dhs / sizeof dhs[0]; a++)
+    for (size_t b = 0; b < sizeof tks / sizeof tks[0]; b++)
+      check_shape(3, 2, 1, tks[b], dhs[a], dvs[a % 6], pool);
   Shape s = {2, 12, 128, 128, 64, 64, 2, 1};
   Data d = make(s, false);
   free(run_all(&d, pool));
