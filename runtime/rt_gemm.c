@@ -1310,10 +1310,8 @@ static inline int8_t quantise(float v, float inv) {
   float f = v * inv;
   int t = (int)f; /* towards zero */
   float d = f - (float)t;
-  if (d > 0.5f || (d == 0.5f && (t & 1)))
-    t++;
-  else if (d < -0.5f || (d == -0.5f && (t & 1)))
-    t--;
+  int odd = t & 1; /* selects, not branches: the row loops vectorise */
+  t += ((d > 0.5f) | ((d == 0.5f) & odd)) - ((d < -0.5f) | ((d == -0.5f) & odd));
   return (int8_t)t;
 }
 
@@ -1326,9 +1324,21 @@ static void quantise_rows(int64_t rows, int64_t k, const float *x, int64_t ldx, 
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * ldx;
     int8_t *q = xq + r * k4;
+    /* max |x| in 8 running lanes (a select each: fmaxf would be a call) */
+    float lane[8] = {0};
+    int64_t p8 = k - k % 8;
+    for (int64_t p = 0; p < p8; p += 8)
+      for (int l = 0; l < 8; l++) {
+        float a = fabsf(xr[p + l]);
+        lane[l] = a > lane[l] ? a : lane[l];
+      }
+    for (int64_t p = p8; p < k; p++) {
+      float a = fabsf(xr[p]);
+      lane[0] = a > lane[0] ? a : lane[0];
+    }
     float amax = 0;
-    for (int64_t p = 0; p < k; p++)
-      amax = fmaxf(amax, fabsf(xr[p]));
+    for (int l = 0; l < 8; l++)
+      amax = lane[l] > amax ? lane[l] : amax;
     float inv = amax > 0 ? 127.0f / amax : 0.0f;
     sx[r] = amax / 127.0f;
     for (int64_t p = 0; p < k; p++)
