@@ -103,10 +103,12 @@ typedef void (*I8Avx2)(int64_t k4, const int8_t *xq, int64_t ldq, const float *s
 static const I8Avx2 i8_avx2[4] = {i8_avx2_1, i8_avx2_2, i8_avx2_3, i8_avx2_4};
 
 /* Panels per column block: the block stays in L2 while every group of 4
- * rows passes over it (M > 4: a prefill), read from memory once. */
+ * rows passes over it (M > 4: a prefill), read from memory once; a
+ * multiple of 4 where it can be, so the VNNI kernel's 4-panel tiles cover
+ * it (21 panels at K = 768 left one for the 1-panel kernel per block). */
 static int64_t i8_block_panels(int64_t k) {
   int64_t b = (256 * 1024) / GEMM_I8_PANEL_BYTES(k);
-  return b < 1 ? 1 : b;
+  return b < 1 ? 1 : b < 4 ? b : b / 4 * 4;
 }
 
 T_AVX2 void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,
