@@ -756,8 +756,8 @@ def decode_sections(R, decodes, add, threads):
         add("Memory (%s): `tfmc check %s` plans weights %.1f MB (every parameter as f32, the "
             "tied matrix once), a step arena of %.1f MB and a KV cache of %.1f MB (batch 1, all "
             "max_len positions), %.1f MB together; the executable (`--max-beams 1`, its weights "
-            "file `EXE.weights` of %s MB mapped: the forward program's and the step program's "
-            "weights, each with its own packed copy of a tied matrix) peaked at %s MB "
+            "file `EXE.weights` of %s MB mapped: the forward program's weights, which the step "
+            "program shares, a tied matrix stored once in the LM head's panels) peaked at %s MB "
             "(`/usr/bin/time`) generating %d ids (%s)." % (
                 w.model.name, plan.get("spec"), (plan.get("weight_bytes") or 0) / 1e6,
                 (plan.get("step_arena_bytes") or 0) / 1e6, (plan.get("kv_cache_bytes") or 0) / 1e6,

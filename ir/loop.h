@@ -60,8 +60,11 @@ typedef enum LBufKind {
  *   LW_PLAIN   the param's values in row-major order, as the graph has them
  *   LW_PANELS  the param, a matrix of rows x cols (a linear's w[N, K]), in
  *              rt_gemm_pack's panels of 16 rows (runtime/rt_gemm.h):
- *              loop_panels_floats(rows, cols) floats; only rt_linear_packed
- *              reads it (the pack-weights pass)
+ *              loop_panels_floats(rows, cols) floats; rt_linear_packed
+ *              reads it whole, and element loads may read single floats of
+ *              it: element (r, c) is float (r/16)*16*cols + c*16 + r%16 (the
+ *              pack-weights pass: a tied embedding gathered from the panels
+ *              its LM head multiplies by)
  *   LW_PANELS_BF16  the same panels holding bf16 pairs of steps of K
  *              (rt_gemm_pack_bf16): loop_panels_floats_bf16(rows, cols)
  *              floats; only rt_linear_packed_bf16 reads it (pack-weights
@@ -159,8 +162,8 @@ typedef enum LCallee {
 /* What a call argument may be, and the C type of the parameter:
  * X(KIND, C type, what the argument must be).  Pointer kinds take LX_ADDR
  * (or LX_NULL when the kind says so); F32_PANELS takes the address of
- * element 0 of an LW_PANELS weight, the one place such a weight may be
- * read; *_OUT kinds are written by the callee
+ * element 0 of an LW_PANELS weight (the one place such a weight is read
+ * whole; loads may read its floats one by one); *_OUT kinds are written by the callee
  * (never into the weights or an input), the others only read; POOL takes
  * LX_POOL or LX_NULL (run on the calling thread). */
 #define LOOP_ARG_KINDS(X)                                                          \
@@ -383,7 +386,8 @@ LoopProgram *loop_program_parse(Arena *a, const SrcFile *src, Diags *d);
  *     LS_LET, LS_SET or the LS_FOR driving them) by a statement that starts
  *     before the read (a let / set may read the variable's previous value,
  *     0 before the first write); symbols in range; loads from existing
- *     buffers, of the type of their element, at I64 indices; LX_BIN operands
+ *     buffers, of the type of their element, at I64 indices (from a weight
+ *     in a panels layout only when it holds f32: LW_PANELS); LX_BIN operands
  *     of one type, compares and LB_AND giving I64, no LB_REM / LB_AND on
  *     floats, no integer division or remainder by the constant 0; unary ops
  *     on floats keeping their type; select on an I64 condition; casts of

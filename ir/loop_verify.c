@@ -115,9 +115,10 @@ static bool check_expr(Vf *V, const LExpr *e, bool as_arg) {
     return e->t == LT_I64 || bad(V, "symbol read as %s", loop_type_str(e->t));
   case LX_LOAD: {
     if (!check_index(V, e->buf, e->a)) return false;
-    if (V->p->bufs[e->buf].layout != LW_PLAIN)
-      return bad(V, "loads from b%d, which is in %s layout (only rt_linear_packed* reads it)",
-                 e->buf, loop_layout_str(V->p->bufs[e->buf].layout));
+    LWLayout l = V->p->bufs[e->buf].layout;
+    if (l != LW_PLAIN && l != LW_PANELS) /* f32 panels: a load reads one of their floats */
+      return bad(V, "loads from b%d, which is in %s layout (only rt_linear_packed_* reads it)",
+                 e->buf, loop_layout_str(l));
     LType want = V->p->bufs[e->buf].elem == LE_F32 ? LT_F32 : LT_I64;
     if (e->t != want)
       return bad(V, "load from b%d has type %s, expected %s", e->buf, loop_type_str(e->t),

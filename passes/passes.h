@@ -375,9 +375,12 @@ bool pass_lane_split_run(struct LoopProgram *p, PassContext *ctx);
 
 /* pack_weights.c: every rt_linear whose w is a whole weight becomes
  * rt_linear_packed on that weight in LW_PANELS layout (packed once by the
- * packer, never per call), or, when ctx->weights_dtype is bf16,
- * rt_linear_packed_bf16 on it in LW_PANELS_BF16; a weight also read
- * otherwise keeps its plain copy; the weights are laid out again. Same
+ * packer, never per call), or, when ctx->weights_dtype is bf16 / int8,
+ * rt_linear_packed_bf16 / _i8 on it in LW_PANELS_BF16 / LW_PANELS_I8; a
+ * weight also read by element loads only (a tied embedding's gather) is
+ * packed in place when its panels hold f32 and the loads read the panels;
+ * one read otherwise (its address taken by another call, or bf16 / int8
+ * panels) keeps its plain copy; the weights are laid out again. Same
  * values in f32; bf16 rounds the weights (and, where the CPU multiplies
  * in bf16, x). */
 bool pass_pack_weights_run(struct LoopProgram *p, PassContext *ctx);

@@ -76,10 +76,12 @@ typedef struct RtTensorInfo {
 } RtTensorInfo;
 
 /* How a weight's floats are stored (the loop IR's LWLayout): as the
- * param's values in row-major order, or, for a matrix [N, K] that only
- * rt_linear_packed reads, in rt_gemm_pack's panels of 16 rows
- * (runtime/rt_gemm.h: ceil(N / 16) * 16 * K floats). A weight read both
- * ways is listed twice, once per layout. */
+ * param's values in row-major order, or, for a matrix [N, K] that
+ * rt_linear_packed reads whole (and compiled code may also gather single
+ * floats from: a tied embedding), in rt_gemm_pack's panels of 16 rows
+ * (runtime/rt_gemm.h: ceil(N / 16) * 16 * K floats). A weight also read
+ * plain by a runtime call, or gathered beside bf16 / int8 panels, is
+ * listed twice, once per layout. */
 typedef enum RtWeightLayout {
   RT_WEIGHT_PLAIN,
   RT_WEIGHT_PANELS,

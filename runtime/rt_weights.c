@@ -3,7 +3,7 @@
  * embedded images.
  *
  * Invariants of an RtWeights handed out:
- *   - the image had the magic, version 1, the model's layout hash and float
+ *   - the image had the magic, version 2, the model's layout hash and float
  *     count, exactly 64 + 4 * n_floats bytes, and a matching checksum;
  *   - data points at n_floats host-order floats, 64-byte aligned, read-only,
  *     valid until rt_weights_close: straight into the mapping or the caller's
@@ -26,7 +26,9 @@
 #include <unistd.h>
 
 #define WTS_HEADER 64
-#define WTS_VERSION 1u
+/* 2: a tied weight stored once, in panels (pack-weights); a version 1 file
+ * is refused with a message saying to pack it again */
+#define WTS_VERSION 2u
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
@@ -182,6 +184,14 @@ static int wts_check(const unsigned char *img, size_t len, int fd, const RtModel
     return wts_fail(err, errlen, label, msg);
   }
   uint32_t version = (uint32_t)load_le(img + 8, 4);
+  if (version == 1) {
+    snprintf(msg, sizeof msg,
+             "packed-weights format version 1, written by an older tfmc (it stored a tied "
+             "embedding twice); this runtime reads version %u: pack the weights again with "
+             "tfmc build",
+             WTS_VERSION);
+    return wts_fail(err, errlen, label, msg);
+  }
   if (version != WTS_VERSION) {
     snprintf(msg, sizeof msg, "packed-weights format version %u; this runtime reads version %u",
              version, WTS_VERSION);

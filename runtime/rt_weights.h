@@ -1,10 +1,12 @@
 /* runtime/rt_weights.h — packed weights: one file (or one embedded blob)
- * holding every parameter of a compiled model as f32, in the order and at
- * the offsets of RtModelInfo.weights.
+ * holding every parameter of a compiled model as f32, in the order, at the
+ * offsets and in the layouts of RtModelInfo.weights.
  *
  * Format (all integers little-endian):
  *   0   8  magic "TFMCWTS\0"
- *   8   4  format version (1)
+ *   8   4  format version (2; version 1, written before a weight that
+ *            pack-weights packs and something else gathers was stored once,
+ *            in panels, listed a tied embedding twice: plain and packed)
  *   12  4  reserved (0; ignored when read)
  *   16  8  layout_hash (RtModelInfo.layout_hash: names, shapes, offsets)
  *   24  8  n_floats

@@ -645,7 +645,8 @@ static const RtWeightInfo *weight_info(Em *E, const LBuffer *b) {
 }
 
 /* "input tokens i32[B,S]", "weight enc.0.attn.q.weight f32[64,64]",
- * "%12 (arena +4096)" */
+ * "weight embed.weight f32[13,64] in panels" (a weight gathered from the
+ * panels its linear reads: loop.h LW_PANELS), "%12 (arena +4096)" */
 static void put_buffer_comment(Em *E, const LBuffer *b) {
   FILE *o = E->out;
   const RtTensorInfo *t = NULL;
@@ -668,6 +669,7 @@ static void put_buffer_comment(Em *E, const LBuffer *b) {
       for (int d = 0; d < w->rank; d++) fprintf(o, "%s%lld", d ? "," : "", (long long)w->shape[d]);
       fputc(']', o);
     }
+    if (loop_layout_str(b->layout)) fprintf(o, " in %s", loop_layout_str(b->layout));
     return;
   }
   case LB_ARENA:

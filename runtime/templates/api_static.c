@@ -209,8 +209,8 @@ static int image_check(const unsigned char *img, size_t len, char *err, size_t e
     return api_fail(err, errlen, "the weights image must be 4-byte aligned (64 is best)");
   if (len < 64 || memcmp(img, "TFMCWTS", 8) != 0)
     return api_fail(err, errlen, "not a packed-weights image (no TFMCWTS header)");
-  if (load_le(img + 8, 4) != 1)
-    return api_fail(err, errlen, "packed-weights image of an unknown format version");
+  if (load_le(img + 8, 4) != 2) /* runtime/rt_weights.c WTS_VERSION */
+    return api_fail(err, errlen, "packed-weights image of another format version (not 2): pack it again with this tfmc");
   uint64_t n = load_le(img + 24, 8);
   if (load_le(img + 16, 8) != info->layout_hash || n != (uint64_t)info->weights_floats) {
     Msg m = msg_start(err, errlen);

@@ -65,7 +65,7 @@ static int try_image(const uint8_t *img, size_t size, const RtModelInfo *info) {
   check(w != NULL, "handle on success");
   check(size == 64 + 4 * (size_t)info->weights_floats, "exact size");
   check(memcmp(img, "TFMCWTS\0", 8) == 0, "magic");
-  check(le(img + 8, 4) == 1, "version");
+  check(le(img + 8, 4) == 2, "version");
   check(le(img + 16, 8) == info->layout_hash, "layout hash");
   check(le(img + 24, 8) == (uint64_t)info->weights_floats, "float count");
   const float *d = rt_weights_data(w);
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t sum = checksum(copy + 64, size - 64);
   for (int i = 0; i < 8; i++)
     copy[32 + i] = (uint8_t)(sum >> (8 * i));
-  int header_ok = memcmp(copy, "TFMCWTS\0", 8) == 0 && le(copy + 8, 4) == 1 &&
+  int header_ok = memcmp(copy, "TFMCWTS\0", 8) == 0 && le(copy + 8, 4) == 2 &&
                   le(copy + 16, 8) == info.layout_hash && le(copy + 24, 8) == 20 && size == 144;
   int accepted = try_image(copy, size, &info);
   check(accepted == header_ok, "a right header with a right checksum is accepted, only that");

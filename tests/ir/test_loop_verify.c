@@ -730,8 +730,10 @@ Test(loop_verify, statements) {
 
 /* ---- runtime calls ---- */
 
-/* A weight in panels layout is read whole by rt_linear_packed and by
- * nothing else, and fits the weights. */
+/* A weight in panels layout is read whole by rt_linear_packed and, when
+ * the panels hold f32, by element loads (a gather from a tied weight,
+ * pack-weights); bf16 / int8 panels by their calls only; it fits the
+ * weights. */
 Test(loop_verify, panels_weights) {
   Tiny t = tiny();
   ls_append(t.p, t.k->body, call_of(&t, LC_LINEAR_PACKED));
@@ -740,7 +742,19 @@ Test(loop_verify, panels_weights) {
 
   t = tiny();
   ls_append(t.p, t.k->body, ls_let(t.p, t.tv, LT_F32, lx_load(t.p, panels_buf(&t), lx_i(t.p, 0))));
-  refused(t.p, "loads from b4, which is in panels layout");
+  accepted(t.p);
+  arena_destroy(t.a);
+
+  t = tiny();
+  ls_append(t.p, t.k->body,
+            ls_let(t.p, t.tv, LT_F32, lx_load(t.p, panels_bf16_buf(&t), lx_i(t.p, 0))));
+  refused(t.p, "which is in panels_bf16 layout (only rt_linear_packed_* reads it)");
+  arena_destroy(t.a);
+
+  t = tiny();
+  ls_append(t.p, t.k->body,
+            ls_let(t.p, t.tv, LT_F32, lx_load(t.p, panels_i8_buf(&t), lx_i(t.p, 0))));
+  refused(t.p, "which is in panels_i8 layout");
   arena_destroy(t.a);
 
   t = tiny();

@@ -2,8 +2,10 @@
  * (first line "# passes: LIST") run through that pipeline must print exactly
  * NAME.expected.tfir, byte for byte; likewise every loop IR golden
  * tests/passes/loop/NAME.tfloop through its loop passes must print
- * NAME.expected.tfloop. Also: every registered pass has a
- * golden of its own (a file whose pipeline is that pass alone); every
+ * NAME.expected.tfloop (a line "# target: ..." names the tile pass's
+ * target, "# weights-dtype: bf16" pack-weights' panels). Also: every
+ * registered pass has a golden of its own (a file whose pipeline is that
+ * pass alone); every
  * expected file is valid IR that prints back unchanged; and running the
  * pipeline again on an expected file changes nothing (the passes here are
  * idempotent, so a golden that is not a fixpoint shows a pass that left work
@@ -114,11 +116,28 @@ static const PassTarget *header_target(Arena *a, const SrcFile *src) {
   return t;
 }
 
+/* The weights dtype named on the line "# weights-dtype: f32|bf16|int8" of a
+ * loop golden (pack-weights' panels); f32 when the file has no such line. */
+static PassWeightsDtype header_weights_dtype(const SrcFile *src) {
+  const char *line = strstr(src->text, "\n# weights-dtype:");
+  if (!line)
+    return PASS_WEIGHTS_F32;
+  char name[16] = "";
+  cr_assert(sscanf(line, "\n# weights-dtype: %15s", name) == 1, "%s: bad weights-dtype line",
+            src->name);
+  if (strcmp(name, "bf16") == 0)
+    return PASS_WEIGHTS_BF16;
+  if (strcmp(name, "int8") == 0)
+    return PASS_WEIGHTS_INT8;
+  cr_assert_str_eq(name, "f32", "%s: weights-dtype f32, bf16 or int8", src->name);
+  return PASS_WEIGHTS_F32;
+}
+
 static char *run_loop_pipeline(LoopProgram *p, const PassPipeline *pl, const char *name,
-                               const PassTarget *target) {
+                               const PassTarget *target, PassWeightsDtype dtype) {
   Diags d;
   diags_init(&d, p->arena, NULL);
-  PassContext ctx = {.diags = &d, .target = target};
+  PassContext ctx = {.diags = &d, .target = target, .weights_dtype = dtype};
   cr_assert(pass_pipeline_run_loop(p, pl, &ctx), "%s: pipeline failed:\n%s", name,
             d.captured ? d.captured : "");
   cr_assert_eq(d.n_errors, 0);
@@ -152,7 +171,8 @@ static int run_loop_goldens(const PassInfo *reg, int pr_n, bool *alone) {
     LoopProgram *in = parse_loop(a, src);
     char *before = print_loop_str(in);
     const PassTarget *target = header_target(a, src);
-    char *got = run_loop_pipeline(in, &pl, e->d_name, target);
+    PassWeightsDtype dtype = header_weights_dtype(src);
+    char *got = run_loop_pipeline(in, &pl, e->d_name, target, dtype);
     cr_expect_str_eq(got, exp->text, "%s after '%s' differs from its expected file:\n%s",
                      e->d_name, list, got);
     cr_expect_str_neq(got, before, "%s: '%s' changed nothing", e->d_name, list);
@@ -160,7 +180,7 @@ static int run_loop_goldens(const PassInfo *reg, int pr_n, bool *alone) {
     LoopProgram *pe = parse_loop(a, exp);
     char *back = print_loop_str(pe);
     cr_expect_str_eq(back, exp->text, "%s does not print back unchanged", expected_path);
-    char *again = run_loop_pipeline(pe, &pl, expected_path, target);
+    char *again = run_loop_pipeline(pe, &pl, expected_path, target, dtype);
     cr_expect_str_eq(again, exp->text, "'%s' changes %s again", list, expected_path);
     free(before);
     free(got);

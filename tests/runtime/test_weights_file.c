@@ -136,7 +136,7 @@ Test(weights, write_open_round_trip) {
   unsigned char *b = slurp(path, &len);
   cr_assert_eq(len, 64 + 20 * 4);
   cr_assert_eq(memcmp(b, "TFMCWTS\0", 8), 0);
-  cr_assert_eq(b[8], 1);
+  cr_assert_eq(b[8], 2);
   RtModelInfo info = small_info();
   cr_assert_eq(le64(b + 16), info.layout_hash);
   cr_assert_eq(le64(b + 24), 20);
@@ -307,8 +307,19 @@ Test(weights, refuses_truncated_data) {
 }
 
 Test(weights, refuses_other_version) {
-  unsigned char v2[4] = {2, 0, 0, 0};
-  expect_patched_refused(8, v2, 4, "format version 2; this runtime reads version 1");
+  unsigned char v3[4] = {3, 0, 0, 0};
+  expect_patched_refused(8, v3, 4, "format version 3; this runtime reads version 2");
+}
+
+/* Version 1 files listed a tied embedding twice (plain and packed): their
+ * layout hash would refuse them too, but as "another model"; the version
+ * says what happened. */
+Test(weights, refuses_version_1_saying_to_pack_again) {
+  unsigned char v1[4] = {1, 0, 0, 0};
+  expect_patched_refused(8, v1, 4,
+                         "packed-weights format version 1, written by an older tfmc (it stored "
+                         "a tied embedding twice); this runtime reads version 2: pack the "
+                         "weights again with tfmc build");
 }
 
 Test(weights, refuses_another_models_layout) {
