@@ -407,9 +407,11 @@ int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t l
     float *base = (float *)(s->state + lb->offset);
     for (int i = 0; i < n; i++) {
       TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
-      memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
+      if (parent[i] != i) /* a row that stays is not copied */
+        memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
     }
-    for (int i = 0; i < n; i++) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
+    for (int i = 0; i < n; i++)
+      if (parent[i] != i) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
   }
   return 0;
 }

@@ -473,8 +473,8 @@ static int batch_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions
   rt_stepper_reset(st);
   if (!st->enc && rt_stepper_set_padding(st, pad, gb->rows, err, errlen)) return 1;
   for (int64_t b = 0; b < gb->rows; b++) rt_rng_seed(&rngs[b], g->seed + (uint64_t)b);
-  return rt_generate_batch(go, rt_stepper_batch_step, st, prompt, gb->rows, n_prompt, out,
-                           lengths, NULL, on_done, done_user, res, err, errlen);
+  return rt_generate_batch(go, rt_stepper_batch_step, rt_stepper_reorder, st, prompt, gb->rows,
+                           n_prompt, out, lengths, NULL, on_done, done_user, res, err, errlen);
 }
 
 static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, GenBatch *gb,

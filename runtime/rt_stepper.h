@@ -133,7 +133,12 @@ int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int
 /* An RtStepFn (rt_generate.h), one row: user is the RtStepper. */
 int rt_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
                     const float **logits, char *err, size_t errlen);
-/* RtBatchStepFn and RtReorderFn (rt_generate_beam): user is the RtStepper. */
+/* RtBatchStepFn and RtReorderFn (rt_generate_beam, rt_generate_batch):
+ * user is the RtStepper. A reorder moves each row whole: its KV cache
+ * (ops->reorder), its left padding and, for a batch of sources (not one
+ * source on every row), its cross-attention keys / values and source mask,
+ * which are moved in place: there parent[i] >= i (rt_generate_batch's
+ * compaction), else it is refused as an internal error. */
 int rt_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
                           int64_t past, const float **logits, char *err, size_t errlen);
 int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len, char *err,
