@@ -82,6 +82,15 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
                      "--beams and --sample do not go together: beam search is deterministic");
   g->beams = (int)beams;
   if (g->sample.sample && rt_sample_options_check(&g->sample, err, errlen)) return 1;
+  if (s->output) {
+    size_t n = strlen(s->output);
+    int file = n > 12 && strcmp(s->output + n - 12, ".safetensors") == 0;
+    return rt_errorf(err, errlen, "--output %s: --output NAME adds a named intermediate to a "
+                     "forward run's outputs; --generate has no such outputs: it writes generated "
+                     "and generated_lengths (and attention, compiled with --attention) to "
+                     "--outputs FILE%s%s%s", s->output, file ? " (did you mean --outputs " : "",
+                     file ? s->output : "", file ? "?)" : "");
+  }
   return 0;
 }
 

@@ -60,6 +60,7 @@ typedef struct RtGenArgStrings {
   const char *temperature, *top_k, *top_p;
   const char *seed;     /* NULL: 0 (tfmc run parses its --seed itself: it seeds weights too) */
   const char *beams, *length_penalty;
+  const char *output;   /* --output NAME: refused (a forward pass's intermediates) */
 } RtGenArgStrings;
 
 typedef struct RtGenArgs {
@@ -76,7 +77,9 @@ typedef struct RtGenArgs {
 
 /* Reads and checks the options: 0; or 1 for a bad value (exit status 1:
  * --generate below 1, --temperature <= 0 or not finite, --top-p outside
- * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample); or 2 for
+ * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample, --output:
+ * it names intermediates of the forward pass, which a generation does not
+ * run; the message points at --outputs); or 2 for
  * bad usage (exit status 2: not a number, --temperature / --top-k /
  * --top-p without --sample, --length-penalty without --beams). The
  * message, in err, names the option. */

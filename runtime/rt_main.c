@@ -610,7 +610,7 @@ done:
 typedef struct GenOpts {
   const char *generate, *tokens, *text, *inputs, *vocab, *tokenizer, *temperature, *top_k, *top_p,
       *seed, *beams, *length_penalty, *outputs, *weights, *threads, *repeat, *attention_map, *layer,
-      *head, *batch_row;
+      *head, *batch_row, *output;
   int sample, help, version;
 } GenOpts;
 
@@ -707,13 +707,13 @@ static int parse_gen_args(const char *prog, int argc, char **argv, GenOpts *o) {
   static const char *const names[] = {
       "generate", "tokens",  "text",    "inputs",  "vocab",         "tokenizer", "temperature",
       "top-k",    "top-p",   "seed",    "beams",   "length-penalty", "outputs",  "weights",
-      "threads",  "repeat",  "attention-map", "layer", "head",      "batch-row"};
+      "threads",  "repeat",  "attention-map", "layer", "head",      "batch-row", "output"};
   enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
   const char **slots[N_NAMES] = {
       &o->generate, &o->tokens, &o->text,   &o->inputs,         &o->vocab,   &o->tokenizer,
       &o->temperature, &o->top_k, &o->top_p, &o->seed,         &o->beams,   &o->length_penalty,
       &o->outputs,  &o->weights, &o->threads, &o->repeat,       &o->attention_map, &o->layer,
-      &o->head,     &o->batch_row};
+      &o->head,     &o->batch_row, &o->output};
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s) continue;
@@ -811,8 +811,8 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   if ((rc = attention_request(prog, gi->step, o.attention_map, o.layer, o.head, o.batch_row,
                               &maps)))
     return rc;
-  RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
-                        o.top_p,    o.seed,    o.beams,       o.length_penalty};
+  RtGenArgStrings gs = {o.generate, o.sample, o.temperature,    o.top_k, o.top_p,
+                        o.seed,     o.beams,  o.length_penalty, o.output};
   RtGenArgs g;
   if ((rc = rt_gen_args_parse(&gs, &g, err, sizeof err))) {
     if (rc == 2) return usage_error(prog, "%s", err);

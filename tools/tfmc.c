@@ -880,8 +880,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   int r;
   if ((r = run_inputs_options(cmd, args, &ri)))
     return r;
-  if (opt(args, "profile") || opt(args, "output"))
-    return usage_error("run", "--generate does not take --output or --profile yet");
+  if (opt(args, "profile"))
+    return usage_error("run", "--generate does not take --profile yet");
   if (attention && !outputs && !draw)
     return usage_error("run", "--attention with --generate writes the tensor 'attention' to "
                               "--outputs OUT.safetensors: give --outputs");
@@ -891,7 +891,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .top_k = opt(args, "top-k"),
                         .top_p = opt(args, "top-p"),
                         .beams = opt(args, "beams"),
-                        .length_penalty = opt(args, "length-penalty")};
+                        .length_penalty = opt(args, "length-penalty"),
+                        .output = opt(args, "output")};
   RtGenArgs g;
   char err[1024];
   if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
