@@ -75,6 +75,7 @@ typedef struct BackendStepper {
   const Compiled *c;  /* the step program */
   const Compiled *enc; /* the encode program, or NULL */
   ExecSession *session, *enc_session;
+  double compile_ms;  /* JIT: the programs' compilation (as ExecTiming.compile_ms); interp: 0 */
 } BackendStepper;
 /* Refuses (1 + message) a step that is not a generation step graph, an
  * encode program whose outputs are not the step's values inputs. */

@@ -417,9 +417,10 @@ static int gen_repeat(const RtGenRun *r, const RtGenArgs *g, RtStepper *st,
           (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
   /* the whole sequence, encode and cache reset included: what a caller
    * waits for per generation (a median of sums, not a sum of medians) */
-  fprintf(stderr, "timing: backend %s, whole generation median %.3f ms (min %.3f): %sprefill "
-          "and %lld decode steps; %d runs\n", r->backend, ta.median_ms, ta.min_ms,
-          st->enc ? "encode, " : "", (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
+  fprintf(stderr, "timing: backend %s, compile %.1f ms, whole generation median %.3f ms (min "
+          "%.3f): %sprefill and %lld decode steps; %d runs\n", r->backend, r->compile_ms,
+          ta.median_ms, ta.min_ms, st->enc ? "encode, " : "",
+          (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
   rc = 0;
 done:
   free(ms);
@@ -558,9 +559,10 @@ static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, G
             "runs\n",
             r->backend, (long long)rows, (long long)n_prompt, tp.median_ms, tp.min_ms,
             tt.median_ms, tt.min_ms, (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
-    fprintf(stderr, "timing: backend %s, whole generation median %.3f ms (min %.3f): %sprefill "
-            "and %lld decode steps of the batch; %d runs\n", r->backend, ta.median_ms, ta.min_ms,
-            st->enc ? "encode, " : "", (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
+    fprintf(stderr, "timing: backend %s, compile %.1f ms, whole generation median %.3f ms (min "
+            "%.3f): %sprefill and %lld decode steps of the batch; %d runs\n", r->backend,
+            r->compile_ms, ta.median_ms, ta.min_ms, st->enc ? "encode, " : "",
+            (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
   }
   if (r->outputs && write_outputs(r->outputs, out, max_new, lengths, rows, NULL, err, errlen))
     goto done;

@@ -971,6 +971,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                   .vocab = vocab_path || tokenizer ? &vocab : NULL,
                   .outputs = outputs,
                   .repeat = repeat,
+                  .compile_ms = st.compile_ms,
                   .bos = spec->bos_id,
                   .eos = spec->eos_id,
                   .capture = draw ? &cap : NULL};
