@@ -187,33 +187,62 @@ static void check_batch(const char *backend) {
 
 /* ---- each row as its prompt alone ---- */
 
-enum { A_ROWS = 3, A_STEPS = 12 };
+enum { A_ROWS = 3, STEPS = 12, MAX_ROWS = 5, A_STEPS = STEPS };
 
-typedef struct Record {
+/* Wraps the stepper's batch step (and its reorder): records each step's
+ * logits by row, wherever the row runs in the step's batch. */
+typedef struct Tracked {
   RtStepper *st;
-  int64_t rows, step;
-  float *logits; /* [A_STEPS, rows, V] */
-} Record;
+  int64_t stride;           /* rows of each step's record */
+  int64_t row_of[MAX_ROWS]; /* the row at each place of the step's batch */
+  int64_t step, rows_run;   /* steps so far; the rows they ran after the prefill */
+  int reorders;
+  float *logits;            /* [STEPS, stride, V]: step k's logits of each row run */
+} Tracked;
 
-static int recorded_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen) {
-  Record *r = user;
-  if (rt_stepper_batch_step(r->st, tokens, rows, n, past, logits, err, errlen)) return 1;
-  cr_assert(r->step < A_STEPS);
-  memcpy(r->logits + r->step * r->rows * r->st->vocab, *logits,
-         (size_t)(rows * r->st->vocab) * sizeof(float));
-  r->step++;
+static int tracked_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
+                        const float **logits, char *err, size_t errlen) {
+  Tracked *t = user;
+  if (rt_stepper_batch_step(t->st, tokens, rows, n, past, logits, err, errlen)) return 1;
+  cr_assert(t->step < STEPS);
+  int64_t v = t->st->vocab;
+  for (int64_t s = 0; s < rows; s++)
+    memcpy(t->logits + (t->step * t->stride + t->row_of[s]) * v, *logits + s * v,
+           (size_t)v * sizeof(float));
+  if (t->step++) t->rows_run += rows;
   return 0;
+}
+
+static int tracked_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                           char *err, size_t errlen) {
+  Tracked *t = user;
+  int64_t was[MAX_ROWS];
+  memcpy(was, t->row_of, sizeof was);
+  for (int64_t i = 0; i < rows; i++) {
+    cr_assert(parent[i] >= i && parent[i] < t->stride, "row %lld from %lld", (long long)i,
+              (long long)parent[i]);
+    t->row_of[i] = was[parent[i]];
+  }
+  t->reorders++;
+  return rt_stepper_reorder(t->st, parent, rows, len, err, errlen);
+}
+
+/* The generation programs of spec with random weights of seed, for rows
+ * rows, on backend, bound to a stepper (2 threads). */
+static void stepper_of(Arena *a, const char *spec, uint64_t seed, int64_t rows, const char *backend,
+                       CompiledGeneration *gen, BackendStepper *st) {
+  char err[1024] = "";
+  compile_gen_of(a, spec, NULL, seed, rows, backend, gen);
+  cr_assert_eq(backend_stepper_init(st, backend, &gen->step, NULL, &(ExecOptions){2, 0, false}, err,
+                                    sizeof err), 0, "%s", err);
 }
 
 static void check_alone(const char *spec, const char *backend) {
   Arena *a = arena_create();
   CompiledGeneration gen;
-  char err[1024] = "";
-  compile_gen_of(a, spec, NULL, 5, A_ROWS, backend, &gen);
   BackendStepper st;
-  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, NULL, &(ExecOptions){2, 0, false}, err,
-                                    sizeof err), 0, "%s", err);
+  char err[1024] = "";
+  stepper_of(a, spec, 5, A_ROWS, backend, &gen, &st);
   int64_t vocab = st.rs.vocab, len[A_ROWS] = {5, 2, 4}, t = 5, pad[A_ROWS];
   int32_t prompt[A_ROWS * 5];
   for (int64_t b = 0; b < A_ROWS; b++) {
@@ -223,21 +252,22 @@ static void check_alone(const char *spec, const char *backend) {
   }
   /* the batch: no eos, A_STEPS ids per row (the prefill and A_STEPS - 1 steps) */
   RtGenerateOptions go = {A_STEPS, st.rs.max_len, vocab, -1, NULL, NULL, NULL};
-  Record batch = {&st.rs, A_ROWS, 0, malloc((size_t)(A_STEPS * A_ROWS * vocab) * sizeof(float))};
+  Tracked batch = {&st.rs, A_ROWS, {0, 1, 2}, 0, 0, 0,
+                   malloc((size_t)(A_STEPS * A_ROWS * vocab) * sizeof(float))};
   int32_t out[A_ROWS * A_STEPS], one[A_STEPS];
   int64_t lengths[A_ROWS];
   RtGenerateResult res;
   cr_assert_eq(rt_stepper_set_padding(&st.rs, pad, A_ROWS, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(rt_generate_batch(&go, recorded_step, NULL, &batch, prompt, A_ROWS, t, out, lengths, NULL,
+  cr_assert_eq(rt_generate_batch(&go, tracked_step, NULL, &batch, prompt, A_ROWS, t, out, lengths, NULL,
                                  NULL, NULL, &res, err, sizeof err), 0, "%s", err);
   cr_assert_eq(batch.step, A_STEPS); /* the prefill and A_STEPS - 1 steps */
-  Record alone = {&st.rs, 1, 0, malloc((size_t)(A_STEPS * vocab) * sizeof(float))};
+  Tracked alone = {&st.rs, 1, {0}, 0, 0, 0, malloc((size_t)(A_STEPS * vocab) * sizeof(float))};
   double worst = 0;
   for (int64_t b = 0; b < A_ROWS; b++) {
     rt_stepper_reset(&st.rs);
     alone.step = 0;
     int64_t one_len;
-    cr_assert_eq(rt_generate_batch(&go, recorded_step, NULL, &alone, prompt + b * t + pad[b], 1, len[b],
+    cr_assert_eq(rt_generate_batch(&go, tracked_step, NULL, &alone, prompt + b * t + pad[b], 1, len[b],
                                    one, &one_len, NULL, NULL, NULL, &res, err, sizeof err), 0, "%s", err);
     cr_assert_eq(one_len, lengths[b]);
     for (int64_t k = 0; k < A_STEPS; k++) {
@@ -266,42 +296,7 @@ static void check_alone(const char *spec, const char *backend) {
  * reorder: every step runs every row) and those of its prompt alone, while
  * the steps run fewer rows as rows end at their eos. */
 
-enum { C_ROWS = 5, C_STEPS = 12 };
-
-typedef struct Tracked {
-  RtStepper *st;
-  int64_t row_of[C_ROWS]; /* the row at each place of the step's batch */
-  int64_t step, rows_run; /* steps so far; the rows they ran after the prefill */
-  int reorders;
-  float *logits;          /* [C_STEPS, C_ROWS, V] by row: step k's logits of each row run */
-} Tracked;
-
-static int tracked_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
-                        const float **logits, char *err, size_t errlen) {
-  Tracked *t = user;
-  if (rt_stepper_batch_step(t->st, tokens, rows, n, past, logits, err, errlen)) return 1;
-  cr_assert(t->step < C_STEPS);
-  int64_t v = t->st->vocab;
-  for (int64_t s = 0; s < rows; s++)
-    memcpy(t->logits + (t->step * C_ROWS + t->row_of[s]) * v, *logits + s * v,
-           (size_t)v * sizeof(float));
-  if (t->step++) t->rows_run += rows;
-  return 0;
-}
-
-static int tracked_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
-                           char *err, size_t errlen) {
-  Tracked *t = user;
-  int64_t was[C_ROWS];
-  memcpy(was, t->row_of, sizeof was);
-  for (int64_t i = 0; i < rows; i++) {
-    cr_assert(parent[i] >= i && parent[i] < C_ROWS, "row %lld from %lld", (long long)i,
-              (long long)parent[i]);
-    t->row_of[i] = was[parent[i]];
-  }
-  t->reorders++;
-  return rt_stepper_reorder(t->st, parent, rows, len, err, errlen);
-}
+enum { C_ROWS = 5, C_STEPS = STEPS };
 
 typedef struct BatchRun {
   int32_t out[C_ROWS * C_STEPS];
@@ -317,7 +312,7 @@ static void batch_run(RtStepper *st, RtGenerateOptions *o, const int32_t *prompt
   char err[512];
   RtGenerateResult res;
   memset(r->out, 0, sizeof r->out);
-  r->t = (Tracked){st, {0, 1, 2, 3, 4}, 0, 0, 0, r->t.logits};
+  r->t = (Tracked){st, C_ROWS, {0, 1, 2, 3, 4}, 0, 0, 0, r->t.logits};
   for (int64_t b = 0; o->sample && b < C_ROWS; b++) rt_rng_seed(&o->rng[b], seed + (uint64_t)b);
   rt_stepper_reset(st);
   cr_assert_eq(rt_stepper_set_padding(st, pad, C_ROWS, err, sizeof err), 0, "%s", err);
@@ -329,11 +324,9 @@ static void batch_run(RtStepper *st, RtGenerateOptions *o, const int32_t *prompt
 static void check_compact(const char *spec, const char *backend, int sample) {
   Arena *a = arena_create();
   CompiledGeneration gen;
-  char err[1024] = "";
-  compile_gen_of(a, spec, NULL, 9, C_ROWS, backend, &gen);
   BackendStepper st;
-  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, NULL, &(ExecOptions){2, 0, false}, err,
-                                    sizeof err), 0, "%s", err);
+  char err[1024] = "";
+  stepper_of(a, spec, 9, C_ROWS, backend, &gen, &st);
   int64_t vocab = st.rs.vocab, len[C_ROWS] = {5, 2, 4, 3, 5}, t = 5, pad[C_ROWS];
   int32_t prompt[C_ROWS * 5];
   for (int64_t b = 0; b < C_ROWS; b++) {
@@ -380,7 +373,7 @@ static void check_compact(const char *spec, const char *backend, int sample) {
                spec, backend, (long long)compact->t.rows_run, (long long)kept->t.rows_run);
   for (int64_t b = 0; b < C_ROWS; b++) { /* each row alone, from its own generator */
     BatchRun one;
-    one.t = (Tracked){&st.rs, {0}, 0, 0, 0, alone->t.logits + b * vocab};
+    one.t = (Tracked){&st.rs, C_ROWS, {0}, 0, 0, 0, alone->t.logits + b * vocab};
     rt_stepper_reset(&st.rs);
     if (sample) rt_rng_seed(&rngs[0], 3 + (uint64_t)b);
     RtGenerateResult res;
