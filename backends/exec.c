@@ -314,6 +314,7 @@ struct ExecSession {
   unsigned char *state;
   unsigned char *scratch; /* exec_session_reorder's rows, allocated on first use */
   size_t scratch_bytes;
+  double compile_ms;      /* JIT: arena, state and LLVM compilation, as jit_run times them */
 };
 
 void exec_session_destroy(ExecSession *s) {
@@ -347,6 +348,7 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
   TFMC_ASSERT(prog && c->packed);
   s->jit = true;
   (void)rt_gemm_backend(); /* before any thread of ours exists (see jit_run) */
+  double t0 = rt_timing_now_ms();
   if (rt_arena_open(&s->arena, c->info, err, errlen)) {
     exec_session_destroy(s);
     return 1;
@@ -363,6 +365,7 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
     exec_session_destroy(s);
     return rt_errorf(err, errlen, "JIT compilation failed: %s", e2);
   }
+  s->compile_ms = rt_timing_now_ms() - t0;
   s->pool = rt_pool_create(opt ? opt->threads : 0);
   *out = s;
   return 0;
@@ -407,9 +410,11 @@ int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t l
     float *base = (float *)(s->state + lb->offset);
     for (int i = 0; i < n; i++) {
       TFMC_ASSERT(parent[i] >= 0 && parent[i] < bm);
-      memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
+      if (parent[i] != i) /* a row that stays is not copied */
+        memcpy(s->scratch + (size_t)i * row, base + parent[i] * sm * d, row);
     }
-    for (int i = 0; i < n; i++) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
+    for (int i = 0; i < n; i++)
+      if (parent[i] != i) memcpy(base + (int64_t)i * sm * d, s->scratch + (size_t)i * row, row);
   }
   return 0;
 }
@@ -466,6 +471,7 @@ int backend_stepper_init(BackendStepper *st, const char *backend, const Compiled
     backend_stepper_free(st);
     return 1;
   }
+  st->compile_ms = st->session->compile_ms + (enc ? st->enc_session->compile_ms : 0);
   return 0;
 }
 

@@ -50,9 +50,10 @@ int exec_session_create(const char *backend, const Compiled *c, const ExecOption
                         ExecSession **out, char *err, size_t errlen);
 int exec_session_run(ExecSession *s, RtBound *b, char *err, size_t errlen);
 void exec_session_reset(ExecSession *s); /* zero the state: a new sequence */
-/* Beam search: in every state tensor f32[Bm,Sm,D] (a KV cache), row i < n
- * becomes what row parent[i] held, over the first len positions. Returns 0,
- * or 1 with a message (out of memory). */
+/* Beam search, and a batch's live rows moved to the front: in every state
+ * tensor f32[Bm,Sm,D] (a KV cache), row i < n becomes what row parent[i]
+ * held, over the first len positions (a row with parent[i] == i is not
+ * copied). Returns 0, or 1 with a message (out of memory). */
 int exec_session_reorder(ExecSession *s, const int64_t *parent, int n, int64_t len, char *err,
                          size_t errlen);
 void exec_session_destroy(ExecSession *s);
@@ -74,6 +75,7 @@ typedef struct BackendStepper {
   const Compiled *c;  /* the step program */
   const Compiled *enc; /* the encode program, or NULL */
   ExecSession *session, *enc_session;
+  double compile_ms;  /* JIT: the programs' compilation (as ExecTiming.compile_ms); interp: 0 */
 } BackendStepper;
 /* Refuses (1 + message) a step that is not a generation step graph, an
  * encode program whose outputs are not the step's values inputs. */

@@ -2,7 +2,8 @@
  * sequence, a batch of them, beam search.
  * Invariant: the step function sees every id exactly once, at its cache
  * slot: the prompt at 0..n_prompt-1, generated id i at n_prompt + i (a
- * batch: every row in lockstep, each row's padding known to the step). */
+ * batch: every live row in lockstep, each row's padding known to the step,
+ * a finished row no longer stepped once the live rows were compacted). */
 #include "runtime/rt_generate.h"
 
 #include "runtime/rt_model.h"   /* rt_errorf */
@@ -90,39 +91,70 @@ int rt_generate(const RtGenerateOptions *o, RtStepFn step, void *step_user,
   return 0;
 }
 
-int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step_user,
-                      const int32_t *prompt, int64_t rows, int64_t n_prompt, int32_t *out,
-                      int64_t *lengths, RtStop *stop, RtRowDoneFn on_done, void *done_user,
-                      RtGenerateResult *res, char *err, size_t errlen) {
+/* After the rows of finished[] that finished at this step: the live rows
+ * moved to the front of the step's batch, n_slots of them before, live
+ * after. Each hole left below `live` takes the highest live row above it
+ * (parent[i] > i, the rows before it stay: parent[i] = i), so a row is
+ * copied only when a hole needs it; slot, row_of and feed follow. */
+static void compact_rows(const unsigned char *finished, int64_t *slot, int64_t *row_of,
+                         int32_t *feed, int64_t *parent, int64_t n_slots, int64_t live) {
+  int64_t hi = n_slots;
+  for (int64_t i = 0; i < live; i++) {
+    parent[i] = i;
+    if (!finished[row_of[i]]) continue;
+    do hi--;
+    while (finished[row_of[hi]]); /* live rows above `live` fill exactly its holes */
+    parent[i] = hi;
+    row_of[i] = row_of[hi];
+    slot[row_of[i]] = i;
+    feed[i] = feed[hi];
+  }
+}
+
+int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, RtReorderFn reorder,
+                      void *step_user, const int32_t *prompt, int64_t rows, int64_t n_prompt,
+                      int32_t *out, int64_t *lengths, RtStop *stop, RtRowDoneFn on_done,
+                      void *done_user, RtGenerateResult *res, char *err, size_t errlen) {
   res->n = 0;
   res->stop = RT_STOP_COUNT;
   res->prefill_ms = res->decode_ms = 0;
   if (gen_check(o, n_prompt, err, errlen)) return 1;
   if (rows < 1) return rt_errorf(err, errlen, "generation needs at least one prompt");
+  /* feed: the ids of the next step, by slot (a row's place in the step's
+   * batch); slot[b] row b's, row_of[s] the row at slot s; parent: a
+   * compaction's moves */
   int32_t *feed = malloc((size_t)rows * sizeof *feed);
+  int64_t *slot = malloc((size_t)rows * 3 * sizeof *slot), *row_of = slot + rows,
+          *parent = slot + 2 * rows;
   unsigned char *finished = calloc((size_t)rows, 1);
-  if (!feed || !finished) {
+  if (!feed || !slot || !finished) {
     free(feed);
+    free(slot);
     free(finished);
     return rt_errorf(err, errlen, "out of memory");
   }
-  for (int64_t b = 0; b < rows; b++) lengths[b] = 0;
+  for (int64_t b = 0; b < rows; b++) {
+    lengths[b] = 0;
+    slot[b] = row_of[b] = b;
+  }
   int rc = 1;
   const float *logits;
   double t0 = rt_timing_now_ms();
   if (step(step_user, prompt, rows, n_prompt, 0, &logits, err, errlen)) goto done;
   res->prefill_ms = rt_timing_now_ms() - t0;
   double t1 = rt_timing_now_ms();
-  int64_t live = rows, k = 0; /* k: ids each live row has */
+  /* k: ids each live row has; n_slots: rows of the last step */
+  int64_t live = rows, k = 0, n_slots = rows;
   for (;;) {
     k++;
-    for (int64_t b = 0; b < rows; b++) {
-      if (finished[b]) continue; /* done earlier: fed its last id again */
+    for (int64_t b = 0; b < rows; b++) { /* row order: rows done at one step are seen in order */
+      if (finished[b]) continue; /* without reorder: still in the batch, fed its last id again */
       int32_t id;
-      if (pick_id(o, logits + b * o->vocab, gen_sampling(o) ? &o->rng[b] : NULL, &id, err, errlen))
+      if (pick_id(o, logits + slot[b] * o->vocab, gen_sampling(o) ? &o->rng[b] : NULL, &id, err,
+                  errlen))
         goto done;
       out[b * o->max_new + lengths[b]++] = id;
-      feed[b] = id;
+      feed[slot[b]] = id;
       RtStop why = stop_after(o, id, k, n_prompt);
       if (why == RT_STOP_KIND_COUNT) continue;
       live--;
@@ -132,7 +164,12 @@ int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step
       if (on_done) on_done(done_user, b, out + b * o->max_new, lengths[b], why);
     }
     if (!live) break;
-    if (step(step_user, feed, rows, 1, n_prompt + k - 1, &logits, err, errlen)) goto done;
+    if (reorder && live < n_slots) { /* the live rows' caches to the front */
+      compact_rows(finished, slot, row_of, feed, parent, n_slots, live);
+      if (reorder(step_user, parent, live, n_prompt + k - 1, err, errlen)) goto done;
+      n_slots = live;
+    }
+    if (step(step_user, feed, n_slots, 1, n_prompt + k - 1, &logits, err, errlen)) goto done;
   }
   res->decode_ms = rt_timing_now_ms() - t1;
   int all_eos = 1;
@@ -144,6 +181,7 @@ int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step
   rc = 0;
 done:
   free(feed);
+  free(slot);
   free(finished);
   return rc;
 }

@@ -105,10 +105,16 @@ typedef void (*RtRowDoneFn)(void *user, int64_t row, const int32_t *ids, int64_t
 /* Greedy or sampled generation for `rows` sequences at once: the prompts
  * prompt[rows, n_prompt] (row-major, each row's own padding already known
  * to the step function: rt_stepper_set_padding) run as one step (prefill),
- * then every row feeds its new id back, one step of `rows` x 1 tokens at a
- * time. Each row stops on its own, at its eos (kept) or max_new ids; a
- * finished row's later ids are ignored (it is fed its eos again). All rows
- * stop at max_len cache slots (n_prompt + generated, the padding counted).
+ * then every live row feeds its new id back, one step of live x 1 tokens
+ * at a time. Each row stops on its own, at its eos (kept) or max_new ids.
+ * When rows have finished, reorder moves the live rows' caches to the
+ * front (row i < live becomes old row parent[i], parent[i] >= i: a hole
+ * takes a row from above, the others stay) and the next steps run live
+ * rows only, so a finished row costs nothing more; each row's ids are
+ * those of its prompt alone. reorder NULL: a finished row keeps its place,
+ * fed its last id again, its later ids ignored (every step runs `rows`).
+ * All rows stop at max_len cache slots (n_prompt + generated, the padding
+ * counted).
  * out[rows, max_new] gets row b's ids at out + b * max_new, lengths[b]
  * their count, stop[b] (may be NULL) why it stopped; on_done (may be NULL)
  * sees each row once, when it is done, rows finishing at one step in row
@@ -117,10 +123,10 @@ typedef void (*RtRowDoneFn)(void *user, int64_t row, const int32_t *ids, int64_t
  * when the cache filled up first, else RT_STOP_EOS when every row ended at
  * its eos, else RT_STOP_COUNT. Returns 0, or 1 with a message (as
  * rt_generate's refusals, a failing step). */
-int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, void *step_user,
-                      const int32_t *prompt, int64_t rows, int64_t n_prompt, int32_t *out,
-                      int64_t *lengths, RtStop *stop, RtRowDoneFn on_done, void *done_user,
-                      RtGenerateResult *res, char *err, size_t errlen);
+int rt_generate_batch(const RtGenerateOptions *o, RtBatchStepFn step, RtReorderFn reorder,
+                      void *step_user, const int32_t *prompt, int64_t rows, int64_t n_prompt,
+                      int32_t *out, int64_t *lengths, RtStop *stop, RtRowDoneFn on_done,
+                      void *done_user, RtGenerateResult *res, char *err, size_t errlen);
 
 /* The index of the first maximum of x[0..n) (NaNs never win); 0 if n < 1. */
 int32_t rt_argmax(const float *x, int64_t n);

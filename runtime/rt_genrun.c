@@ -82,6 +82,15 @@ int rt_gen_args_parse(const RtGenArgStrings *s, RtGenArgs *g, char *err, size_t 
                      "--beams and --sample do not go together: beam search is deterministic");
   g->beams = (int)beams;
   if (g->sample.sample && rt_sample_options_check(&g->sample, err, errlen)) return 1;
+  if (s->output) {
+    size_t n = strlen(s->output);
+    int file = n > 12 && strcmp(s->output + n - 12, ".safetensors") == 0;
+    return rt_errorf(err, errlen, "--output %s: --output NAME adds a named intermediate to a "
+                     "forward run's outputs; --generate has no such outputs: it writes generated "
+                     "and generated_lengths (and attention, compiled with --attention) to "
+                     "--outputs FILE%s%s%s", s->output, file ? " (did you mean --outputs " : "",
+                     file ? s->output : "", file ? "?)" : "");
+  }
   return 0;
 }
 
@@ -408,9 +417,10 @@ static int gen_repeat(const RtGenRun *r, const RtGenArgs *g, RtStepper *st,
           (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
   /* the whole sequence, encode and cache reset included: what a caller
    * waits for per generation (a median of sums, not a sum of medians) */
-  fprintf(stderr, "timing: backend %s, whole generation median %.3f ms (min %.3f): %sprefill "
-          "and %lld decode steps; %d runs\n", r->backend, ta.median_ms, ta.min_ms,
-          st->enc ? "encode, " : "", (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
+  fprintf(stderr, "timing: backend %s, compile %.1f ms, whole generation median %.3f ms (min "
+          "%.3f): %sprefill and %lld decode steps; %d runs\n", r->backend, r->compile_ms,
+          ta.median_ms, ta.min_ms, st->enc ? "encode, " : "",
+          (long long)(n_generated > 1 ? n_generated - 1 : 0), n);
   rc = 0;
 done:
   free(ms);
@@ -473,8 +483,8 @@ static int batch_once(const RtGenArgs *g, RtStepper *st, const RtGenerateOptions
   rt_stepper_reset(st);
   if (!st->enc && rt_stepper_set_padding(st, pad, gb->rows, err, errlen)) return 1;
   for (int64_t b = 0; b < gb->rows; b++) rt_rng_seed(&rngs[b], g->seed + (uint64_t)b);
-  return rt_generate_batch(go, rt_stepper_batch_step, st, prompt, gb->rows, n_prompt, out,
-                           lengths, NULL, on_done, done_user, res, err, errlen);
+  return rt_generate_batch(go, rt_stepper_batch_step, rt_stepper_reorder, st, prompt, gb->rows,
+                           n_prompt, out, lengths, NULL, on_done, done_user, res, err, errlen);
 }
 
 static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, GenBatch *gb,
@@ -549,9 +559,10 @@ static int gen_run_batch(const RtGenRun *r, const RtGenArgs *g, RtStepper *st, G
             "runs\n",
             r->backend, (long long)rows, (long long)n_prompt, tp.median_ms, tp.min_ms,
             tt.median_ms, tt.min_ms, (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
-    fprintf(stderr, "timing: backend %s, whole generation median %.3f ms (min %.3f): %sprefill "
-            "and %lld decode steps of the batch; %d runs\n", r->backend, ta.median_ms, ta.min_ms,
-            st->enc ? "encode, " : "", (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
+    fprintf(stderr, "timing: backend %s, compile %.1f ms, whole generation median %.3f ms (min "
+            "%.3f): %sprefill and %lld decode steps of the batch; %d runs\n", r->backend,
+            r->compile_ms, ta.median_ms, ta.min_ms, st->enc ? "encode, " : "",
+            (long long)(res.n > 1 ? res.n - 1 : 0), r->repeat);
   }
   if (r->outputs && write_outputs(r->outputs, out, max_new, lengths, rows, NULL, err, errlen))
     goto done;

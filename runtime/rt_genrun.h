@@ -30,7 +30,8 @@
  * --inputs: one per line, with its symbol when there is a vocabulary;
  * --text: the text, bos and eos not printed); max_len is reported on stderr;
  * --repeat R times R more generations (encode, prefill, ms per decoded
- * token); --outputs writes generated (i64 [1,N]) and generated_lengths
+ * token, the whole generation with the programs' compile time, as a
+ * forward run's timing line has it); --outputs writes generated (i64 [1,N]) and generated_lengths
  * (i64 [1]), and, when the step program outputs one decoder layer's
  * attention (compiled with --attention LAYER, rt_stepper.h out_attn),
  * attention (f32 [1,H,N,K]): row g is the probabilities of the query that
@@ -60,6 +61,7 @@ typedef struct RtGenArgStrings {
   const char *temperature, *top_k, *top_p;
   const char *seed;     /* NULL: 0 (tfmc run parses its --seed itself: it seeds weights too) */
   const char *beams, *length_penalty;
+  const char *output;   /* --output NAME: refused (a forward pass's intermediates) */
 } RtGenArgStrings;
 
 typedef struct RtGenArgs {
@@ -76,7 +78,9 @@ typedef struct RtGenArgs {
 
 /* Reads and checks the options: 0; or 1 for a bad value (exit status 1:
  * --generate below 1, --temperature <= 0 or not finite, --top-p outside
- * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample); or 2 for
+ * (0, 1], --top-k < 0, --beams outside 1..64 or with --sample, --output:
+ * it names intermediates of the forward pass, which a generation does not
+ * run; the message points at --outputs); or 2 for
  * bad usage (exit status 2: not a number, --temperature / --top-k /
  * --top-p without --sample, --length-penalty without --beams). The
  * message, in err, names the option. */
@@ -103,6 +107,7 @@ typedef struct RtGenRun {
   const RtVocab *vocab; /* NULL: none (ids printed bare); --text needs one */
   const char *outputs;  /* NULL: none */
   int repeat;           /* 0: no timing */
+  double compile_ms;    /* the programs' compile time, in the --repeat summary (executables: 0) */
   int64_t bos, eos;     /* the spec's ids, -1: none (an encoder_decoder needs bos) */
   RtGenCapture *capture; /* NULL, or filled (then freed by the caller) */
 } RtGenRun;

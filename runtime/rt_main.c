@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +55,60 @@
 #define EXIT_USAGE 2
 #define MAIN_MAX_THREADS 256
 
+/* The command line of an executable, as given (NULL / 0: absent): a
+ * forward run's, or a generation's (rt_main_generate with --generate). */
 typedef struct MainOpts {
   const char *inputs, *outputs, *weights, *threads, *repeat, *tokens, *text, *vocab, *tokenizer;
   const char *attention_map, *layer, *head, *batch_row;
-  int help, version, profile;
+  /* generation's */
+  const char *generate, *temperature, *top_k, *top_p, *seed, *beams, *length_penalty, *output;
+  int help, version, profile, sample;
 } MainOpts;
+
+/* Which command line an option belongs to. */
+enum { MAIN_FORWARD = 1, MAIN_GENERATE = 2, MAIN_BOTH = 3 };
+
+/* Every option, once: its name, its field of MainOpts (a value: const
+ * char *; a flag: int), the command lines that take it and, for a flag,
+ * those where --NAME=V is refused as taking no value (elsewhere it is an
+ * unknown option, as it always was). --help is also -h. */
+typedef struct MainOption {
+  const char *name;
+  size_t field; /* offsetof(MainOpts, ...) */
+  int flag, modes, no_value;
+} MainOption;
+
+#define MAIN_VALUE(name, field, modes) {name, offsetof(MainOpts, field), 0, modes, 0}
+#define MAIN_FLAG(name, field, modes, no_value) {name, offsetof(MainOpts, field), 1, modes, no_value}
+static const MainOption main_options[] = {
+    MAIN_VALUE("inputs", inputs, MAIN_BOTH),
+    MAIN_VALUE("outputs", outputs, MAIN_BOTH),
+    MAIN_VALUE("weights", weights, MAIN_BOTH),
+    MAIN_VALUE("threads", threads, MAIN_BOTH),
+    MAIN_VALUE("repeat", repeat, MAIN_BOTH),
+    MAIN_VALUE("tokens", tokens, MAIN_BOTH),
+    MAIN_VALUE("text", text, MAIN_BOTH),
+    MAIN_VALUE("vocab", vocab, MAIN_BOTH),
+    MAIN_VALUE("tokenizer", tokenizer, MAIN_BOTH),
+    MAIN_VALUE("attention-map", attention_map, MAIN_BOTH),
+    MAIN_VALUE("layer", layer, MAIN_BOTH),
+    MAIN_VALUE("head", head, MAIN_BOTH),
+    MAIN_VALUE("batch-row", batch_row, MAIN_BOTH),
+    MAIN_VALUE("generate", generate, MAIN_GENERATE),
+    MAIN_VALUE("temperature", temperature, MAIN_GENERATE),
+    MAIN_VALUE("top-k", top_k, MAIN_GENERATE),
+    MAIN_VALUE("top-p", top_p, MAIN_GENERATE),
+    MAIN_VALUE("seed", seed, MAIN_GENERATE),
+    MAIN_VALUE("beams", beams, MAIN_GENERATE),
+    MAIN_VALUE("length-penalty", length_penalty, MAIN_GENERATE),
+    MAIN_VALUE("output", output, MAIN_GENERATE), /* refused: rt_gen_args_parse says why */
+    MAIN_FLAG("help", help, MAIN_BOTH, MAIN_GENERATE),
+    MAIN_FLAG("version", version, MAIN_BOTH, 0),
+    MAIN_FLAG("profile", profile, MAIN_FORWARD, MAIN_FORWARD),
+    MAIN_FLAG("sample", sample, MAIN_GENERATE, MAIN_GENERATE),
+};
+#undef MAIN_VALUE
+#undef MAIN_FLAG
 
 static const char *prog_name(int argc, char **argv, const RtModelInfo *info) {
   if (argc > 0 && argv && argv[0] && argv[0][0]) {
@@ -249,45 +299,39 @@ static int main_time_runs(RtModelRunFn run, const RtRunArgs *args, int n) {
 
 /* ---- arguments ---- */
 
-/* Returns 0, or EXIT_USAGE after a message. */
-static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
-  static const char *const names[] = {"inputs",    "outputs",       "weights", "threads",
-                                      "repeat",    "tokens",        "text",    "vocab",
-                                      "tokenizer", "attention-map", "layer",   "head",
-                                      "batch-row"};
-  enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
+/* Reads argv into o: the options of `mode` (MAIN_FORWARD or
+ * MAIN_GENERATE). Returns 0, or EXIT_USAGE after a message. */
+static int parse_args(const char *prog, int argc, char **argv, int mode, MainOpts *o) {
+  enum { N_OPTIONS = (int)(sizeof main_options / sizeof main_options[0]) };
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!s)
       continue;
-    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+    if (strcmp(s, "-h") == 0) {
       o->help = 1;
       continue;
     }
-    if (strcmp(s, "--version") == 0) {
-      o->version = 1;
-      continue;
-    }
-    if (strcmp(s, "--profile") == 0) {
-      o->profile = 1;
-      continue;
-    }
-    if (strncmp(s, "--profile=", 10) == 0)
-      return usage_error(prog, "option '--profile' takes no value");
     if (strncmp(s, "--", 2) != 0)
       return usage_error(prog, "unexpected argument '%s'", s);
     const char *key = s + 2, *eq = strchr(key, '=');
     size_t klen = eq ? (size_t)(eq - key) : strlen(key);
-    const char **slot = NULL;
-    const char **slots[N_NAMES] = {&o->inputs,    &o->outputs,       &o->weights, &o->threads,
-                                   &o->repeat,    &o->tokens,        &o->text,    &o->vocab,
-                                   &o->tokenizer, &o->attention_map, &o->layer,   &o->head,
-                                   &o->batch_row};
-    for (int k = 0; k < N_NAMES; k++)
-      if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0)
-        slot = slots[k];
-    if (!slot)
+    const MainOption *m = NULL;
+    for (int k = 0; k < N_OPTIONS; k++)
+      if ((main_options[k].modes & mode) && strlen(main_options[k].name) == klen &&
+          strncmp(main_options[k].name, key, klen) == 0)
+        m = &main_options[k];
+    if (m && m->flag) {
+      if (!eq) {
+        *(int *)(void *)((char *)o + m->field) = 1;
+        continue;
+      }
+      if (m->no_value & mode)
+        return usage_error(prog, "option '--%.*s' takes no value", (int)klen, key);
+      m = NULL;
+    }
+    if (!m)
       return usage_error(prog, "unknown option '%.*s'", (int)(klen + 2), s);
+    const char **slot = (const char **)(void *)((char *)o + m->field);
     const char *value = eq ? eq + 1 : NULL;
     if (!value) {
       if (i + 1 >= argc || !argv[i + 1])
@@ -300,6 +344,55 @@ static int parse_args(const char *prog, int argc, char **argv, MainOpts *o) {
       return usage_error(prog, "option '--%.*s' has an empty value", (int)klen, key);
     *slot = value;
   }
+  return 0;
+}
+
+/* The prompt (or inputs) options both command lines check, in this order:
+ * one of --inputs, --tokens, --text (missing: `missing`), one of --vocab
+ * and --tokenizer, --text with one of them. Returns 0, or EXIT_USAGE after
+ * a message. */
+static int check_prompt(const char *prog, const MainOpts *o, const char *missing) {
+  if (!o->inputs && !o->tokens && !o->text)
+    return usage_error(prog, "%s", missing);
+  if (!!o->inputs + !!o->tokens + !!o->text != 1)
+    return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
+  if (o->vocab && o->tokenizer)
+    return usage_error(prog, "give one of --vocab and --tokenizer");
+  if (o->text && !o->vocab && !o->tokenizer)
+    return usage_error(prog, "--text needs --vocab or --tokenizer");
+  return 0;
+}
+
+/* --threads N (0..MAIN_MAX_THREADS, 0: one per online CPU, as model.h's
+ * n_threads) and --repeat N (1..100000); 0 when absent. Returns 0, or
+ * EXIT_USAGE after a message. */
+static int parse_counts(const char *prog, const MainOpts *o, int *threads, int *repeat) {
+  *threads = *repeat = 0;
+  if (o->threads) {
+    char *end;
+    errno = 0;
+    long t = strtol(o->threads, &end, 10);
+    if (errno || *end || o->threads[0] < '0' || o->threads[0] > '9' || t < 0 || t > MAIN_MAX_THREADS)
+      return usage_error(prog, "--threads takes an integer in 0..%d (0: one per CPU), not '%s'",
+                         MAIN_MAX_THREADS, o->threads);
+    *threads = (int)t;
+  }
+  if (o->repeat) {
+    char *end;
+    errno = 0;
+    long t = strtol(o->repeat, &end, 10);
+    if (errno || *end || t < 1 || t > 100000)
+      return usage_error(prog, "--repeat takes an integer in 1..100000, not '%s'", o->repeat);
+    *repeat = (int)t;
+  }
+  return 0;
+}
+
+/* Refuses --weights when the weights are embedded. Returns 0, or
+ * EXIT_USAGE after a message. */
+static int check_weights_option(const char *prog, const MainOpts *o, const void *embedded) {
+  if (embedded && o->weights)
+    return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
   return 0;
 }
 
@@ -403,6 +496,48 @@ static char *default_weights_path(const char *argv0) {
   return first; /* does not exist: opening it will say so */
 }
 
+/* What both command lines take before the run, in this order: the weights
+ * path (*weights_path: --weights, else EXE.weights; stays NULL when the
+ * weights are embedded), the output files (--outputs, the picture map)
+ * checked against what is read (refuse_clobber), --vocab, --tokenizer
+ * (linked into *vocab). Returns 0, or 1 after a message; on either path
+ * the caller frees what was taken. */
+static int open_inputs(const char *prog, int argc, char **argv, const MainOpts *o,
+                       const void *embedded, const char *map, char **weights_path, RtVocab *vocab,
+                       RtTokenizer **tokenizer) {
+  char err[1024];
+  if (!embedded &&
+      !(*weights_path = o->weights ? strdup(o->weights) : default_weights_path(argc > 0 ? argv[0] : NULL))) {
+    fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
+    return 1;
+  }
+  if (refuse_clobber(prog, o->outputs, map, o->inputs, o->vocab, o->tokenizer, *weights_path, argc,
+                     argv))
+    return 1;
+  if (o->vocab && rt_text_vocab_load(o->vocab, vocab, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 1;
+  }
+  if (o->tokenizer && rt_tokenizer_load(o->tokenizer, tokenizer, err, sizeof err)) {
+    fprintf(stderr, "%s: --tokenizer: %s\n", prog, err);
+    return 1;
+  }
+  vocab->tokenizer = *tokenizer;
+  return 0;
+}
+
+/* rc, or EXIT_USER when what was printed to stdout cannot be written
+ * (flushed, not closed: rt_main may be called again in one process). */
+static int flush_stdout(const char *prog, int rc) {
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
+    if (!rc)
+      rc = EXIT_USER;
+  }
+  return rc;
+}
+
 /* ---- main ---- */
 
 /* image: what the weights image holds (info, or a generation artefact's
@@ -414,15 +549,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
 int rt_main(int argc, char **argv, const RtModelInfo *info, RtModelRunFn run, const void *embedded,
             size_t embedded_len) {
   const char *prog = prog_name(argc, argv, info);
-  int rc = main_run(prog, argc, argv, info, run, info, embedded, embedded_len);
-  /* flushed, not closed: rt_main may be called again in one process */
-  errno = 0;
-  if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
-    if (!rc)
-      rc = EXIT_USER;
-  }
-  return rc;
+  return flush_stdout(prog, main_run(prog, argc, argv, info, run, info, embedded, embedded_len));
 }
 
 static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *info,
@@ -436,7 +563,7 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
   for (int i = 1; i < argc; i++) /* --help wins over any other mistake */
     if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0))
       o.help = 1;
-  int rc = o.help ? 0 : parse_args(prog, argc, argv, &o);
+  int rc = o.help ? 0 : parse_args(prog, argc, argv, MAIN_FORWARD, &o);
   if (rc)
     return rc;
   if (o.help) {
@@ -450,37 +577,12 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
            rt_gemm_backend());
     return 0;
   }
-  if (!o.inputs && !o.tokens && !o.text)
-    return usage_error(prog, "missing --inputs FILE (or --tokens \"IDS\", or --text \"SYMBOLS\" "
-                             "--vocab V.txt)");
-  if (!!o.inputs + !!o.tokens + !!o.text != 1)
-    return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
-  if (o.vocab && o.tokenizer)
-    return usage_error(prog, "give one of --vocab and --tokenizer");
-  if (o.text && !o.vocab && !o.tokenizer)
-    return usage_error(prog, "--text needs --vocab or --tokenizer");
-  int threads = 0;
-  if (o.threads) {
-    char *end;
-    errno = 0;
-    long t = strtol(o.threads, &end, 10);
-    /* 0: one per online CPU, as model.h's n_threads */
-    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 0 || t > MAIN_MAX_THREADS)
-      return usage_error(prog, "--threads takes an integer in 0..%d (0: one per CPU), not '%s'",
-                         MAIN_MAX_THREADS, o.threads);
-    threads = (int)t;
-  }
-  int repeat = 0;
-  if (o.repeat) {
-    char *end;
-    errno = 0;
-    long t = strtol(o.repeat, &end, 10);
-    if (errno || *end || t < 1 || t > 100000)
-      return usage_error(prog, "--repeat takes an integer in 1..100000, not '%s'", o.repeat);
-    repeat = (int)t;
-  }
-  if (embedded && o.weights)
-    return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+  int threads, repeat;
+  if ((rc = check_prompt(prog, &o, "missing --inputs FILE (or --tokens \"IDS\", or --text "
+                                   "\"SYMBOLS\" --vocab V.txt)")) ||
+      (rc = parse_counts(prog, &o, &threads, &repeat)) ||
+      (rc = check_weights_option(prog, &o, embedded)))
+    return rc;
   RtAttnRequest maps;
   if ((rc = attention_request(prog, info, o.attention_map, o.layer, o.head, o.batch_row, &maps)))
     return rc;
@@ -507,25 +609,8 @@ static int main_run(const char *prog, int argc, char **argv, const RtModelInfo *
             info->name ? info->name : "?");
     goto done;
   }
-  if (!embedded) {
-    weights_path = o.weights ? strdup(o.weights) : default_weights_path(argc > 0 ? argv[0] : NULL);
-    if (!weights_path) {
-      fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
-      goto done;
-    }
-  }
-  if (refuse_clobber(prog, o.outputs, maps.out, o.inputs, o.vocab, o.tokenizer, weights_path, argc,
-                     argv))
+  if (open_inputs(prog, argc, argv, &o, embedded, maps.out, &weights_path, &vocab, &tokenizer))
     goto done;
-  if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
-    fprintf(stderr, "%s: %s\n", prog, err);
-    goto done;
-  }
-  if (o.tokenizer && rt_tokenizer_load(o.tokenizer, &tokenizer, err, sizeof err)) {
-    fprintf(stderr, "%s: --tokenizer: %s\n", prog, err);
-    goto done;
-  }
-  vocab.tokenizer = tokenizer;
   /* inputs first: their checks are cheap, the weights checksum is not */
   if (o.inputs) {
     if (rt_st_open(o.inputs, &st, err, sizeof err)) {
@@ -606,13 +691,6 @@ done:
 }
 
 /* ---- generation executables (rt_gen_model.h) ---- */
-
-typedef struct GenOpts {
-  const char *generate, *tokens, *text, *inputs, *vocab, *tokenizer, *temperature, *top_k, *top_p,
-      *seed, *beams, *length_penalty, *outputs, *weights, *threads, *repeat, *attention_map, *layer,
-      *head, *batch_row;
-  int sample, help, version;
-} GenOpts;
 
 static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int embedded) {
   const RtModelInfo *s = gi->step;
@@ -703,51 +781,6 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
           MAIN_MAX_THREADS, gi->encode ? "encode time, the " : "");
 }
 
-static int parse_gen_args(const char *prog, int argc, char **argv, GenOpts *o) {
-  static const char *const names[] = {
-      "generate", "tokens",  "text",    "inputs",  "vocab",         "tokenizer", "temperature",
-      "top-k",    "top-p",   "seed",    "beams",   "length-penalty", "outputs",  "weights",
-      "threads",  "repeat",  "attention-map", "layer", "head",      "batch-row"};
-  enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
-  const char **slots[N_NAMES] = {
-      &o->generate, &o->tokens, &o->text,   &o->inputs,         &o->vocab,   &o->tokenizer,
-      &o->temperature, &o->top_k, &o->top_p, &o->seed,         &o->beams,   &o->length_penalty,
-      &o->outputs,  &o->weights, &o->threads, &o->repeat,       &o->attention_map, &o->layer,
-      &o->head,     &o->batch_row};
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    if (!s) continue;
-    int *flag = strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0 ? &o->help
-                : strcmp(s, "--version") == 0                    ? &o->version
-                : strcmp(s, "--sample") == 0                     ? &o->sample
-                                                                 : NULL;
-    if (flag) {
-      *flag = 1;
-      continue;
-    }
-    if (strncmp(s, "--", 2) != 0) return usage_error(prog, "unexpected argument '%s'", s);
-    const char *key = s + 2, *eq = strchr(key, '=');
-    size_t klen = eq ? (size_t)(eq - key) : strlen(key);
-    const char **slot = NULL;
-    for (int k = 0; k < N_NAMES; k++)
-      if (strlen(names[k]) == klen && strncmp(names[k], key, klen) == 0) slot = slots[k];
-    if (!slot) {
-      if ((klen == 6 && strncmp(key, "sample", 6) == 0) || (klen == 4 && strncmp(key, "help", 4) == 0))
-        return usage_error(prog, "option '--%.*s' takes no value", (int)klen, key);
-      return usage_error(prog, "unknown option '%.*s'", (int)(klen + 2), s);
-    }
-    const char *value = eq ? eq + 1 : NULL;
-    if (!value) {
-      if (i + 1 >= argc || !argv[i + 1]) return usage_error(prog, "option '%s' needs a value", s);
-      value = argv[++i];
-    }
-    if (*slot) return usage_error(prog, "option '--%.*s' given twice", (int)klen, key);
-    if (!*value) return usage_error(prog, "option '--%.*s' has an empty value", (int)klen, key);
-    *slot = value;
-  }
-  return 0;
-}
-
 int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn forward,
                      RtModelRunFn step, RtModelRunFn encode, const void *embedded,
                      size_t embedded_len) {
@@ -757,7 +790,7 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
     fprintf(stderr, "%s: %s\n", prog, gi && step ? err : "internal error: no model compiled in");
     return EXIT_USER;
   }
-  GenOpts o = {0};
+  MainOpts o = {0};
   int generate = 0;
   for (int i = 1; i < argc; i++) { /* --help wins over any other mistake */
     if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) o.help = 1;
@@ -773,15 +806,10 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
     return fflush(stdout) ? EXIT_USER : 0;
   }
   if (!generate && gi->forward) { /* rt_main, on the forward pass's block of the image */
-    int rc = main_run(prog, argc, argv, gi->forward, forward, gi->weights, embedded, embedded_len);
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-      fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
-      if (!rc) rc = EXIT_USER;
-    }
-    return rc;
+    return flush_stdout(
+        prog, main_run(prog, argc, argv, gi->forward, forward, gi->weights, embedded, embedded_len));
   }
-  int rc = parse_gen_args(prog, argc, argv, &o);
+  int rc = parse_args(prog, argc, argv, MAIN_GENERATE, &o);
   if (rc) return rc;
   if (o.version) {
     printf("%s: model '%s' compiled by tfmc for generation (runtime ABI %u; this runtime ABI "
@@ -792,15 +820,10 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   }
   if (!o.generate)
     return usage_error(prog, "missing --generate N (this executable generates)");
-  if (!o.inputs && !o.tokens && !o.text)
-    return usage_error(prog, "missing the prompt: --tokens \"IDS\", --text \"TEXT\" (with "
-                             "--vocab or --tokenizer) or --inputs FILE");
-  if (!!o.inputs + !!o.tokens + !!o.text != 1)
-    return usage_error(prog, "give exactly one of --inputs, --tokens and --text");
-  if (o.vocab && o.tokenizer) return usage_error(prog, "give one of --vocab and --tokenizer");
-  if (o.text && !o.vocab && !o.tokenizer) return usage_error(prog, "--text needs --vocab or --tokenizer");
-  if (embedded && o.weights)
-    return usage_error(prog, "this executable embeds its weights; --weights is not accepted");
+  if ((rc = check_prompt(prog, &o, "missing the prompt: --tokens \"IDS\", --text \"TEXT\" (with "
+                                   "--vocab or --tokenizer) or --inputs FILE")) ||
+      (rc = check_weights_option(prog, &o, embedded)))
+    return rc;
   if (o.attention_map && o.batch_row)
     return usage_error(prog, "--generate draws one sequence: no --batch-row");
   if (o.attention_map && !gi->step->attention_layer)
@@ -811,32 +834,17 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   if ((rc = attention_request(prog, gi->step, o.attention_map, o.layer, o.head, o.batch_row,
                               &maps)))
     return rc;
-  RtGenArgStrings gs = {o.generate, o.sample,  o.temperature, o.top_k,
-                        o.top_p,    o.seed,    o.beams,       o.length_penalty};
+  RtGenArgStrings gs = {o.generate, o.sample, o.temperature,    o.top_k, o.top_p,
+                        o.seed,     o.beams,  o.length_penalty, o.output};
   RtGenArgs g;
   if ((rc = rt_gen_args_parse(&gs, &g, err, sizeof err))) {
     if (rc == 2) return usage_error(prog, "%s", err);
     fprintf(stderr, "%s: %s\n", prog, err);
     return EXIT_USER;
   }
-  int threads = 0, repeat = 0;
-  if (o.threads) {
-    char *end;
-    errno = 0;
-    long t = strtol(o.threads, &end, 10);
-    if (errno || *end || o.threads[0] < '0' || o.threads[0] > '9' || t < 0 || t > MAIN_MAX_THREADS)
-      return usage_error(prog, "--threads takes an integer in 0..%d (0: one per CPU), not '%s'",
-                         MAIN_MAX_THREADS, o.threads);
-    threads = (int)t;
-  }
-  if (o.repeat) {
-    char *end;
-    errno = 0;
-    long t = strtol(o.repeat, &end, 10);
-    if (errno || *end || t < 1 || t > 100000)
-      return usage_error(prog, "--repeat takes an integer in 1..100000, not '%s'", o.repeat);
-    repeat = (int)t;
-  }
+  int threads, repeat;
+  if ((rc = parse_counts(prog, &o, &threads, &repeat)))
+    return rc;
 
   RtVocab vocab = {0};
   RtTokenizer *tokenizer = NULL;
@@ -845,23 +853,8 @@ int rt_main_generate(int argc, char **argv, const RtGenInfo *gi, RtModelRunFn fo
   RtGenCapture cap = {0};
   int open = 0;
   rc = EXIT_USER;
-  if (!embedded &&
-      !(weights_path = o.weights ? strdup(o.weights) : default_weights_path(argc > 0 ? argv[0] : NULL))) {
-    fprintf(stderr, "%s: no weights file; pass --weights FILE\n", prog);
+  if (open_inputs(prog, argc, argv, &o, embedded, maps.out, &weights_path, &vocab, &tokenizer))
     goto done;
-  }
-  if (refuse_clobber(prog, o.outputs, maps.out, o.inputs, o.vocab, o.tokenizer, weights_path, argc,
-                     argv))
-    goto done;
-  if (o.vocab && rt_text_vocab_load(o.vocab, &vocab, err, sizeof err)) {
-    fprintf(stderr, "%s: %s\n", prog, err);
-    goto done;
-  }
-  if (o.tokenizer && rt_tokenizer_load(o.tokenizer, &tokenizer, err, sizeof err)) {
-    fprintf(stderr, "%s: --tokenizer: %s\n", prog, err);
-    goto done;
-  }
-  vocab.tokenizer = tokenizer;
   if (rt_gen_model_open(&m, gi, step, encode, weights_path, embedded, embedded_len, threads, NULL,
                         err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", prog, err);
@@ -893,10 +886,5 @@ done:
   rt_text_vocab_free(&vocab);
   rt_tokenizer_destroy(tokenizer);
   free(weights_path);
-  errno = 0;
-  if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "%s: cannot write to standard output: %s\n", prog, strerror(errno));
-    if (!rc) rc = EXIT_USER;
-  }
-  return rc;
+  return flush_stdout(prog, rc);
 }

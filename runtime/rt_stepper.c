@@ -113,7 +113,8 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
   st->token_vocab = info->inputs[st->in_tokens].vocab;
   st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
   int ok = st->b.inputs[st->in_tokens] != NULL;
-  ok &= (st->pad = calloc((size_t)st->max_rows, sizeof *st->pad)) != NULL;
+  /* the padding, then as much scratch for rt_stepper_reorder */
+  ok &= (st->pad = calloc((size_t)st->max_rows * 2, sizeof *st->pad)) != NULL;
   if (st->in_positions >= 0)
     ok &= (st->b.inputs[st->in_positions] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t))) != NULL;
   if (st->in_mask >= 0)
@@ -261,13 +262,44 @@ int rt_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64
   return rt_stepper_step_rows(user, tokens, rows, n, past, logits, err, errlen);
 }
 
+/* Row r of a per-row buffer of rows of `bytes` becomes row parent[r], for
+ * r < n, copied in place front to back: parent[r] >= r (checked by the
+ * caller), so no row is read after it was written. */
+static void move_rows(unsigned char *base, size_t bytes, const int64_t *parent, int64_t n) {
+  for (int64_t r = 0; r < n; r++)
+    if (parent[r] != r) memcpy(base + (size_t)r * bytes, base + (size_t)parent[r] * bytes, bytes);
+}
+
 int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len, char *err,
                        size_t errlen) {
   RtStepper *st = user;
   if (rows < 1 || rows > st->max_rows || len < 0 || len > st->max_len)
     return rt_errorf(err, errlen, "internal: reordering %lld rows over %lld positions",
                      (long long)rows, (long long)len);
-  return st->ops->reorder(st->user, parent, (int)rows, len, err, errlen);
+  /* a batch of sources: row r's source moves with it (in place; one source
+   * on every row, beam search's, stays) */
+  int per_source = st->enc && st->encoded && st->enc_rows > 1;
+  for (int64_t r = 0; r < rows; r++)
+    if (parent[r] < 0 || parent[r] >= st->max_rows || (per_source && parent[r] < r))
+      return rt_errorf(err, errlen, "internal: row %lld from row %lld of a batch of %lld",
+                       (long long)r, (long long)parent[r], (long long)st->max_rows);
+  if (st->ops->reorder(st->user, parent, (int)rows, len, err, errlen)) return 1;
+  int64_t *pad = st->pad + st->max_rows; /* the scratch half */
+  for (int64_t r = 0; r < rows; r++) pad[r] = st->pad[parent[r]];
+  memcpy(st->pad, pad, (size_t)rows * sizeof *pad);
+  if (per_source) {
+    const RtModelInfo *info = st->info;
+    int64_t s = st->b.syms[st->sym_s];
+    for (int i = 0; i < info->n_inputs; i++)
+      if (st->value_from[i] >= 0) /* [B, S, d]: the encode program's output */
+        move_rows(st->b.inputs[i],
+                  (size_t)(numel_at_max(info, &info->inputs[i]) / st->max_rows / st->max_src * s) *
+                      sizeof(float),
+                  parent, rows);
+    if (st->in_src_mask >= 0) move_rows(st->b.inputs[st->in_src_mask], (size_t)s, parent, rows);
+    st->enc_rows = rows;
+  }
+  return 0;
 }
 
 int rt_stepper_attention(const RtStepper *st, const float **probs, int64_t *keys) {
@@ -351,10 +383,12 @@ int rt_state_reorder(const RtStateInfo *states, int n_states, unsigned char *sta
       if (parent[i] < 0 || parent[i] >= s->rows)
         return rt_errorf(err, errlen, "internal: beam parent %lld of %lld rows",
                          (long long)parent[i], (long long)s->rows);
-      memcpy(tmp + (size_t)i * row, base + parent[i] * s->positions * s->width, row);
+      if (parent[i] != i) /* a row that stays is not copied */
+        memcpy(tmp + (size_t)i * row, base + parent[i] * s->positions * s->width, row);
     }
     for (int i = 0; i < n; i++)
-      memcpy(base + (int64_t)i * s->positions * s->width, tmp + (size_t)i * row, row);
+      if (parent[i] != i)
+        memcpy(base + (int64_t)i * s->positions * s->width, tmp + (size_t)i * row, row);
   }
   return 0;
 }

@@ -50,9 +50,10 @@ typedef struct RtGenOps {
   int (*run)(void *user, RtGenProgram which, RtBound *b, char *err, size_t errlen);
   /* Zeroes the step's state: a new sequence. */
   void (*reset)(void *user);
-  /* Beam search: in every state tensor f32[rows, positions, width], row
-   * i < n becomes what row parent[i] held, over the first len positions.
-   * Returns 0, or 1 with a message. */
+  /* Beam search, and a batch's live rows moved to the front: in every
+   * state tensor f32[rows, positions, width], row i < n becomes what row
+   * parent[i] held, over the first len positions. Returns 0, or 1 with a
+   * message. */
   int (*reorder)(void *user, const int64_t *parent, int n, int64_t len, char *err,
                  size_t errlen);
 } RtGenOps;
@@ -67,7 +68,8 @@ typedef struct RtStepper {
   int in_positions, in_mask;      /* a decoder's step: "positions" (-1: no position
                                      encoding) and "mask" (-1: an encoder_decoder) */
   int64_t *pad;             /* [max_rows]: the left padding of each row (its first pad[b]
-                               cache slots are masked out), rt_stepper_set_padding */
+                               cache slots are masked out), rt_stepper_set_padding; then
+                               max_rows more, rt_stepper_reorder's scratch */
   int64_t max_len;          /* L's maximum: the positions the cache holds */
   int64_t max_rows;         /* B's maximum: 1, or the beams of a beam search */
   int64_t vocab;            /* V */
@@ -133,7 +135,12 @@ int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int
 /* An RtStepFn (rt_generate.h), one row: user is the RtStepper. */
 int rt_stepper_step(void *user, const int32_t *tokens, int64_t n, int64_t past,
                     const float **logits, char *err, size_t errlen);
-/* RtBatchStepFn and RtReorderFn (rt_generate_beam): user is the RtStepper. */
+/* RtBatchStepFn and RtReorderFn (rt_generate_beam, rt_generate_batch):
+ * user is the RtStepper. A reorder moves each row whole: its KV cache
+ * (ops->reorder), its left padding and, for a batch of sources (not one
+ * source on every row), its cross-attention keys / values and source mask,
+ * which are moved in place: there parent[i] >= i (rt_generate_batch's
+ * compaction), else it is refused as an internal error. */
 int rt_stepper_batch_step(void *user, const int32_t *tokens, int64_t rows, int64_t n,
                           int64_t past, const float **logits, char *err, size_t errlen);
 int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len, char *err,

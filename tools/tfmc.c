@@ -880,8 +880,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
   int r;
   if ((r = run_inputs_options(cmd, args, &ri)))
     return r;
-  if (opt(args, "profile") || opt(args, "output"))
-    return usage_error("run", "--generate does not take --output or --profile yet");
+  if (opt(args, "profile"))
+    return usage_error("run", "--generate does not take --profile yet");
   if (attention && !outputs && !draw)
     return usage_error("run", "--attention with --generate writes the tensor 'attention' to "
                               "--outputs OUT.safetensors: give --outputs");
@@ -891,7 +891,8 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                         .top_k = opt(args, "top-k"),
                         .top_p = opt(args, "top-p"),
                         .beams = opt(args, "beams"),
-                        .length_penalty = opt(args, "length-penalty")};
+                        .length_penalty = opt(args, "length-penalty"),
+                        .output = opt(args, "output")};
   RtGenArgs g;
   char err[1024];
   if ((r = rt_gen_args_parse(&gs, &g, err, sizeof err)))
@@ -970,6 +971,7 @@ static int run_generate(const Args *args, int olevel, const char *weights, uint6
                   .vocab = vocab_path || tokenizer ? &vocab : NULL,
                   .outputs = outputs,
                   .repeat = repeat,
+                  .compile_ms = st.compile_ms,
                   .bos = spec->bos_id,
                   .eos = spec->eos_id,
                   .capture = draw ? &cap : NULL};
@@ -1064,10 +1066,12 @@ static int cmd_run(int argc, char **argv) {
         "--tokens each id is printed as it comes (with its symbol when --vocab is\n"
         "given); with --text the generated text is. --outputs writes generated\n"
         "(i64 [1,N]) and generated_lengths (i64 [1]); --repeat N times N more\n"
-        "generations and prints the prefill time and the time per decoded token.\n"
+        "generations and prints the prefill time, the time per decoded token and\n"
+        "the whole generation's, with the compile time. --output does not apply.\n"
         "--inputs with tokens [B,T] (src [B,S]) and optionally mask [B,T] (src_mask)\n"
         "or lengths [B] (src_lengths) generates for a batch of B padded prompts\n"
-        "(sources) at once: a line 'row R: IDS' per row when it is done; generated\n"
+        "(sources) at once: a line 'row R: IDS' per row when it is done (a finished\n"
+        "row leaves the batch: later steps run the live rows only); generated\n"
         "[B,N] is -1 after a row's end; --sample draws row R with --seed + R.\n"
         "--attention decoder.N (decoder.N.cross) also writes attention [1,H,N,K]:\n"
         "row g is that layer's probabilities for the query that chose generated\n"

@@ -144,7 +144,7 @@ static void check_batch(const char *backend) {
   int64_t lengths[ROWS];
   RtStop stop[ROWS];
   RtGenerateResult res;
-  cr_assert_eq(rt_generate_batch(&o, checked_step, &c, prompt, ROWS, g.t, out, lengths, stop, NULL,
+  cr_assert_eq(rt_generate_batch(&o, checked_step, NULL, &c, prompt, ROWS, g.t, out, lengths, stop, NULL,
                                  NULL, &res, err, sizeof err), 0, "%s", err);
   for (int64_t b = 0; b < ROWS; b++) {
     cr_assert_eq(lengths[b], g.lengths[b], "%s row %lld: %lld ids, PyTorch %lld", backend,
@@ -187,33 +187,62 @@ static void check_batch(const char *backend) {
 
 /* ---- each row as its prompt alone ---- */
 
-enum { A_ROWS = 3, A_STEPS = 12 };
+enum { A_ROWS = 3, STEPS = 12, MAX_ROWS = 5, A_STEPS = STEPS };
 
-typedef struct Record {
+/* Wraps the stepper's batch step (and its reorder): records each step's
+ * logits by row, wherever the row runs in the step's batch. */
+typedef struct Tracked {
   RtStepper *st;
-  int64_t rows, step;
-  float *logits; /* [A_STEPS, rows, V] */
-} Record;
+  int64_t stride;           /* rows of each step's record */
+  int64_t row_of[MAX_ROWS]; /* the row at each place of the step's batch */
+  int64_t step, rows_run;   /* steps so far; the rows they ran after the prefill */
+  int reorders;
+  float *logits;            /* [STEPS, stride, V]: step k's logits of each row run */
+} Tracked;
 
-static int recorded_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
-                         const float **logits, char *err, size_t errlen) {
-  Record *r = user;
-  if (rt_stepper_batch_step(r->st, tokens, rows, n, past, logits, err, errlen)) return 1;
-  cr_assert(r->step < A_STEPS);
-  memcpy(r->logits + r->step * r->rows * r->st->vocab, *logits,
-         (size_t)(rows * r->st->vocab) * sizeof(float));
-  r->step++;
+static int tracked_step(void *user, const int32_t *tokens, int64_t rows, int64_t n, int64_t past,
+                        const float **logits, char *err, size_t errlen) {
+  Tracked *t = user;
+  if (rt_stepper_batch_step(t->st, tokens, rows, n, past, logits, err, errlen)) return 1;
+  cr_assert(t->step < STEPS);
+  int64_t v = t->st->vocab;
+  for (int64_t s = 0; s < rows; s++)
+    memcpy(t->logits + (t->step * t->stride + t->row_of[s]) * v, *logits + s * v,
+           (size_t)v * sizeof(float));
+  if (t->step++) t->rows_run += rows;
   return 0;
+}
+
+static int tracked_reorder(void *user, const int64_t *parent, int64_t rows, int64_t len,
+                           char *err, size_t errlen) {
+  Tracked *t = user;
+  int64_t was[MAX_ROWS];
+  memcpy(was, t->row_of, sizeof was);
+  for (int64_t i = 0; i < rows; i++) {
+    cr_assert(parent[i] >= i && parent[i] < t->stride, "row %lld from %lld", (long long)i,
+              (long long)parent[i]);
+    t->row_of[i] = was[parent[i]];
+  }
+  t->reorders++;
+  return rt_stepper_reorder(t->st, parent, rows, len, err, errlen);
+}
+
+/* The generation programs of spec with random weights of seed, for rows
+ * rows, on backend, bound to a stepper (2 threads). */
+static void stepper_of(Arena *a, const char *spec, uint64_t seed, int64_t rows, const char *backend,
+                       CompiledGeneration *gen, BackendStepper *st) {
+  char err[1024] = "";
+  compile_gen_of(a, spec, NULL, seed, rows, backend, gen);
+  cr_assert_eq(backend_stepper_init(st, backend, &gen->step, NULL, &(ExecOptions){2, 0, false}, err,
+                                    sizeof err), 0, "%s", err);
 }
 
 static void check_alone(const char *spec, const char *backend) {
   Arena *a = arena_create();
   CompiledGeneration gen;
-  char err[1024] = "";
-  compile_gen_of(a, spec, NULL, 5, A_ROWS, backend, &gen);
   BackendStepper st;
-  cr_assert_eq(backend_stepper_init(&st, backend, &gen.step, NULL, &(ExecOptions){2, 0, false}, err,
-                                    sizeof err), 0, "%s", err);
+  char err[1024] = "";
+  stepper_of(a, spec, 5, A_ROWS, backend, &gen, &st);
   int64_t vocab = st.rs.vocab, len[A_ROWS] = {5, 2, 4}, t = 5, pad[A_ROWS];
   int32_t prompt[A_ROWS * 5];
   for (int64_t b = 0; b < A_ROWS; b++) {
@@ -223,21 +252,22 @@ static void check_alone(const char *spec, const char *backend) {
   }
   /* the batch: no eos, A_STEPS ids per row (the prefill and A_STEPS - 1 steps) */
   RtGenerateOptions go = {A_STEPS, st.rs.max_len, vocab, -1, NULL, NULL, NULL};
-  Record batch = {&st.rs, A_ROWS, 0, malloc((size_t)(A_STEPS * A_ROWS * vocab) * sizeof(float))};
+  Tracked batch = {&st.rs, A_ROWS, {0, 1, 2}, 0, 0, 0,
+                   malloc((size_t)(A_STEPS * A_ROWS * vocab) * sizeof(float))};
   int32_t out[A_ROWS * A_STEPS], one[A_STEPS];
   int64_t lengths[A_ROWS];
   RtGenerateResult res;
   cr_assert_eq(rt_stepper_set_padding(&st.rs, pad, A_ROWS, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(rt_generate_batch(&go, recorded_step, &batch, prompt, A_ROWS, t, out, lengths, NULL,
+  cr_assert_eq(rt_generate_batch(&go, tracked_step, NULL, &batch, prompt, A_ROWS, t, out, lengths, NULL,
                                  NULL, NULL, &res, err, sizeof err), 0, "%s", err);
   cr_assert_eq(batch.step, A_STEPS); /* the prefill and A_STEPS - 1 steps */
-  Record alone = {&st.rs, 1, 0, malloc((size_t)(A_STEPS * vocab) * sizeof(float))};
+  Tracked alone = {&st.rs, 1, {0}, 0, 0, 0, malloc((size_t)(A_STEPS * vocab) * sizeof(float))};
   double worst = 0;
   for (int64_t b = 0; b < A_ROWS; b++) {
     rt_stepper_reset(&st.rs);
     alone.step = 0;
     int64_t one_len;
-    cr_assert_eq(rt_generate_batch(&go, recorded_step, &alone, prompt + b * t + pad[b], 1, len[b],
+    cr_assert_eq(rt_generate_batch(&go, tracked_step, NULL, &alone, prompt + b * t + pad[b], 1, len[b],
                                    one, &one_len, NULL, NULL, NULL, &res, err, sizeof err), 0, "%s", err);
     cr_assert_eq(one_len, lengths[b]);
     for (int64_t k = 0; k < A_STEPS; k++) {
@@ -259,7 +289,149 @@ static void check_alone(const char *spec, const char *backend) {
   arena_destroy(a);
 }
 
+/* ---- finished rows leave the batch ----
+ * rt_generate_batch with a reorder runs only the live rows (their caches
+ * moved to the front): each row's ids and the logits that chose them are,
+ * to the bit, those of the same batch with finished rows kept in place (no
+ * reorder: every step runs every row) and those of its prompt alone, while
+ * the steps run fewer rows as rows end at their eos. */
+
+enum { C_ROWS = 5, C_STEPS = STEPS };
+
+typedef struct BatchRun {
+  int32_t out[C_ROWS * C_STEPS];
+  int64_t lengths[C_ROWS];
+  RtStop stop[C_ROWS];
+  Tracked t;
+} BatchRun;
+
+/* The batch prompt[C_ROWS, t] with its left padding, from a fresh cache;
+ * compact: with a reorder. Sampling (o->sample set): row b from seed + b. */
+static void batch_run(RtStepper *st, RtGenerateOptions *o, const int32_t *prompt, int64_t t,
+                      const int64_t *pad, int compact, uint64_t seed, BatchRun *r) {
+  char err[512];
+  RtGenerateResult res;
+  memset(r->out, 0, sizeof r->out);
+  r->t = (Tracked){st, C_ROWS, {0, 1, 2, 3, 4}, 0, 0, 0, r->t.logits};
+  for (int64_t b = 0; o->sample && b < C_ROWS; b++) rt_rng_seed(&o->rng[b], seed + (uint64_t)b);
+  rt_stepper_reset(st);
+  cr_assert_eq(rt_stepper_set_padding(st, pad, C_ROWS, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_generate_batch(o, tracked_step, compact ? tracked_reorder : NULL, &r->t, prompt,
+                                 C_ROWS, t, r->out, r->lengths, r->stop, NULL, NULL, &res, err,
+                                 sizeof err), 0, "%s", err);
+}
+
+static void check_compact(const char *spec, const char *backend, int sample) {
+  Arena *a = arena_create();
+  CompiledGeneration gen;
+  BackendStepper st;
+  char err[1024] = "";
+  stepper_of(a, spec, 9, C_ROWS, backend, &gen, &st);
+  int64_t vocab = st.rs.vocab, len[C_ROWS] = {5, 2, 4, 3, 5}, t = 5, pad[C_ROWS];
+  int32_t prompt[C_ROWS * 5];
+  for (int64_t b = 0; b < C_ROWS; b++) {
+    pad[b] = t - len[b];
+    for (int64_t i = 0; i < t; i++)
+      prompt[b * t + i] = i < pad[b] ? 1 : (int32_t)((b * 13 + i * 5 + 2) % vocab);
+  }
+  RtSampleOptions so = rt_sample_options_default();
+  so.sample = 1;
+  so.temperature = 4; /* the random models' logits are peaked */
+  RtRng rngs[C_ROWS];
+  void *scratch = malloc(rt_sample_scratch_bytes(vocab) + 64);
+  RtGenerateOptions o = {C_STEPS, st.rs.max_len, vocab, -1, sample ? &so : NULL, rngs, scratch};
+  size_t logit_bytes = (size_t)(C_STEPS * C_ROWS * vocab) * sizeof(float);
+  BatchRun *kept = calloc(1, sizeof *kept), *compact = calloc(1, sizeof *compact),
+           *alone = calloc(1, sizeof *alone);
+  kept->t.logits = calloc(1, logit_bytes);
+  compact->t.logits = calloc(1, logit_bytes);
+  alone->t.logits = calloc(1, logit_bytes);
+  /* the eos: the id whose first appearance ends the most rows at distinct
+   * steps without eos, one row at least running to the end */
+  batch_run(&st.rs, &o, prompt, t, pad, 0, 3, kept);
+  int64_t best = -1, best_score = 0;
+  for (int64_t v = 0; v < vocab; v++) {
+    int64_t first[C_ROWS], score = 0, runs_on = 0;
+    for (int64_t b = 0; b < C_ROWS; b++) {
+      first[b] = C_STEPS;
+      for (int64_t k = C_STEPS - 1; k >= 0; k--)
+        if (kept->out[b * C_STEPS + k] == v) first[b] = k;
+      runs_on |= first[b] >= C_STEPS - 1;
+      int fresh = first[b] < C_STEPS - 1;
+      for (int64_t c = 0; c < b && fresh; c++) fresh = first[c] != first[b];
+      score += fresh;
+    }
+    if (runs_on && score > best_score) best = v, best_score = score;
+  }
+  cr_assert_geq(best_score, 2, "%s %s: no id ends rows at two steps", spec, backend);
+  o.eos = best;
+
+  batch_run(&st.rs, &o, prompt, t, pad, 0, 3, kept);
+  batch_run(&st.rs, &o, prompt, t, pad, 1, 3, compact);
+  cr_assert_gt(compact->t.reorders, 0);
+  cr_assert_lt(compact->t.rows_run, kept->t.rows_run, "%s %s: compaction ran %lld rows, kept %lld",
+               spec, backend, (long long)compact->t.rows_run, (long long)kept->t.rows_run);
+  for (int64_t b = 0; b < C_ROWS; b++) { /* each row alone, from its own generator */
+    BatchRun one;
+    one.t = (Tracked){&st.rs, C_ROWS, {0}, 0, 0, 0, alone->t.logits + b * vocab};
+    rt_stepper_reset(&st.rs);
+    if (sample) rt_rng_seed(&rngs[0], 3 + (uint64_t)b);
+    RtGenerateResult res;
+    /* its logits land in row b of alone's [step, C_ROWS, V]: the record is
+     * offset by b rows */
+    cr_assert_eq(rt_generate_batch(&o, tracked_step, NULL, &one.t, prompt + b * t + pad[b], 1,
+                                   len[b], alone->out + b * C_STEPS, &alone->lengths[b],
+                                   &alone->stop[b], NULL, NULL, &res, err, sizeof err), 0, "%s", err);
+  }
+  for (int64_t b = 0; b < C_ROWS; b++) {
+    cr_assert_eq(compact->lengths[b], kept->lengths[b], "%s %s row %lld", spec, backend, (long long)b);
+    cr_assert_eq(alone->lengths[b], kept->lengths[b], "%s %s row %lld", spec, backend, (long long)b);
+    cr_assert_eq(compact->stop[b], kept->stop[b]);
+    cr_assert_eq(alone->stop[b], kept->stop[b]);
+    for (int64_t k = 0; k < kept->lengths[b]; k++) {
+      int32_t want = kept->out[b * C_STEPS + k];
+      cr_assert_eq(compact->out[b * C_STEPS + k], want, "%s %s row %lld id %lld", spec, backend,
+                   (long long)b, (long long)k);
+      cr_assert_eq(alone->out[b * C_STEPS + k], want, "%s %s row %lld id %lld alone", spec,
+                   backend, (long long)b, (long long)k);
+      /* the logits that chose id k, to the bit */
+      const float *ref = kept->t.logits + (k * C_ROWS + b) * vocab;
+      cr_assert_eq(memcmp(compact->t.logits + (k * C_ROWS + b) * vocab, ref, (size_t)vocab * 4), 0,
+                   "%s %s row %lld step %lld: compacted logits differ", spec, backend, (long long)b,
+                   (long long)k);
+      /* alone: to the bit without padding; a padded row's keys sit one
+       * cache slot further in the batch, and the JIT's attention sums them
+       * in other groups (as without compaction: check_alone) */
+      const float *one = alone->t.logits + (k * C_ROWS + b) * vocab;
+      for (int64_t v = 0; v < vocab; v++)
+        cr_assert(pad[b] ? fabs((double)one[v] - ref[v]) <= 1e-4 + 1e-4 * fabs(ref[v])
+                         : memcmp(&one[v], &ref[v], sizeof *ref) == 0,
+                  "%s %s row %lld (pad %lld) step %lld logit %lld: alone %.9g, batch %.9g", spec,
+                  backend, (long long)b, (long long)pad[b], (long long)k, (long long)v, one[v],
+                  ref[v]);
+    }
+  }
+  cr_log_info("%s %s%s: eos %lld, lengths %lld %lld %lld %lld %lld; rows stepped %lld compacted, "
+              "%lld kept", spec, backend, sample ? " sampled" : "", (long long)best,
+              (long long)kept->lengths[0], (long long)kept->lengths[1], (long long)kept->lengths[2],
+              (long long)kept->lengths[3], (long long)kept->lengths[4],
+              (long long)compact->t.rows_run, (long long)kept->t.rows_run);
+  free(kept->t.logits);
+  free(compact->t.logits);
+  free(alone->t.logits);
+  free(kept);
+  free(compact);
+  free(alone);
+  free(scratch);
+  backend_stepper_free(&st);
+  arena_destroy(a);
+}
+
 #define SPECS TFMC_SOURCE_DIR "/tests/e2e/generate/"
+Test(generate_batch, compact_gpt2_tiny_interp) { check_compact(SPECS "gpt2_tiny.tfm", "interp", 0); }
+Test(generate_batch, compact_gpt2_tiny_jit) { check_compact(SPECS "gpt2_tiny.tfm", "jit", 0); }
+Test(generate_batch, compact_gpt2_tiny_jit_sampled) { check_compact(SPECS "gpt2_tiny.tfm", "jit", 1); }
+Test(generate_batch, compact_torchnn_lm_tiny_jit) { check_compact(SPECS "torchnn_lm_tiny.tfm", "jit", 0); }
 Test(generate_batch, alone_gpt2_tiny_interp) { check_alone(SPECS "gpt2_tiny.tfm", "interp"); }
 Test(generate_batch, alone_gpt2_tiny_jit) { check_alone(SPECS "gpt2_tiny.tfm", "jit"); }
 Test(generate_batch, alone_torchnn_lm_tiny_interp) { check_alone(SPECS "torchnn_lm_tiny.tfm", "interp"); }

@@ -46,7 +46,7 @@ s7=$("$tmp/gpt2" --tokens "$(cat "$g/prompt")" --generate 12 --sample --temperat
 "$tmp/gpt2" --tokens "$(cat "$g/prompt")" --generate 5 --repeat 2 > /dev/null 2> "$tmp/err" ||
   fail "--repeat: $(cat "$tmp/err")"
 grep -q "prefill median .* ms per token" "$tmp/err" || fail "--repeat: $(cat "$tmp/err")"
-grep -q "whole generation median .* ms (min .*): prefill and 4 decode steps" "$tmp/err" ||
+grep -q "^timing: backend executable, compile 0\.0 ms, whole generation median .* ms (min .*): prefill and 4 decode steps" "$tmp/err" ||
   fail "--repeat: no whole generation: $(cat "$tmp/err")"
 # the forward pass, without --generate, as before
 "$tmp/gpt2" --tokens "1 2 3" > "$tmp/fwd" || fail "forward pass failed"

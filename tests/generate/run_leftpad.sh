@@ -70,6 +70,14 @@ grep -aq "\"generated\":{\"dtype\":\"I64\",\"shape\":\[3,$n\]" "$tmp/out.safeten
   fail "--outputs has no generated i64 [3,$n]"
 grep -aq '"generated_lengths":{"dtype":"I64","shape":\[3\]' "$tmp/out.safetensors" ||
   fail "--outputs has no generated_lengths i64 [3]"
+# --repeat: the batch timed, the programs' compile time with the whole
+# generation (executables compile nothing at run time)
+gpt --inputs "$lp/inputs.safetensors" --generate "$n" --repeat 2 > /dev/null 2> "$tmp/err" ||
+  fail "--repeat: $(cat "$tmp/err")"
+be=$mode
+if [ "$mode" = exe ] || [ "$mode" = emitc ]; then be=executable; fi
+grep -q "^timing: backend $be, compile [0-9]*\.[0-9] ms, whole generation median .* ms (min .*): prefill and $((n - 1)) decode steps of the batch; 2 runs$" "$tmp/err" ||
+  fail "--repeat: no whole generation line with the compile time: $(cat "$tmp/err")"
 # right padding: the same rows
 gpt --inputs "$lp/inputs_right.safetensors" --generate "$n" > "$tmp/rows_right" ||
   fail "right-padded batch failed"

@@ -25,12 +25,19 @@ while IFS=$'\t' read -r word want; do
   [ "$got" = "$want" ] || fail "'$word' -> '$got', PyTorch '$want'"
 done < "$ex/expected.txt"
 [ "$k" -ge 8 ] || fail "only $k held-out words"
-# --repeat: encode, prefill, per-token decode and the whole generation, timed
+# --repeat: encode, prefill, per-token decode and the whole generation, timed,
+# with the compile time of the programs as a forward run's timing line has it
 err=$(timeout 300 "$tfmc" run "$ex/model.tfm" --weights "$ex/weights.safetensors" \
   --vocab "$ex/vocab.txt" --backend "$backend" --text "h e l l o" --generate 20 --repeat 2 2>&1 >/dev/null) ||
   fail "--repeat: $err"
 for want in "encode median" "prefill median .* ms per token" \
-  "whole generation median .* ms (min .*): encode, prefill and 5 decode steps; 2 runs"; do
+  "^timing: backend $backend, compile [0-9]*\.[0-9] ms, whole generation median .* ms (min .*): encode, prefill and 5 decode steps; 2 runs$"; do
   echo "$err" | grep -q "$want" || fail "--repeat: no '$want' in: $err"
 done
+# the JIT compiles the encoder and the step (the interpreter compiles nothing)
+if [ "$backend" = jit ]; then
+  echo "$err" | grep -q "compile 0\.0 ms" && fail "--repeat: the JIT's compile time is 0: $err"
+else
+  echo "$err" | grep -q "compile 0\.0 ms, whole generation" || fail "--repeat: interp compiles: $err"
+fi
 echo "reverse $backend: ok ($((k + 1)) words)"

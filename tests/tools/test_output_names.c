@@ -5,8 +5,9 @@
  * names add up; a name the head already outputs or one asked twice is
  * output once; two names of one value give two equal outputs on the JIT
  * and the interpreter; an executable built with names outputs them;
- * unknown names, empty names, .tfir graphs and
- * generation are refused with a message. */
+ * unknown names, empty names and .tfir graphs are refused with a
+ * message, and so is --output with --generate (tfmc run and executables,
+ * exit 1, pointing at --outputs). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,8 +167,18 @@ Test(output_names, refusals) {
                              "encoder.out, hidden, pooled)"), "%s", err_text);
   cr_expect_eq(tfmc("run cls.tfm --init random --tokens \"3 4\" --output hidden,"), 2);
   cr_expect(strstr(err_text, "--output takes intermediate names"), "%s", err_text);
-  cr_expect_eq(tfmc("run lm.tfm --init random --tokens \"3 4\" --generate 2 --output hidden"), 2);
-  cr_expect(strstr(err_text, "--generate does not take --output"), "%s", err_text);
+  /* generation: refused (exit 1), pointing at --outputs; --profile is usage */
+  cr_expect_eq(tfmc("run lm.tfm --init random --tokens \"3 4\" --generate 2 --output hidden"), 1);
+  cr_expect(strstr(err_text, "tfmc: --output hidden: --output NAME adds a named intermediate to a "
+                             "forward run's outputs; --generate has no such outputs: it writes "
+                             "generated and generated_lengths (and attention, compiled with "
+                             "--attention) to --outputs FILE\n"), "%s", err_text);
+  cr_expect_eq(tfmc("run lm.tfm --init random --tokens \"3 4\" --generate 2 --output o.safetensors"),
+               1);
+  cr_expect(strstr(err_text, "(did you mean --outputs o.safetensors?)"), "%s", err_text);
+  cr_expect_eq(access("o.safetensors", F_OK), -1);
+  cr_expect_eq(tfmc("run lm.tfm --init random --tokens \"3 4\" --generate 2 --profile"), 2);
+  cr_expect(strstr(err_text, "--generate does not take --profile yet"), "%s", err_text);
   cr_expect_eq(tfmc("build cls.tfm --init random -o exe --output bogus"), 1);
   cr_expect(strstr(err_text, "no intermediate named 'bogus'"), "%s", err_text);
   cr_expect_eq(access("exe", F_OK), -1);
@@ -185,4 +196,11 @@ Test(output_names, built_executable_outputs_them, .timeout = 300) {
   cr_expect_eq(printed("logits"), 1, "%s", out_text);
   cr_expect(strstr(out_text, "dec.0.out [1,3,16]"), "%s", out_text);
   cr_expect(strstr(out_text, "hidden [1,3,16]"), "%s", out_text);
+  /* its generation refuses --output as tfmc run --generate does */
+  cr_expect_eq(sh("./lm", "--tokens \"3 4\" --generate 2 --output hidden"), 1);
+  cr_expect(strstr(err_text, "lm: --output hidden: --output NAME adds a named intermediate"),
+            "%s", err_text);
+  cr_expect_eq(sh("./lm", "--tokens \"3 4\" --generate 2 --output=o.safetensors"), 1);
+  cr_expect(strstr(err_text, "(did you mean --outputs o.safetensors?)"), "%s", err_text);
+  cr_expect_eq(strstr(out_text, "\n") != NULL, 0, "printed: %s", out_text);
 }
