@@ -210,7 +210,7 @@ int rt_stepper_encode_rows(RtStepper *st, const int32_t *src, const uint8_t *src
     for (int64_t i = r * n; i < (r + 1) * n; i++) {
       if (src[i] < 0 || src[i] >= st->src_vocab)
         return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
-                         src[i], (long long)st->src_vocab - 1);
+                         (int)src[i], (long long)st->src_vocab - 1);
       ids[i] = src[i];
       int is_real = src_mask ? src_mask[i] != 0 : ei->pad_id < 0 || src[i] != ei->pad_id;
       real += is_real;
@@ -289,7 +289,7 @@ int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int
                      (long long)rows, (long long)st->enc_rows);
   for (int64_t i = 0; i < rows * n; i++) {
     if (tokens[i] < 0 || tokens[i] >= st->token_vocab)
-      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
+      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", (int)tokens[i],
                        (long long)st->token_vocab - 1);
     ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
   }
