@@ -1814,6 +1814,13 @@ static int cmd_emit_c(int argc, char **argv) {
                           &gen, stat ? 1 : max_beams)))
     goto done;
   rc = EXIT_USER;
+  for (int o = 0; stat && gen.step.prog && o < gen.step.info->n_outputs; o++)
+    if (strcmp(gen.step.info->outputs[o].name, "attention") == 0) {
+      fprintf(stderr, "tfmc emit-c: --static: the static step API keeps no attention rows "
+                      "(no tfmc_gen_attention); --attention %s is for the hosted project\n",
+              opt(&args, "attention"));
+      goto done;
+    }
   if (gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
