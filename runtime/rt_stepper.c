@@ -5,9 +5,10 @@
  * Invariants: every buffer is placed by rt_stepper_init_in at the maxima,
  * in one block (the caller's, or one rt_stepper_init allocates), so no
  * step allocates; the static build (-DTFMC_STATIC, emit-c --static) has
- * only the caller's block and no beam search (no heap at all); a step never runs past max_len or max_rows, nor
- * with an id outside the vocabulary (compiled code trusts its inputs); an
- * encoder_decoder's step never runs before its source was encoded. */
+ * only the caller's block and no beam search (no heap at all); a step
+ * never runs past max_len or max_rows, nor with an id outside the
+ * vocabulary (compiled code trusts its inputs); an encoder_decoder's step
+ * never runs before its source was encoded. */
 #include "runtime/rt_stepper.h"
 
 #include <stdlib.h>
