@@ -251,6 +251,42 @@ Test(static_gen, cli) {
          "make -s CFLAGS='-O2 -Werror' && grep -q '#define TFMC_GEN_MEM_BYTES' model.h && "
          "grep -q 'tfmc_gen_init' model_gen.h",
          dir);
+  /* the caller's image (add.weights' bytes): refused without one, then
+   * "4 0 6 + 5 9 7 =" continues with the sum and eos */
+  char path[512];
+  snprintf(path, sizeof path, "%s/q/image.c", dir);
+  ct_write_text(path,
+                "#include \"model.h\"\n"
+                "#include <stdio.h>\n"
+                "#include <stdlib.h>\n"
+                "static unsigned char mem[TFMC_GEN_MEM_BYTES];\n"
+                "int main(void) {\n"
+                "  FILE *f = fopen(\"add.weights\", \"rb\");\n"
+                "  unsigned char *img = malloc(TFMC_WEIGHTS_BYTES + 64);\n"
+                "  size_t n = f && img ? fread(img, 1, TFMC_WEIGHTS_BYTES + 64, f) : 0;\n"
+                "  char err[256];\n"
+                "  if (tfmc_gen_init(mem, sizeof mem, NULL, 0, err, sizeof err)) return 2;\n"
+                "  printf(\"no image: %s\\n\", err);\n"
+                "  TfmcGen *g = tfmc_gen_init(mem, sizeof mem, img, n, err, sizeof err);\n"
+                "  if (!g) { printf(\"refused: %s\\n\", err); return 1; }\n"
+                "  int32_t prompt[8] = {4, 0, 6, 10, 5, 9, 7, 11};\n"
+                "  const float *l;\n"
+                "  if (tfmc_gen_prefill(g, prompt, 8, &l, err, sizeof err)) return 3;\n"
+                "  for (int i = 0; i < 10; i++) {\n"
+                "    int b = 0;\n"
+                "    for (int v = 1; v < tfmc_gen_vocab(); v++) if (l[v] > l[b]) b = v;\n"
+                "    printf(\"%d \", b);\n"
+                "    if (b == tfmc_gen_eos()) break;\n"
+                "    if (tfmc_gen_step(g, b, &l, err, sizeof err)) return 4;\n"
+                "  }\n"
+                "  printf(\"\\n\");\n"
+                "  free(img);\n"
+                "  return 0;\n"
+                "}\n");
+  CT_RUN("cd %s/q && gcc -std=c99 " CT_WARN " -O2 -I. image.c libmodel.a -lm -o image && "
+         "./image > out.txt && grep -qx '1 0 0 3 12 ' out.txt && "
+         "grep -q 'no image: model .add. has no embedded weights' out.txt",
+         dir);
   /* --size-cc measures the generation sources too */
   rc = ct_sh(&log, "%s emit-c " EXAMPLES "/reverse/model.tfm --weights " EXAMPLES
              "/reverse/weights.safetensors --static --size-cc 'cc -Os' -o %s/r",
@@ -277,7 +313,6 @@ Test(static_gen, cli) {
   /* a KV cache no 32-bit target addresses (2 x 6 layers x 100000 positions x
    * 512 floats: 2.4 GB, and the step's arena for a prefill of 100000 tokens):
    * refused with the bytes, nothing written */
-  char path[512];
   snprintf(path, sizeof path, "%s/long.tfm", dir);
   ct_write_text(path, "model long {\n  arch decoder\n  vocab 13\n  d_model 512\n  heads 4\n"
                       "  layers 6\n  ffn 64 relu\n  norm pre eps 1e-5\n  final_norm yes\n"
