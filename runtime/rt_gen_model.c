@@ -6,8 +6,10 @@
  * steps write is ever touched) and a reset zeroes exactly what steps wrote
  * since the last one (rows x positions of every cache tensor), so a short
  * generation costs its own tokens only; the encode program reads the image
- * from its start, the step from encode_floats on; on a failed open nothing
- * stays held. */
+ * from encode_offset, the step from step_offset; on a failed open nothing
+ * stays held. The static build (-DTFMC_STATIC: emit-c --static) has the
+ * same ops over the caller's memory (rt_gen_model_init_in) and nothing of
+ * the hosted loader: no files, heap, threads, and no beam search. */
 #include "runtime/rt_gen_model.h"
 
 #include "runtime/rt_gemm.h"
@@ -24,8 +26,13 @@ static int sym_of(const RtModelInfo *info, const char *name) {
 
 static int gm_run(void *user, RtGenProgram which, RtBound *b, char *err, size_t errlen) {
   RtGenModel *m = user;
-  const float *w = rt_weights_data(m->weights);
+  const float *w = m->w;
+#ifndef TFMC_STATIC
   if (rt_arena_commit(&m->arena[which], b->syms, err, errlen)) return 1;
+#else /* the caller's arena, planned at the maxima: nothing to commit */
+  (void)err;
+  (void)errlen;
+#endif
   RtRunArgs args = {b->syms, b->inputs, b->outputs, w + m->gi->encode_offset,
                     m->arena[which].base, m->pool, NULL, NULL};
   if (which == RT_GEN_STEP) {
@@ -56,12 +63,46 @@ static void gm_reset(void *user) {
 static int gm_reorder(void *user, const int64_t *parent, int n, int64_t len, char *err,
                       size_t errlen) {
   RtGenModel *m = user;
+#ifdef TFMC_STATIC
+  (void)parent;
+  (void)n;
+  (void)len;
+  return rt_errorf(err, errlen, "model '%s': the static build has no beam search",
+                   m->gi->step->name);
+#else
   if (n > m->dirty_rows) m->dirty_rows = n;
   return rt_state_reorder(m->gi->states, m->gi->n_states, m->state, parent, n, len, &m->scratch,
                           &m->scratch_bytes, err, errlen);
+#endif
 }
 
 static const RtGenOps gen_model_ops = {gm_run, gm_reset, gm_reorder};
+
+int rt_gen_model_init_in(RtGenModel *m, const RtGenInfo *gi, RtModelRunFn step,
+                         RtModelRunFn encode, const float *weights, unsigned char *arena,
+                         unsigned char *state, void *stepper, size_t stepper_bytes, char *err,
+                         size_t errlen) {
+  memset(m, 0, sizeof *m);
+  if (!gi || gi->version != RT_GEN_INFO_VERSION || !gi->step || !step || !gi->encode != !encode ||
+      gi->step->abi_version != RT_ABI_VERSION ||
+      (gi->encode && gi->encode->abi_version != RT_ABI_VERSION))
+    return rt_errorf(err, errlen, "internal: the compiled functions do not match the model");
+  if (!weights || !arena || (gi->step->state_bytes && !state) || (uintptr_t)arena % 64 ||
+      (uintptr_t)state % 64)
+    return rt_errorf(err, errlen, "internal: no weights, or an arena or KV cache not 64-byte aligned");
+  m->gi = gi;
+  m->run[RT_GEN_STEP] = step;
+  m->run[RT_GEN_ENCODE] = encode;
+  m->w = weights;
+  /* the programs never run at once: one arena serves both */
+  m->arena[RT_GEN_STEP].base = m->arena[RT_GEN_ENCODE].base = arena;
+  m->state = state;
+  if (state) memset(state, 0, (size_t)gi->step->state_bytes);
+  return rt_stepper_init_in(&m->st, gi->step, gi->encode, &gen_model_ops, m, stepper,
+                            stepper_bytes, err, errlen);
+}
+
+#ifndef TFMC_STATIC
 
 int rt_gen_model_open(RtGenModel *m, const RtGenInfo *gi, RtModelRunFn step, RtModelRunFn encode,
                       const char *weights_path, const void *image, size_t image_len,
@@ -80,6 +121,7 @@ int rt_gen_model_open(RtGenModel *m, const RtGenInfo *gi, RtModelRunFn step, RtM
             : !weights_path ? rt_errorf(err, errlen, "no weights: give the packed-weights file")
                             : rt_weights_open(weights_path, gi->weights, &m->weights, err, errlen))
     goto fail;
+  m->w = rt_weights_data(m->weights);
   if (rt_arena_open(&m->arena[RT_GEN_STEP], gi->step, err, errlen) ||
       (gi->encode && rt_arena_open(&m->arena[RT_GEN_ENCODE], gi->encode, err, errlen)))
     goto fail;
@@ -113,3 +155,4 @@ void rt_gen_model_close(RtGenModel *m) {
   rt_weights_close(m->weights);
   memset(m, 0, sizeof *m);
 }
+#endif

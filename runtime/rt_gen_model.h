@@ -35,7 +35,8 @@
 typedef struct RtGenModel {
   const RtGenInfo *gi;
   RtModelRunFn run[RT_GEN_PROGRAM_COUNT];
-  RtWeights *weights;
+  RtWeights *weights;                  /* the hosted loader's; NULL in rt_gen_model_init_in */
+  const float *w;                      /* the image's floats (every program's blocks) */
   RtPool *pool;                        /* NULL: the calling thread */
   RtArena arena[RT_GEN_PROGRAM_COUNT]; /* one per program */
   unsigned char *state;                /* gi->step->state_bytes, 64-byte aligned */
@@ -58,6 +59,20 @@ int rt_gen_model_open(RtGenModel *m, const RtGenInfo *gi, RtModelRunFn step, RtM
                       const char *weights_path, const void *image, size_t image_len,
                       int n_threads, void *state, char *err, size_t errlen);
 void rt_gen_model_close(RtGenModel *m);
+
+/* The same artefact in the caller's memory, for the static build
+ * (emit-c --static, -DTFMC_STATIC: no heap, files or threads; the calling
+ * thread; no beam search): weights, the image's floats (checked by the
+ * caller); arena, 64-byte aligned, at least the larger of the programs'
+ * arena_bytes (they never run at once, so one arena serves both); state,
+ * 64-byte aligned, gi->step->state_bytes (zeroed here; NULL when 0);
+ * stepper, rt_stepper_bytes(gi->step, gi->encode) bytes, 16-byte aligned.
+ * Nothing to close. Returns 0, or 1 with a message. The hosted functions
+ * (open, close, rt_main_generate) are not in the static build. */
+int rt_gen_model_init_in(RtGenModel *m, const RtGenInfo *gi, RtModelRunFn step,
+                         RtModelRunFn encode, const float *weights, unsigned char *arena,
+                         unsigned char *state, void *stepper, size_t stepper_bytes, char *err,
+                         size_t errlen);
 
 /* The main of a generation executable:
  *   EXE --generate N (--tokens "IDS" | --text "TEXT" (--vocab V | --tokenizer T)

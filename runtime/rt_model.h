@@ -225,12 +225,19 @@ int rt_model_info_check(const RtModelInfo *info, char *err, size_t errlen);
 int rt_model_refuse_state(const RtModelInfo *info, char *err, size_t errlen);
 /* Formats a message into err (when err and errlen allow) and returns 1: the
  * runtime's "fail with a message" for functions that report through
- * (err, errlen). */
+ * (err, errlen). The static build's (rt_static.c, no stdio) knows %s, %c
+ * and %d / %i / %u with l, ll or z: the runtime files it links use no other. */
 #ifdef __GNUC__
 int rt_errorf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #else
 int rt_errorf(char *err, size_t errlen, const char *fmt, ...);
 #endif
+/* rt_static.c (the static build only, -DTFMC_STATIC): checks a packed
+ * weights image in place (len bytes, 4-byte aligned) against info's
+ * layout as rt_weights.h does (magic, version, layout hash, size,
+ * checksum), without stdio. Returns 0, or 1 with a message. */
+int rt_static_image_check(const void *image, size_t len, const RtModelInfo *info, char *err,
+                          size_t errlen);
 /* Sizes and allocates b's outputs for its bound symbols (b->syms; 0 =
  * unbound, refused when an output uses it). Binders call it last; on
  * failure the caller unbinds. */

@@ -2,10 +2,13 @@
  * RtGenOps (rt_stepper.h); compiled generation descriptions checked; KV
  * cache rows reordered for beam search.
  *
- * Invariants: every buffer is allocated by rt_stepper_init at the maxima,
- * so no step allocates; a step never runs past max_len or max_rows, nor
- * with an id outside the vocabulary (compiled code trusts its inputs); an
- * encoder_decoder's step never runs before its source was encoded. */
+ * Invariants: every buffer is placed by rt_stepper_init_in at the maxima,
+ * in one block (the caller's, or one rt_stepper_init allocates), so no
+ * step allocates; the static build (-DTFMC_STATIC, emit-c --static) has
+ * only the caller's block and no beam search (no heap at all); a step
+ * never runs past max_len or max_rows, nor with an id outside the
+ * vocabulary (compiled code trusts its inputs); an encoder_decoder's step
+ * never runs before its source was encoded. */
 #include "runtime/rt_stepper.h"
 
 #include <stdlib.h>
@@ -33,7 +36,21 @@ static int64_t numel_at_max(const RtModelInfo *info, const RtTensorInfo *t) {
   return n;
 }
 
-static int init_encoder(RtStepper *st, const RtModelInfo *ei, char *err, size_t errlen) {
+/* Buffers are carved from one block, 16-byte aligned each; with base NULL
+ * only the bytes are counted (rt_stepper_bytes), so the count and the
+ * layout are one piece of code. */
+typedef struct Carve {
+  unsigned char *base;
+  size_t used, cap;
+} Carve;
+
+static void *carve(Carve *c, int64_t bytes) {
+  size_t at = (c->used + 15) & ~(size_t)15;
+  c->used = at + (size_t)bytes;
+  return c->base && c->used <= c->cap ? c->base + at : NULL;
+}
+
+static int bind_encoder(RtStepper *st, const RtModelInfo *ei, char *err, size_t errlen) {
   const RtModelInfo *info = st->info;
   int eb_sym = sym_index(ei, "B"), es = sym_index(ei, "S");
   st->enc = ei;
@@ -55,22 +72,12 @@ static int init_encoder(RtStepper *st, const RtModelInfo *ei, char *err, size_t 
   st->max_enc_rows = ei->sym_max[eb_sym];
   if (st->max_enc_rows > st->max_rows)
     return rt_errorf(err, errlen, "internal: the encode program takes more rows than the step");
-  size_t cells = (size_t)(st->max_enc_rows * st->max_src);
-  int ok = (st->eb.inputs[st->enc_in_src] = malloc(cells * sizeof(int32_t))) != NULL;
-  if (st->enc_in_mask >= 0) ok &= (st->eb.inputs[st->enc_in_mask] = malloc(cells)) != NULL;
-  for (int o = 0; o < ei->n_outputs && ok; o++)
-    ok &= (st->eb.outputs[o] = malloc((size_t)numel_at_max(ei, &ei->outputs[o]) * sizeof(float) + 4)) != NULL;
-  /* more rows than one (beam search): the source's keys / values copied to
-   * every row */
-  for (int i = 0; i < info->n_inputs && ok && st->max_rows > 1; i++)
-    if (st->value_from[i] >= 0)
-      ok &= (st->b.inputs[i] = st->rows[i] = malloc((size_t)numel_at_max(info, &info->inputs[i]) * sizeof(float))) != NULL;
-  if (!ok) return rt_errorf(err, errlen, "out of memory");
   return 0;
 }
 
-int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *enc,
-                    const RtGenOps *ops, void *user, char *err, size_t errlen) {
+/* Everything rt_stepper_init checks and derives, before any buffer. */
+static int bind(RtStepper *st, const RtModelInfo *info, const RtModelInfo *enc,
+                const RtGenOps *ops, void *user, char *err, size_t errlen) {
   memset(st, 0, sizeof *st);
   st->info = info;
   st->ops = ops;
@@ -111,21 +118,76 @@ int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *e
     st->attn_heads = t->dims[1].value;
   }
   st->token_vocab = info->inputs[st->in_tokens].vocab;
-  st->b.inputs[st->in_tokens] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t));
-  int ok = st->b.inputs[st->in_tokens] != NULL;
-  /* the padding, then as much scratch for rt_stepper_reorder */
-  ok &= (st->pad = calloc((size_t)st->max_rows * 2, sizeof *st->pad)) != NULL;
-  if (st->in_positions >= 0)
-    ok &= (st->b.inputs[st->in_positions] = malloc((size_t)(st->max_len * st->max_rows) * sizeof(int32_t))) != NULL;
-  if (st->in_mask >= 0)
-    ok &= (st->b.inputs[st->in_mask] = malloc((size_t)(st->max_len * st->max_rows))) != NULL;
-  if (st->in_src_mask >= 0)
-    ok &= (st->b.inputs[st->in_src_mask] = malloc((size_t)numel_at_max(info, &info->inputs[st->in_src_mask]))) != NULL;
-  for (int o = 0; o < info->n_outputs && ok; o++)
-    ok &= (st->b.outputs[o] = malloc((size_t)numel_at_max(info, &info->outputs[o]) * sizeof(float) + 4)) != NULL;
-  if (!ok) return rt_errorf(err, errlen, "out of memory");
-  return enc ? init_encoder(st, enc, err, errlen) : 0;
+  return enc ? bind_encoder(st, enc, err, errlen) : 0;
 }
+
+/* Every buffer at the maxima, from c (the layout rt_stepper_bytes counts). */
+static void place(RtStepper *st, Carve *c) {
+  const RtModelInfo *info = st->info, *ei = st->enc;
+  st->b.inputs[st->in_tokens] = carve(c, st->max_len * st->max_rows * (int64_t)sizeof(int32_t));
+  /* the padding, then as much scratch for rt_stepper_reorder */
+  st->pad = carve(c, 2 * st->max_rows * (int64_t)sizeof *st->pad);
+  if (st->in_positions >= 0)
+    st->b.inputs[st->in_positions] = carve(c, st->max_len * st->max_rows * (int64_t)sizeof(int32_t));
+  if (st->in_mask >= 0) st->b.inputs[st->in_mask] = carve(c, st->max_len * st->max_rows);
+  if (st->in_src_mask >= 0)
+    st->b.inputs[st->in_src_mask] = carve(c, numel_at_max(info, &info->inputs[st->in_src_mask]));
+  for (int o = 0; o < info->n_outputs; o++)
+    st->b.outputs[o] = carve(c, numel_at_max(info, &info->outputs[o]) * (int64_t)sizeof(float) + 4);
+  if (!ei) return;
+  int64_t cells = st->max_enc_rows * st->max_src;
+  st->eb.inputs[st->enc_in_src] = carve(c, cells * (int64_t)sizeof(int32_t));
+  if (st->enc_in_mask >= 0) st->eb.inputs[st->enc_in_mask] = carve(c, cells);
+  for (int o = 0; o < ei->n_outputs; o++)
+    st->eb.outputs[o] = carve(c, numel_at_max(ei, &ei->outputs[o]) * (int64_t)sizeof(float) + 4);
+  /* more rows than one (beam search): the source's keys / values copied to
+   * every row */
+  for (int i = 0; i < info->n_inputs && st->max_rows > 1; i++)
+    if (st->value_from[i] >= 0)
+      st->b.inputs[i] = st->rows[i] =
+          carve(c, numel_at_max(info, &info->inputs[i]) * (int64_t)sizeof(float));
+}
+
+#ifndef TFMC_STATIC /* a question for the compiler (emit-c --static) and hosted callers */
+int64_t rt_stepper_bytes(const RtModelInfo *step, const RtModelInfo *enc) {
+  RtStepper st; /* only its indices are used */
+  char err[8];
+  if (bind(&st, step, enc, NULL, NULL, err, sizeof err)) return -1;
+  Carve c = {NULL, 0, 0};
+  place(&st, &c);
+  return (int64_t)c.used;
+}
+#endif
+
+int rt_stepper_init_in(RtStepper *st, const RtModelInfo *step, const RtModelInfo *enc,
+                       const RtGenOps *ops, void *user, void *mem, size_t mem_bytes, char *err,
+                       size_t errlen) {
+  if (bind(st, step, enc, ops, user, err, errlen)) return 1;
+  Carve c = {mem, 0, mem_bytes};
+  place(st, &c);
+  if (!mem || c.used > mem_bytes)
+    return rt_errorf(err, errlen, "the step's buffers need %lld bytes, given %lld",
+                     (long long)c.used, mem ? (long long)mem_bytes : 0LL);
+  memset(mem, 0, c.used);
+  return 0;
+}
+
+#ifndef TFMC_STATIC
+int rt_stepper_init(RtStepper *st, const RtModelInfo *info, const RtModelInfo *enc,
+                    const RtGenOps *ops, void *user, char *err, size_t errlen) {
+  if (bind(st, info, enc, ops, user, err, errlen)) return 1;
+  Carve c = {NULL, 0, 0};
+  place(st, &c);
+  void *block = malloc(c.used ? c.used : 1);
+  if (!block) return rt_errorf(err, errlen, "out of memory");
+  if (rt_stepper_init_in(st, info, enc, ops, user, block, c.used, err, errlen)) {
+    free(block);
+    return 1;
+  }
+  st->block = block;
+  return 0;
+}
+#endif
 
 int rt_stepper_encode(RtStepper *st, const int32_t *src, int64_t n, char *err, size_t errlen) {
   return rt_stepper_encode_rows(st, src, NULL, 1, n, err, errlen);
@@ -150,7 +212,7 @@ int rt_stepper_encode_rows(RtStepper *st, const int32_t *src, const uint8_t *src
     for (int64_t i = r * n; i < (r + 1) * n; i++) {
       if (src[i] < 0 || src[i] >= st->src_vocab)
         return rt_errorf(err, errlen, "source token id %d is outside the vocabulary (0..%lld)",
-                         src[i], (long long)st->src_vocab - 1);
+                         (int)src[i], (long long)st->src_vocab - 1);
       ids[i] = src[i];
       int is_real = src_mask ? src_mask[i] != 0 : ei->pad_id < 0 || src[i] != ei->pad_id;
       real += is_real;
@@ -229,7 +291,7 @@ int rt_stepper_step_rows(RtStepper *st, const int32_t *tokens, int64_t rows, int
                      (long long)rows, (long long)st->enc_rows);
   for (int64_t i = 0; i < rows * n; i++) {
     if (tokens[i] < 0 || tokens[i] >= st->token_vocab)
-      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", tokens[i],
+      return rt_errorf(err, errlen, "token id %d is outside the vocabulary (0..%lld)", (int)tokens[i],
                        (long long)st->token_vocab - 1);
     ((int32_t *)st->b.inputs[st->in_tokens])[i] = tokens[i];
   }
@@ -310,24 +372,15 @@ int rt_stepper_attention(const RtStepper *st, const float **probs, int64_t *keys
 }
 
 void rt_stepper_free(RtStepper *st) {
-  if (st->info) {
-    free(st->b.inputs[st->in_tokens]);
-    if (st->in_src_mask >= 0) free(st->b.inputs[st->in_src_mask]);
-    if (st->in_positions >= 0) free(st->b.inputs[st->in_positions]);
-    if (st->in_mask >= 0) free(st->b.inputs[st->in_mask]);
-  }
-  free(st->pad);
-  for (int o = 0; o < RT_MAX_IO; o++) {
-    free(st->b.outputs[o]);
-    free(st->rows[o]);
-    free(st->eb.inputs[o]);
-    free(st->eb.outputs[o]);
-  }
+#ifndef TFMC_STATIC
+  free(st->block);
+#endif
   memset(st, 0, sizeof *st);
 }
 
 /* ---- compiled generation artefacts ---- */
 
+#ifndef TFMC_STATIC /* rt_model_info_check and realloc: the hosted runtime's */
 int rt_gen_info_check(const RtGenInfo *gi, char *err, size_t errlen) {
   if (!gi || gi->version != RT_GEN_INFO_VERSION)
     return rt_errorf(err, errlen, "generation info version %u; this runtime reads version %d",
@@ -392,3 +445,4 @@ int rt_state_reorder(const RtStateInfo *states, int n_states, unsigned char *sta
   }
   return 0;
 }
+#endif

@@ -92,6 +92,7 @@ typedef struct RtStepper {
   int64_t enc_rows;             /* sources last encoded: 1 (every row translates it) or
                                    the batch's rows */
   int encoded;                  /* rt_stepper_encode has run */
+  void *block;                  /* the buffers' memory when rt_stepper_init allocated it */
 } RtStepper;
 
 /* Binds the step program (and, when enc is not NULL, the encode program,
@@ -100,6 +101,16 @@ typedef struct RtStepper {
  * step graph / an encode program; the stepper is then to be freed. */
 int rt_stepper_init(RtStepper *st, const RtModelInfo *step, const RtModelInfo *enc,
                     const RtGenOps *ops, void *user, char *err, size_t errlen);
+/* The same with the buffers in the caller's memory (mem_bytes >=
+ * rt_stepper_bytes(step, enc), 16-byte aligned; kept until the stepper is
+ * no longer used; rt_stepper_free does not free it): what the static build
+ * (emit-c --static, no heap) uses, with its size a compile-time constant. */
+int rt_stepper_init_in(RtStepper *st, const RtModelInfo *step, const RtModelInfo *enc,
+                       const RtGenOps *ops, void *user, void *mem, size_t mem_bytes, char *err,
+                       size_t errlen);
+/* The bytes of those buffers (-1: not a step graph / encode program). Not
+ * in the static build. */
+int64_t rt_stepper_bytes(const RtModelInfo *step, const RtModelInfo *enc);
 /* Runs the encoder over src[0..n) (batch 1; src_mask = ids != the pad id,
  * refused when every id is pad) and hands its keys / values to the step
  * graph: the steps after it translate this source. The caller resets the
@@ -150,7 +161,7 @@ int rt_stepper_reorder(void *user, const int64_t *parent, int64_t rows, int64_t 
  * [attn_heads, *keys] (keys: the positions up to the query's own, or the
  * source's), valid until the next step. Returns 0, or 1 (no such output). */
 int rt_stepper_attention(const RtStepper *st, const float **probs, int64_t *keys);
-/* Frees the buffers (not ops / user). */
+/* Frees the buffers when rt_stepper_init allocated them (not ops / user). */
 void rt_stepper_free(RtStepper *st);
 
 /* ---- compiled generation artefacts (executables, emitted C) ---- */
@@ -188,6 +199,8 @@ typedef struct RtGenInfo {
   const RtStateInfo *states;
   int64_t bos, eos;            /* -1: none (an encoder_decoder needs bos) */
 } RtGenInfo;
+
+/* Not in the static build (-DTFMC_STATIC): the two functions below. */
 
 /* Checks gi is well formed (versions, both programs by rt_model_info_check,
  * the state tensors inside the step's state, the weights image covering

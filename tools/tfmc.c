@@ -346,6 +346,13 @@ static int cmd_check(int argc, char **argv) {
              (long long)cross, (long long)m->max_src, ei->n_outputs,
              (long long)gen.encode.prog->arena_bytes);
     }
+    CStaticGenMemory gm;
+    if (gen.step.info &&
+        !c_static_gen_memory(gen.step.info, gen.encoder_decoder ? gen.encode.info : NULL, &gm))
+      printf("  static generation %lld bytes (TFMC_GEN_MEM_BYTES of emit-c --static: KV cache %lld,"
+             " arena %lld, step buffers %lld, header %lld)\n",
+             (long long)gm.total, (long long)gm.state, (long long)gm.arena, (long long)gm.stepper,
+             (long long)gm.header);
   }
   printf("  graph           %lld nodes, inputs:", (long long)st.n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
@@ -1633,24 +1640,44 @@ done:
 /* What `emit-c --static` wrote: memory (RAM: the region; flash: weights)
  * and code (kernels, the runtime pieces linked). */
 static void print_static_summary(const char *dir, const LoopProgram *p, const RtModelInfo *info,
-                                 bool embed) {
+                                 bool embed, const RtGenInfo *gi, const LoopProgram *step,
+                                 const LoopProgram *encode) {
   CStaticMemory m;
   c_static_memory(info, &m);
   bool used[LC_CALLEE_COUNT];
   const char *files[32];
   char err[256];
-  int n = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, files, 32);
-  int fns = 0;
-  for (int i = 0; i < p->n_kernels; i++)
-    fns += p->kernels[i].shares < 0;
+  const LoopProgram *progs[3] = {p, step, encode};
+  int n = c_static_check_all(progs, 3, used, err, sizeof err)
+              ? 0
+              : c_static_runtime(used, gi != NULL, files, 32);
+  int fns = 0, kernels = 0;
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; progs[k] && i < progs[k]->n_kernels; i++) {
+      fns += progs[k]->kernels[i].shares < 0;
+      kernels++;
+    }
   fprintf(stderr,
           "tfmc: static library project in %s (make; make size)\n"
           "  RAM    TFMC_MEM_BYTES %lld: arena %lld, state %lld, masks %lld, header %lld "
-          "(+64 alignment)\n"
-          "  flash  weights %lld bytes (%s); code: %d kernels in %d functions (model.c), runtime",
+          "(+64 alignment)\n",
           dir, (long long)m.total, (long long)m.arena, (long long)m.state, (long long)m.masks,
-          (long long)m.header, (long long)(64 + 4 * info->weights_floats),
-          embed ? "weights.c, const" : "the caller's image", p->n_kernels, fns);
+          (long long)m.header);
+  if (gi) {
+    CStaticGenMemory g;
+    if (!c_static_gen_memory(gi->step, gi->encode, &g))
+      fprintf(stderr,
+              "  RAM    TFMC_GEN_MEM_BYTES %lld (generation, batch 1): arena %lld, KV cache %lld "
+              "(%lld positions), step buffers %lld, header %lld (+64 alignment)\n",
+              (long long)g.total, (long long)g.arena, (long long)g.state,
+              (long long)(gi->n_states ? gi->states[0].positions : 0), (long long)g.stepper,
+              (long long)g.header);
+  }
+  fprintf(stderr,
+          "  flash  weights %lld bytes (%s); code: %d kernels in %d functions (model.c%s), runtime",
+          (long long)(64 + 4 * (gi ? gi->weights : info)->weights_floats),
+          embed ? "weights.c, const" : "the caller's image", kernels, fns,
+          gi ? (gi->encode ? ", encode.c, step.c" : ", step.c") : "");
   for (int i = 0; i < n; i++)
     if (ends_with(files[i], ".c"))
       fprintf(stderr, " %s", files[i]);
@@ -1659,10 +1686,11 @@ static void print_static_summary(const char *dir, const LoopProgram *p, const Rt
 
 /* `emit-c --static --size-cc CC`: each object's sections and the total,
  * compiled as the project's Makefile compiles it. Returns 0 or 1 (said). */
-static int print_static_size(const char *dir, const LoopProgram *p, bool embed, const char *cc) {
+static int print_static_size(const char *dir, const LoopProgram *p, const LoopProgram *step,
+                             const LoopProgram *encode, bool embed, const char *cc) {
   char err[1024], path[40][64];
   const char *files[40];
-  int n = c_static_sources(p, embed, path, 40);
+  int n = c_static_sources(p, step, encode, embed, path, 40);
   TFMC_ASSERT(n > 0);
   for (int i = 0; i < n; i++) files[i] = path[i];
   CSize sz[40];
@@ -1728,9 +1756,13 @@ static int cmd_emit_c(int argc, char **argv) {
          "memory region of TFMC_MEM_BYTES (model.h; printed here), weights as a\n"
          "const array (--embed-weights) or the caller's pointer to the packed image,\n"
          "single-threaded portable kernels, only the runtime pieces the model calls;\n"
-         "`make` builds libmodel.a, `make size` prints its sections.\n"         "A decoder or encoder_decoder spec with a logits head (not --static) makes a\n"
-         "project that also generates: model.h includes model_gen.h (the step API),\n"
-         "the executable takes 'tfmc run --generate's options; --max-beams K as on build.\n"
+         "`make` builds libmodel.a, `make size` prints its sections.\n"
+         "A decoder or encoder_decoder spec with a logits head makes a project that\n"
+         "also generates: model.h includes model_gen.h (the step API), the executable\n"
+         "takes 'tfmc run --generate's options; --max-beams K as on build. With\n"
+         "--static the step API is the static one: one sequence at a time in a second\n"
+         "region of TFMC_GEN_MEM_BYTES (the KV cache at max_len; printed here), the\n"
+         "caller picks each token (greedy); no sampling or beams, no --max-beams.\n"
          "--size-cc \"CC FLAGS\" (with --static) compiles the project with that\n"
          "compiler and flags, as its Makefile does, and prints the code size of\n"
          "each object (text, data, bss bytes) and the total; e.g. --size-cc\n"
@@ -1755,6 +1787,9 @@ static int cmd_emit_c(int argc, char **argv) {
     return usage_error("emit-c", "give the output directory with -o DIR");
   if (opt(&args, "size-cc") && !opt(&args, "static"))
     return usage_error("emit-c", "--size-cc measures a --static project");
+  if (opt(&args, "max-beams") && opt(&args, "static"))
+    return usage_error("emit-c", "--static generates one sequence at a time (batch 1, the caller "
+                                 "picks each token: greedy decoding); --max-beams does not apply");
   char err0[8500];
   if (c_project_dir_check(dir, opt(&args, "force") != NULL, err0, sizeof err0)) {
     fprintf(stderr, "tfmc emit-c: %s\n", err0 + (strncmp(err0, "c: ", 3) == 0 ? 3 : 0));
@@ -1777,12 +1812,20 @@ static int cmd_emit_c(int argc, char **argv) {
     rc = EXIT_USAGE;
     goto done;
   }
-  /* --static: the forward pass only (no state on hosts without an OS yet) */
+  /* --static: the step planned for one sequence (batch 1): the KV cache
+   * and the arenas in the caller's region stay small */
   if ((rc = compile_model(a, &d, "emit-c", &args, olevel, weights, seed, files, 2, &print_file, &c,
-                          stat ? NULL : &gen, max_beams)))
+                          &gen, stat ? 1 : max_beams)))
     goto done;
   rc = EXIT_USER;
-  if (!stat && gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
+  for (int o = 0; stat && gen.step.prog && o < gen.step.info->n_outputs; o++)
+    if (strcmp(gen.step.info->outputs[o].name, "attention") == 0) {
+      fprintf(stderr, "tfmc emit-c: --static: the static step API keeps no attention rows "
+                      "(no tfmc_gen_attention); --attention %s is for the hosted project\n",
+              opt(&args, "attention"));
+      goto done;
+    }
+  if (gen.step.prog && driver_generation_info(a, &c, &gen, &gi, &image, err, sizeof err)) {
     fprintf(stderr, "tfmc: %s\n", err);
     goto done;
   }
@@ -1802,9 +1845,10 @@ static int cmd_emit_c(int argc, char **argv) {
     goto done;
   }
   if (co.static_mode)
-    print_static_summary(dir, c.prog, c.info, co.embed_weights);
+    print_static_summary(dir, c.prog, c.info, co.embed_weights, gi, co.step_prog, co.encode_prog);
   if (co.static_mode && opt(&args, "size-cc") &&
-      print_static_size(dir, c.prog, co.embed_weights, opt(&args, "size-cc")))
+      print_static_size(dir, c.prog, co.step_prog, co.encode_prog, co.embed_weights,
+                        opt(&args, "size-cc")))
     goto done;
   rc = 0;
 done:

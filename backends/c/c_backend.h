@@ -24,7 +24,8 @@
  * templates/api_static.c, only the runtime pieces the model calls
  * (c_static_runtime), the weights as EXE.weights or, embedded, weights.c
  * (const: flash), and a Makefile building libmodel.a (`make size` prints
- * its sections). See backends/c/static.c.
+ * its sections); a generating spec adds the static step API (see gen
+ * below). See backends/c/static.c.
  * Regenerating gives the same bytes (deterministic names, no timestamps).
  * Names from the spec are escaped wherever they reach generated text. */
 #ifndef TFMC_C_BACKEND_H
@@ -46,13 +47,17 @@ typedef struct CEmitOptions {
   const char *const *inputs; /* files the project must not overwrite (NULL entries skipped) */
   int n_inputs;
   bool static_mode; /* the static library for hosts without an OS (see above) */
-  /* A decoder or encoder_decoder that generates (not with static_mode):
+  /* A decoder or encoder_decoder that generates:
    * its description (driver_generation_info; gen->forward is the program
    * p), its step and encoder programs (encode_prog NULL for a decoder) and
    * the weights image of all of them, written instead of `weights`. The
    * project then also has step.c, encode.c, gen_info.c, gen_api.c
    * (templates/api_gen.c) and model_gen.h (templates/model_gen.h: the
-   * step API model.h includes), and its main.c is templates/main_gen.c. */
+   * step API model.h includes), and its main.c is templates/main_gen.c.
+   * With static_mode: no main.c; gen_api.c is templates/api_gen_static.c
+   * and model_gen.h templates/model_gen_static.h (the step API in a second
+   * caller-provided region, TFMC_GEN_MEM_BYTES: c_static_gen_memory), the
+   * step planned at batch 1 (greedy decoding; no beams, no sampling). */
   const RtGenInfo *gen;
   const LoopProgram *step_prog, *encode_prog;
   const float *gen_image;
@@ -117,21 +122,40 @@ typedef struct CStaticMemory {
 } CStaticMemory;
 void c_static_memory(const RtModelInfo *info, CStaticMemory *m);
 
+/* A generating model's second region (TFMC_GEN_MEM_BYTES, the static step
+ * API of runtime/templates/api_gen_static.c): the TfmcGen header, one
+ * arena for the encoder and the step, the step's state (the KV cache),
+ * the stepper's buffers, and the total with 64 bytes of alignment slack.
+ * encode NULL for a decoder. Returns 0, or 1 when they are not generation
+ * programs. */
+typedef struct CStaticGenMemory {
+  int64_t header, arena, state, stepper, total;
+} CStaticGenMemory;
+int c_static_gen_memory(const RtModelInfo *step, const RtModelInfo *encode, CStaticGenMemory *m);
+
 /* Which runtime functions (ir/callees.def) the program calls, in used[];
  * refuses what the static runtime cannot run (attention maps). Returns 0
  * or non-zero with a message. */
 int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, size_t errlen);
 
+/* c_static_check of each program (NULL entries skipped), used[] their
+ * union. Returns 0 or non-zero with a message. */
+int c_static_check_all(const LoopProgram *const *progs, int n_progs, bool used[LC_CALLEE_COUNT],
+                       char *err, size_t errlen);
+
 /* The runtime files a static project needs for those calls (rt_static.c,
- * the headers, the files of the used callees), sorted; at most cap.
- * Returns their number, or -1 when cap is too small. */
-int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap);
+ * the headers, the files of the used callees; with gen, a generating
+ * model's, rt_stepper.c and rt_gen_model.c and their headers), sorted; at
+ * most cap. Returns their number, or -1 when cap is too small. */
+int c_static_runtime(const bool used[LC_CALLEE_COUNT], bool gen, const char **files, int cap);
 
 /* The static project's translation units, as its Makefile compiles them:
- * model.c, api.c, runtime/rt_*.c of the pieces the program calls, and
- * weights.c when embedded. Returns their number, or -1 when cap is too
- * small. */
-int c_static_sources(const LoopProgram *p, bool embed, char (*files)[64], int cap);
+ * model.c, api.c, for a generating model (step not NULL; encode NULL for
+ * a decoder) step.c, encode.c, gen_info.c, gen_api.c, runtime/rt_*.c of
+ * the pieces the programs call, and weights.c when embedded. Returns
+ * their number, or -1 when cap is too small. */
+int c_static_sources(const LoopProgram *p, const LoopProgram *step, const LoopProgram *encode,
+                     bool embed, char (*files)[64], int cap);
 
 /* ---- size.c: code size, measured with the target's compiler ---- */
 

@@ -20,7 +20,10 @@
  * TFMC_MEM_BYTES, then templates/model_static.h), model_config.h (the
  * region's parts too), api.c (templates/api_static.c), EXE.weights or
  * weights.c, the runtime pieces the model calls, and a Makefile (libmodel.a;
- * `make size`); no main.c, no CMakeLists.txt.
+ * `make size`); no main.c, no CMakeLists.txt. A generating model's static
+ * project adds step.c, encode.c, gen_info.c, gen_api.c
+ * (templates/api_gen_static.c) and model_gen.h (templates/
+ * model_gen_static.h): the step API in a second region, TFMC_GEN_MEM_BYTES.
  *
  * Text that is the same for every model is not kept here as strings: the
  * runtime's sources (opt->runtime_dir/rt_*) and the templates
@@ -76,6 +79,7 @@ typedef struct Proj {
   int n_rt_files;
   bool used[LC_CALLEE_COUNT]; /* static mode: the runtime functions kernels call */
   CStaticMemory mem;          /* static mode: the memory region */
+  CStaticGenMemory gmem;      /* static mode, a generating model: the step API's region */
   char *err;
   size_t errlen;
   Pending **pending; /* owned; committed or aborted by c_emit_project */
@@ -199,7 +203,7 @@ static bool is_runtime_file(const char *name) {
 /* Static mode: the pieces c_static_runtime names, sorted. */
 static int list_runtime_static(Proj *P) {
   const char *names[32];
-  int n = c_static_runtime(P->used, names, 32);
+  int n = c_static_runtime(P->used, P->opt->gen != NULL, names, 32);
   if (n < 0) return c_fail(P->err, P->errlen, "c: too many runtime files");
   P->rt_files = calloc((size_t)n + 1, sizeof *P->rt_files);
   if (!P->rt_files) return c_fail(P->err, P->errlen, "c: out of memory");
@@ -534,19 +538,41 @@ static int write_model_h(Proj *P) {
             P->exe, P->weights_literal);
   if (st) {
     const CStaticMemory *m = &P->mem;
+    const CStaticGenMemory *g = &P->gmem;
+    const RtModelInfo *winfo = P->opt->gen ? P->opt->gen->weights : P->info;
     fprintf(f,
             " * Memory: one region of TFMC_MEM_BYTES, any alignment: a %lld-byte header,\n"
             " * the activation arena (%lld bytes, planned at the maximum dims), the state\n"
             " * kept between runs (%lld), the masks derived from ids (%lld), each rounded\n"
-            " * up to 64 bytes, and 64 bytes of alignment slack. Weights: %lld bytes.\n"
+            " * up to 64 bytes, and 64 bytes of alignment slack. Weights: %lld bytes.\n",
+            (long long)m->header, (long long)m->arena, (long long)m->state, (long long)m->masks,
+            (long long)(64 + 4 * winfo->weights_floats));
+    if (P->opt->gen)
+      fprintf(f,
+              " * Generation: the model is %s; model_gen.h (included below)\n"
+              " * declares the static step API (tfmc_gen_init, _encode, _prefill, _step,\n"
+              " * _reset), one sequence at a time, in a second region of TFMC_GEN_MEM_BYTES,\n"
+              " * any alignment: a %lld-byte header, one arena for the %s (%lld\n"
+              " * bytes), the KV cache (%lld bytes: %lld positions), the step's buffers\n"
+              " * (%lld), each rounded up to 64 bytes, and 64 bytes of alignment slack. The\n"
+              " * weights image holds the forward pass's and the generation programs' weights.\n",
+              P->opt->gen->encode ? "an encoder_decoder" : "a decoder", (long long)g->header,
+              P->opt->gen->encode ? "encoder and the step" : "step", (long long)g->arena,
+              (long long)g->state,
+              (long long)(P->opt->gen->n_states ? P->opt->gen->states[0].positions : 0),
+              (long long)g->stepper);
+    fprintf(f,
             " *\n"
             " * The rest of this file is the same for every model. */\n"
             "#define TFMC_MEM_BYTES %lld\n"
-            "#define TFMC_WEIGHTS_BYTES %lld /* the packed image: 64-byte header + f32 data */\n"
-            "\n",
-            (long long)m->header, (long long)m->arena, (long long)m->state, (long long)m->masks,
-            (long long)(64 + 4 * P->info->weights_floats), (long long)m->total,
-            (long long)(64 + 4 * P->info->weights_floats));
+            "#define TFMC_WEIGHTS_BYTES %lld /* the packed image: 64-byte header + f32 data */\n",
+            (long long)m->total, (long long)(64 + 4 * winfo->weights_floats));
+    if (P->opt->gen)
+      fprintf(f,
+              "#define TFMC_GENERATION 1\n"
+              "#define TFMC_GEN_MEM_BYTES %lld /* the step API's region */\n",
+              (long long)g->total);
+    fputc('\n', f);
   } else if (P->opt->gen) {
     fprintf(f,
             " * Generation: the model is a %s; model_gen.h (included below)\n"
@@ -592,11 +618,24 @@ static int write_model_config(Proj *P) {
           "/* the parts of the memory region (bytes, before rounding) */\n"
           "#define TFMC_ARENA_BYTES %lld\n"
           "#define TFMC_STATE_BYTES %lld\n"
-          "#define TFMC_MASKS_BYTES %lld\n"
-          "\n"
-          "#endif\n",
+          "#define TFMC_MASKS_BYTES %lld\n",
           P->opt->embed_weights ? 1 : 0, (long long)P->mem.arena, (long long)P->mem.state,
           (long long)P->mem.masks);
+  if (P->opt->gen)
+    fprintf(o.f,
+            "\n"
+            "/* the model generates (gen_api.c: tfmc_step_run); 1 when it has an encoder\n"
+            " * (tfmc_encode_run, an encoder_decoder), 0 for a decoder; the parts of the\n"
+            " * step API's region (bytes, before rounding) */\n"
+            "#define TFMC_GENERATION 1\n"
+            "#define TFMC_ENCODER %d\n"
+            "#define TFMC_GEN_HEADER_BYTES %lld\n"
+            "#define TFMC_GEN_ARENA_BYTES %lld\n"
+            "#define TFMC_GEN_STATE_BYTES %lld\n"
+            "#define TFMC_GEN_STEPPER_BYTES %lld\n",
+            P->opt->gen->encode ? 1 : 0, (long long)P->gmem.header, (long long)P->gmem.arena,
+            (long long)P->gmem.state, (long long)P->gmem.stepper);
+  fputs("\n#endif\n", o.f);
   return out_close(P, &o);
 }
 
@@ -609,10 +648,6 @@ static int write_template_as(Proj *P, const char *from, const char *name) {
     return 1;
   }
   return out_close(P, &o);
-}
-
-static int write_template(Proj *P, const char *name) {
-  return write_template_as(P, name, name);
 }
 
 /* The generated sources compiled as C99 besides model.c and api.c: the
@@ -741,11 +776,14 @@ static int write_makefile_static(Proj *P) {
           "C99 = $(CC) -std=c99 $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS)\n"
           "C11 = $(CC) -std=c11 $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS)\n"
           "\n"
-          "GEN_OBJS = model.o api.o%s\n"
-          "RT_OBJS =",
+          "GEN_OBJS = model.o api.o%s",
           P->exe, embed ? " weights.o" : "");
+  const char *extra[4];
+  int n_extra = gen_sources(P, extra);
+  for (int i = 0; i < n_extra; i++) fprintf(f, " %s.o", extra[i]);
+  fputs("\nRT_OBJS =", f);
   put_rt_list(P, f, ".c", ".o", " \\\n  ");
-  fputs("\nHDRS = model.h model_config.h", f);
+  fputs(P->opt->gen ? "\nHDRS = model.h model_gen.h model_config.h" : "\nHDRS = model.h model_config.h", f);
   put_rt_list(P, f, ".h", ".h", " \\\n  ");
   fputs("\n"
         "\n"
@@ -764,6 +802,9 @@ static int write_makefile_static(Proj *P) {
         "\t$(C99) -c api.c -o api.o\n",
         f);
   if (embed) fputs("weights.o: weights.c\n\t$(C99) -c weights.c -o weights.o\n", f);
+  for (int i = 0; i < n_extra; i++)
+    fprintf(f, "%s.o: %s.c $(HDRS)\n\t$(C99) -c %s.c -o %s.o\n", extra[i], extra[i], extra[i],
+            extra[i]);
   for (int i = 0; i < P->n_rt_files; i++) {
     const char *n = P->rt_files[i];
     if (!ends_with(n, ".c")) continue;
@@ -942,12 +983,11 @@ int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *w
   if (!weights && info->weights_floats > 0)
     return c_fail(err, errlen, "c: no weights given for %lld weight floats",
                   (long long)info->weights_floats);
-  if (opt->gen && (opt->static_mode || !opt->step_prog || !opt->gen_image ||
+  if (opt->gen && (!opt->step_prog || !opt->gen_image ||
                    !opt->gen->forward || !opt->gen->encode != !opt->encode_prog ||
                    c_program_check(opt->step_prog, err, errlen) ||
                    (opt->encode_prog && c_program_check(opt->encode_prog, err, errlen))))
-    return *err ? 1 : c_fail(err, errlen, "c: a generation project needs its programs and image "
-                                          "(and no --static)");
+    return *err ? 1 : c_fail(err, errlen, "c: a generation project needs its programs and image");
   Proj P = {.p = p, .info = info, .weights = weights, .opt = opt, .dir = dir, .err = err,
             .errlen = errlen};
   c_exe_name(info->name, P.exe, sizeof P.exe);
@@ -955,8 +995,23 @@ int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *w
   char rt_dir[PATH_CAP];
   bool st = opt->static_mode;
   if (st) {
-    if (c_static_check(p, P.used, err, errlen)) return 1;
+    const LoopProgram *progs[3] = {p, opt->gen ? opt->step_prog : NULL,
+                                   opt->gen ? opt->encode_prog : NULL};
+    if (c_static_check_all(progs, 3, P.used, err, errlen)) return 1;
     c_static_memory(info, &P.mem);
+    if (opt->gen && c_static_gen_memory(opt->gen->step, opt->gen->encode, &P.gmem))
+      return c_fail(err, errlen, "c: internal: the step program is not a generation step graph");
+    /* one region must be addressable by a 32-bit target (a microcontroller) */
+    int64_t big = P.mem.total > P.gmem.total ? P.mem.total : P.gmem.total;
+    if (big > INT32_MAX)
+      return c_fail(err, errlen,
+                    "c: --static: %s needs a memory region of %lld bytes (%s), more than a "
+                    "32-bit target addresses; the static build plans every buffer at the spec's "
+                    "maxima: lower its max_batch, position max (max_len) or d_model",
+                    P.gmem.total > P.mem.total ? "generation" : "the forward pass", (long long)big,
+                    P.gmem.total > P.mem.total
+                        ? "TFMC_GEN_MEM_BYTES: the KV cache and the step's arena at max_len"
+                        : "TFMC_MEM_BYTES: the activation arena at the maximum dims");
   }
   int rc = c_project_dir_check(dir, opt->force, err, errlen) || list_runtime(&P) ||
            make_dirs(&P, dir) ||
@@ -964,8 +1019,11 @@ int c_emit_project(const LoopProgram *p, const RtModelInfo *info, const float *w
            write_model_c(&P) || write_model_h(&P) || write_model_config(&P) ||
            write_template_as(&P, st ? "api_static.c" : "api.c", "api.c") ||
            (!st && write_template_as(&P, opt->gen ? "main_gen.c" : "main.c", "main.c")) ||
-           (opt->gen && (write_gen_c(&P) || write_template(&P, "model_gen.h") ||
-                         write_template_as(&P, "api_gen.c", "gen_api.c"))) ||
+           (opt->gen && (write_gen_c(&P) ||
+                         write_template_as(&P, st ? "model_gen_static.h" : "model_gen.h",
+                                           "model_gen.h") ||
+                         write_template_as(&P, st ? "api_gen_static.c" : "api_gen.c",
+                                           "gen_api.c"))) ||
            write_weights(&P) || copy_runtime(&P) ||
            (st ? write_makefile_static(&P) : write_makefile(&P) || write_cmake(&P)) ||
            write_marker(&P);

@@ -10,8 +10,19 @@
  * runtime/templates/api_static.c: a 64-byte header, the arena, the state
  * and the derived masks, each rounded up to 64 bytes, plus 64 bytes so the
  * region may start at any address; the masks part counts each mask input's
- * elements at the maximum dims rounded up to 8, as api_static.c does. */
+ * elements at the maximum dims rounded up to 8, as api_static.c does.
+ *
+ * A generating model (decoder, encoder_decoder) adds a second region for
+ * its step API (runtime/templates/api_gen_static.c): a header holding the
+ * TfmcGen (an RtGenModel and its RtStepper: sized here from this host's
+ * struct, the widest a target has, and checked by the template), one
+ * arena for the encoder and the step (they never run at once: the larger
+ * of the two), the step's state (the KV cache at batch 1 and max_len
+ * positions) and the stepper's buffers (rt_stepper_bytes), each rounded
+ * up to 64 bytes, plus 64 bytes of alignment slack. The runtime then also
+ * links rt_stepper.c and rt_gen_model.c, built with TFMC_STATIC. */
 #include "backends/c/c_internal.h"
+#include "runtime/rt_gen_model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +47,21 @@ void c_static_memory(const RtModelInfo *info, CStaticMemory *m) {
   m->header = STATIC_HEADER;
   m->total = STATIC_ALIGN + STATIC_HEADER + round_up(m->arena, STATIC_ALIGN) +
              round_up(m->state, STATIC_ALIGN) + round_up(m->masks, STATIC_ALIGN);
+}
+
+int c_static_gen_memory(const RtModelInfo *step, const RtModelInfo *encode, CStaticGenMemory *m) {
+  memset(m, 0, sizeof *m);
+  int64_t stepper = rt_stepper_bytes(step, encode);
+  if (stepper < 0) return 1;
+  /* struct TfmcGen: a magic, the position, the RtGenModel */
+  m->header = round_up((int64_t)sizeof(RtGenModel) + 64, STATIC_ALIGN);
+  m->arena = step->arena_bytes;
+  if (encode && encode->arena_bytes > m->arena) m->arena = encode->arena_bytes;
+  m->state = step->state_bytes;
+  m->stepper = stepper;
+  m->total = STATIC_ALIGN + m->header + round_up(m->arena, STATIC_ALIGN) +
+             round_up(m->state, STATIC_ALIGN) + round_up(m->stepper, STATIC_ALIGN);
+  return 0;
 }
 
 static void scan_stmts(LStmt *const *stmts, int n, bool *used, bool *probs) {
@@ -67,12 +93,32 @@ int c_static_check(const LoopProgram *p, bool used[LC_CALLEE_COUNT], char *err, 
   return 0;
 }
 
-int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int cap) {
-  const char *list[16];
+int c_static_check_all(const LoopProgram *const *progs, int n_progs, bool used[LC_CALLEE_COUNT],
+                       char *err, size_t errlen) {
+  memset(used, 0, LC_CALLEE_COUNT * sizeof *used);
+  for (int i = 0; i < n_progs; i++) {
+    bool one[LC_CALLEE_COUNT];
+    if (!progs[i]) continue;
+    if (c_static_check(progs[i], one, err, errlen)) return 1;
+    for (int c = 0; c < LC_CALLEE_COUNT; c++) used[c] |= one[c];
+  }
+  return 0;
+}
+
+int c_static_runtime(const bool used[LC_CALLEE_COUNT], bool gen, const char **files, int cap) {
+  const char *list[24];
   int n = 0;
   list[n++] = "rt_model.h";
   list[n++] = "rt_pool.h";
   list[n++] = "rt_static.c";
+  if (gen) { /* the step API's loop: RtStepper over RtGenModel's ops */
+    list[n++] = "rt_arena.h";
+    list[n++] = "rt_gen_model.c";
+    list[n++] = "rt_gen_model.h";
+    list[n++] = "rt_stepper.c";
+    list[n++] = "rt_stepper.h";
+    list[n++] = "rt_weights.h";
+  }
   bool gemm = false, exp = false, act = false;
   for (int c = 0; c < LC_CALLEE_COUNT; c++) {
     if (!used[c]) continue;
@@ -118,15 +164,25 @@ int c_static_runtime(const bool used[LC_CALLEE_COUNT], const char **files, int c
   return n;
 }
 
-int c_static_sources(const LoopProgram *p, bool embed, char (*files)[64], int cap) {
+int c_static_sources(const LoopProgram *p, const LoopProgram *step, const LoopProgram *encode,
+                     bool embed, char (*files)[64], int cap) {
   bool used[LC_CALLEE_COUNT];
   const char *rt[32];
   char err[256];
-  int nrt = c_static_check(p, used, err, sizeof err) ? 0 : c_static_runtime(used, rt, 32);
+  const LoopProgram *progs[3] = {p, step, encode};
+  int nrt = c_static_check_all(progs, 3, used, err, sizeof err)
+                ? 0
+                : c_static_runtime(used, step != NULL, rt, 32);
   int n = 0;
-  if (cap < 3 + (nrt > 0 ? nrt : 0)) return -1;
+  if (cap < 7 + (nrt > 0 ? nrt : 0)) return -1;
   snprintf(files[n++], 64, "model.c");
   snprintf(files[n++], 64, "api.c");
+  if (step) {
+    snprintf(files[n++], 64, "step.c");
+    if (encode) snprintf(files[n++], 64, "encode.c");
+    snprintf(files[n++], 64, "gen_info.c");
+    snprintf(files[n++], 64, "gen_api.c");
+  }
   for (int i = 0; i < nrt; i++) {
     size_t len = strlen(rt[i]);
     if (len > 2 && strcmp(rt[i] + len - 2, ".c") == 0) snprintf(files[n++], 64, "runtime/%s", rt[i]);

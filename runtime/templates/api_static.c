@@ -11,6 +11,9 @@
  * each part 64-byte aligned, TFMC_*_BYTES of model_config.h rounded up to
  * 64; TFMC_MEM_BYTES (model.h) is their sum plus 64 for the alignment.
  *
+ * The weights image is checked by runtime/rt_static.c (rt_static_image_check,
+ * shared with the static step API of a generating model, gen_api.c).
+ *
  * Invariants: no heap, no stdio (messages are put together by msg_* below),
  * no mutable global, no trap on any input a caller can pass: every failure
  * is a return code and a message. */
@@ -28,6 +31,16 @@ void tfmc_model_run(const RtRunArgs *args);
 #if TFMC_EMBEDDED_WEIGHTS
 extern const unsigned char tfmc_weights_image[];
 extern const size_t tfmc_weights_image_size;
+#endif
+/* The image's layout: a generating model's image holds the forward pass's
+ * weights first, then the generation programs' (gen_info.c); the forward
+ * pass reads its block at the start either way. */
+#if defined(TFMC_GENERATION) && TFMC_GENERATION
+#include "runtime/rt_stepper.h"
+extern const RtGenInfo tfmc_gen_info;
+#define API_IMAGE_INFO (tfmc_gen_info.weights)
+#else
+#define API_IMAGE_INFO (&tfmc_model_info)
 #endif
 
 #define API_ALIGN 64
@@ -190,58 +203,6 @@ static int64_t mask_offset(int input) {
   return off;
 }
 
-static uint64_t load_le(const unsigned char *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-/* The packed-weights checks of runtime/rt_weights.h on an image in place:
- * magic, version, layout hash, size, and the checksum (FNV-1a 64 over
- * 8-byte little-endian words, the last one zero-padded, folded). */
-static int image_check(const unsigned char *img, size_t len, char *err, size_t errlen) {
-  const RtModelInfo *info = &tfmc_model_info;
-  const uint32_t one = 1;
-  unsigned char first;
-  memcpy(&first, &one, 1);
-  if (first != 1) return api_fail(err, errlen, "the static build needs a little-endian target");
-  if ((uintptr_t)img % 4 != 0)
-    return api_fail(err, errlen, "the weights image must be 4-byte aligned (64 is best)");
-  if (len < 64 || memcmp(img, "TFMCWTS", 8) != 0)
-    return api_fail(err, errlen, "not a packed-weights image (no TFMCWTS header)");
-  if (load_le(img + 8, 4) != 2) /* runtime/rt_weights.c WTS_VERSION */
-    return api_fail(err, errlen, "packed-weights image of another format version (not 2): pack it again with this tfmc");
-  uint64_t n = load_le(img + 24, 8);
-  if (load_le(img + 16, 8) != info->layout_hash || n != (uint64_t)info->weights_floats) {
-    Msg m = msg_start(err, errlen);
-    msg_s(&m, "the weights image was packed for another model (not '");
-    msg_s(&m, info->name);
-    msg_s(&m, "': layout or size differ)");
-    return 1;
-  }
-  if ((uint64_t)(len - 64) / 4 < n) {
-    Msg m = msg_start(err, errlen);
-    msg_s(&m, "the weights image is truncated: ");
-    msg_i(&m, (int64_t)len);
-    msg_s(&m, " bytes for ");
-    msg_i(&m, (int64_t)n);
-    msg_s(&m, " floats");
-    return 1;
-  }
-  uint64_t h = 0xcbf29ce484222325ull, bytes = 4 * n, i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    h = (h ^ load_le(img + 64 + i, 8)) * 0x100000001b3ull;
-    h ^= h >> 32;
-  }
-  if (i < bytes) { /* the last, half word: 4 bytes and 4 zero bytes */
-    h = (h ^ load_le(img + 64 + i, 4)) * 0x100000001b3ull;
-    h ^= h >> 32;
-  }
-  if (h != load_le(img + 32, 8))
-    return api_fail(err, errlen, "the weights image is corrupt (checksum mismatch)");
-  return 0;
-}
-
 TfmcModel *tfmc_model_init(void *mem, size_t mem_bytes, const void *image, size_t image_bytes,
                            char *err, size_t errlen) {
   const RtModelInfo *info = &tfmc_model_info;
@@ -281,7 +242,7 @@ TfmcModel *tfmc_model_init(void *mem, size_t mem_bytes, const void *image, size_
     return NULL;
 #endif
   }
-  if (image_check(image, image_bytes, err, errlen)) return NULL;
+  if (rt_static_image_check(image, image_bytes, API_IMAGE_INFO, err, errlen)) return NULL;
   unsigned char *base = (unsigned char *)mem + (API_ALIGN - (uintptr_t)mem % API_ALIGN) % API_ALIGN;
   memset(base, 0, (size_t)API_MEM_BYTES - API_ALIGN); /* the state starts zeroed */
   TfmcModel *m = (TfmcModel *)(void *)base;

@@ -98,4 +98,11 @@ void tfmc_model_reset(TfmcModel *m);
 }
 #endif
 
+/* A decoder or encoder_decoder model also generates: its model.h defines
+ * TFMC_GENERATION and TFMC_GEN_MEM_BYTES above, and model_gen.h declares
+ * the static step API (tfmc_gen_init, encode, prefill, step, reset). */
+#ifdef TFMC_GENERATION
+#include "model_gen.h"
+#endif
+
 #endif

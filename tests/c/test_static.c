@@ -17,18 +17,10 @@
  * caller's weights image (checked: checksum, layout, magic), and
  * backends/c/static.c's choice of runtime files and its refusal. A target is skipped (naming the Debian package) only when its
  * toolchain is missing; tools/setup.sh installs them. */
-#include "c_test_util.h"
+#include "static_util.h"
 
 #define SORT_DIR TFMC_SOURCE_DIR "/examples/sort"
 #define TFMC TFMC_BINARY_DIR "/tfmc"
-#define MCU TFMC_SOURCE_DIR "/tests/c/mcu"
-#define ARM_FLAGS "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16"
-
-/* What the objects may reference outside the library: libm and the
- * string functions (and, on ARM, the compiler's own helpers). */
-#define ALLOWED_UNDEFINED                                                                         \
-  "(memcpy|memset|memmove|memcmp|strcmp|strlen|expf|logf|sqrtf|tanhf|erff|sinf|cosf|fmaf|"       \
-  "copysignf|fabsf|fminf|fmaxf|exp|log|sqrt|tanh|erf|sin|cos|fmin|fmax|__aeabi_[a-z0-9_]+)"
 
 /* Emits the static project of the sort model at max_batch 1 into
  * dir/proj, with sort_data.h: the 8 sequences of the example's inputs. */
@@ -102,36 +94,6 @@ static char *check_output(const char *path, const char *what) {
   }
   free(want);
   return text;
-}
-
-/* The lines of text that start with prefix, in order (malloc'd). */
-static char *lines_with(const char *text, const char *prefix) {
-  char *out = calloc(1, strlen(text) + 1);
-  for (const char *p = text; *p;) {
-    const char *eol = strchr(p, '\n');
-    size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
-    if (strncmp(p, prefix, strlen(prefix)) == 0) strncat(out, p, len);
-    p += len;
-  }
-  return out;
-}
-
-/* The undefined symbols of the objects in dir (OBJS), less what the
- * library defines itself, must all be ALLOWED_UNDEFINED. */
-static void check_references(const char *proj, const char *nm) {
-  CT_RUN("cd %s && %s -u model.o api.o weights.o runtime/*.o | awk 'NF==2{print $2}' | sort -u "
-         "> undefined.txt && %s --defined-only model.o api.o weights.o runtime/*.o | "
-         "awk 'NF==3{print $3}' | sort -u > defined.txt && "
-         "comm -23 undefined.txt defined.txt > outside.txt && "
-         "if grep -vxE '" ALLOWED_UNDEFINED "' outside.txt; then "
-         "echo 'the static library references the symbols above'; exit 1; fi",
-         proj, nm, nm);
-  /* the forbidden ones by name, so a widened allowlist cannot hide them */
-  CT_RUN("cd %s && ! grep -xE '(malloc|calloc|realloc|free|aligned_alloc|posix_memalign|"
-         "pthread_.*|mmap|munmap|open|fopen|fread|fwrite|fclose|read|write|printf|fprintf|"
-         "snprintf|vsnprintf|sprintf|puts|fputs|putchar|stdout|stderr|exit|abort|getenv|"
-         "dlopen|_sbrk|sbrk)' outside.txt",
-         proj);
 }
 
 Test(static_c, host_sanitizers_valgrind_no_heap) {
@@ -380,14 +342,14 @@ Test(static_c, runtime_pieces_and_refusal) {
       cr_assert(i == 0 ? used[LC_ATTENTION_FLASH] && !used[LC_ATTENTION]
                        : used[LC_ATTENTION] && !used[LC_ATTENTION_FLASH]);
       const char *files[32];
-      int n = c_static_runtime(used, files, 32);
+      int n = c_static_runtime(used, false, files, 32);
       /* rt_act: rt_linear's epilogue applies its activations */
       const char *want[] = {"rt_act.c",          "rt_act.h",   "rt_attention.c", "rt_attention.h",
                             "rt_exp.h",          "rt_gemm.c",  "rt_gemm.h",      "rt_gemm_i8.c",
                             "rt_gemm_kernels.h", "rt_model.h", "rt_pool.h",      "rt_static.c"};
       cr_assert_eq(n, 12);
       for (int k = 0; k < n; k++) cr_assert_str_eq(files[k], want[k]);
-      cr_assert_eq(c_static_runtime(used, files, 3), -1);
+      cr_assert_eq(c_static_runtime(used, false, files, 3), -1);
     }
     arena_destroy(a);
   }

@@ -44,6 +44,9 @@ static void write_config(const char *dir, bool embed) {
   c_emit_model_config(&info, embed, f);
   /* what emit-c --static adds for api_static.c: the region's parts */
   fputs("#define TFMC_ARENA_BYTES 4096\n#define TFMC_STATE_BYTES 0\n#define TFMC_MASKS_BYTES 64\n", f);
+  /* and for api_gen_static.c (a generating model's static step API) */
+  fputs("#define TFMC_GEN_HEADER_BYTES 16384\n#define TFMC_GEN_ARENA_BYTES 4096\n"
+        "#define TFMC_GEN_STATE_BYTES 4096\n#define TFMC_GEN_STEPPER_BYTES 1024\n", f);
   cr_assert_eq(fclose(f), 0);
 }
 
