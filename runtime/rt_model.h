@@ -179,6 +179,11 @@ typedef void (*RtModelRunFn)(const RtRunArgs *args);
 void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, void *ctx, int64_t n,
                    int64_t grain, int parallel);
 
+/* The packed-weights format version the runtime reads and writes (header
+ * word at byte 8; runtime/rt_weights.c, and rt_static.c's in-place check).
+ * 2: a tied embedding is stored once, in its LM head's panels. */
+#define RT_WEIGHTS_VERSION 2u
+
 /* FNV-1a 64 of the weights layout (what layout_hash holds): for each
  * weight in order, its name bytes, a 0 byte, rank and shape and offset as
  * 8-byte little-endian integers. */

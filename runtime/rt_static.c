@@ -138,10 +138,10 @@ int rt_static_image_check(const void *image, size_t len, const RtModelInfo *info
     return rt_errorf(err, errlen, "the weights image must be 4-byte aligned (64 is best)");
   if (len < 64 || memcmp(img, "TFMCWTS", 8) != 0)
     return rt_errorf(err, errlen, "not a packed-weights image (no TFMCWTS header)");
-  if (load_le(img + 8, 4) != 2) /* runtime/rt_weights.c WTS_VERSION */
+  if (load_le(img + 8, 4) != RT_WEIGHTS_VERSION)
     return rt_errorf(err, errlen,
-                     "packed-weights image of another format version (not 2): pack it again "
-                     "with this tfmc");
+                     "packed-weights image of another format version (not %d): pack it again "
+                     "with this tfmc", (int)RT_WEIGHTS_VERSION);
   uint64_t n = load_le(img + 24, 8);
   if (load_le(img + 16, 8) != info->layout_hash || n != (uint64_t)info->weights_floats)
     return rt_errorf(err, errlen,

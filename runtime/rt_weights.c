@@ -28,7 +28,7 @@
 #define WTS_HEADER 64
 /* 2: a tied weight stored once, in panels (pack-weights); a version 1 file
  * is refused with a message saying to pack it again */
-#define WTS_VERSION 2u
+#define WTS_VERSION RT_WEIGHTS_VERSION
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
