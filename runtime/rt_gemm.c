@@ -749,6 +749,23 @@ static PackBufs *pack_bufs(void) {
 }
 #endif
 
+#ifndef TFMC_STATIC
+/* *buf holds at least floats floats, 64-byte aligned (grown, never shrunk;
+ * the old contents are not kept); false when memory runs out. */
+static int pack_grow(float **buf, int64_t *cap, int64_t floats) {
+  if (*cap >= floats)
+    return 1;
+  size_t bytes = ((size_t)floats * sizeof(float) + 63) & ~(size_t)63;
+  float *n = aligned_alloc(64, bytes);
+  if (!n)
+    return 0;
+  free(*buf);
+  *buf = n;
+  *cap = floats;
+  return 1;
+}
+#endif
+
 /* Makes pb's packing buffers hold at least a_floats and b_floats (grown
  * when a caller's blocks are larger than any before on this thread; never
  * shrunk). False when memory runs out (the caller then takes the
@@ -758,45 +775,17 @@ static int pack_reserve(PackBufs *pb, int64_t a_floats, int64_t b_floats) {
   (void)pb, (void)a_floats, (void)b_floats;
   return 0;
 #else
-  if (pb->a_cap < a_floats) {
-    size_t bytes = ((size_t)a_floats * sizeof(float) + 63) & ~(size_t)63;
-    float *na = aligned_alloc(64, bytes);
-    if (!na)
-      return 0;
-    free(pb->a);
-    pb->a = na;
-    pb->a_cap = a_floats;
-  }
-  if (pb->b_cap < b_floats) {
-    size_t bytes = ((size_t)b_floats * sizeof(float) + 63) & ~(size_t)63;
-    float *nb = aligned_alloc(64, bytes);
-    if (!nb)
-      return 0;
-    free(pb->b);
-    pb->b = nb;
-    pb->b_cap = b_floats;
-  }
-  return 1;
+  return pack_grow(&pb->a, &pb->a_cap, a_floats) && pack_grow(&pb->b, &pb->b_cap, b_floats);
 #endif
 }
 
-/* Makes pb->xa hold at least floats floats (grown, never shrunk); false
- * when memory runs out. */
+/* Makes pb->xa hold at least floats floats; false when memory runs out. */
 static int pack_reserve_xa(PackBufs *pb, int64_t floats) {
 #ifdef TFMC_STATIC
   (void)pb, (void)floats;
   return 0;
 #else
-  if (pb->xa_cap < floats) {
-    size_t bytes = ((size_t)floats * sizeof(float) + 63) & ~(size_t)63;
-    float *n = aligned_alloc(64, bytes);
-    if (!n)
-      return 0;
-    free(pb->xa);
-    pb->xa = n;
-    pb->xa_cap = floats;
-  }
-  return 1;
+  return pack_grow(&pb->xa, &pb->xa_cap, floats);
 #endif
 }
 
