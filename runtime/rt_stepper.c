@@ -20,6 +20,11 @@ static int sym_index(const RtModelInfo *info, const char *name) {
   return -1;
 }
 
+int64_t rt_model_sym_max(const RtModelInfo *info, const char *name) {
+  int s = info ? sym_index(info, name) : -1;
+  return s >= 0 ? info->sym_max[s] : 0;
+}
+
 static int input_index(const RtModelInfo *info, const char *name) {
   for (int i = 0; i < info->n_inputs; i++)
     if (info->inputs[i].name && strcmp(info->inputs[i].name, name) == 0) return i;

@@ -202,6 +202,11 @@ typedef struct RtGenInfo {
 
 /* Not in the static build (-DTFMC_STATIC): the two functions below. */
 
+/* The maximum of symbol `name` of a program (L: max_len of a step, S:
+ * the longest source of an encoder), 0 when info is NULL or has no such
+ * symbol; what the step APIs (api_gen.c, api_gen_static.c) report. */
+int64_t rt_model_sym_max(const RtModelInfo *info, const char *name);
+
 /* Checks gi is well formed (versions, both programs by rt_model_info_check,
  * the state tensors inside the step's state, the weights image covering
  * both programs). Returns 0, or 1 with a message. */

@@ -45,18 +45,12 @@ static int gen_fail(char *err, size_t errlen, const char *fmt, ...) {
   return 1;
 }
 
-static int64_t sym_max(const RtModelInfo *info, const char *name) {
-  for (int i = 0; info && i < info->n_syms; i++)
-    if (strcmp(info->sym_names[i], name) == 0) return info->sym_max[i];
-  return 0;
-}
-
-int64_t tfmc_gen_max_len(void) { return sym_max(tfmc_gen_info.step, "L"); }
+int64_t tfmc_gen_max_len(void) { return rt_model_sym_max(tfmc_gen_info.step, "L"); }
 int64_t tfmc_gen_vocab(void) { return tfmc_gen_info.step->outputs[0].dims[1].value; }
 int64_t tfmc_gen_bos(void) { return tfmc_gen_info.bos; }
 int64_t tfmc_gen_eos(void) { return tfmc_gen_info.eos; }
 int tfmc_gen_has_encoder(void) { return tfmc_gen_info.encode != NULL; }
-int64_t tfmc_gen_max_src(void) { return sym_max(tfmc_gen_info.encode, "S"); }
+int64_t tfmc_gen_max_src(void) { return rt_model_sym_max(tfmc_gen_info.encode, "S"); }
 size_t tfmc_gen_cache_bytes(void) { return (size_t)tfmc_gen_info.step->state_bytes; }
 
 TfmcGen *tfmc_gen_create(const char *weights_path, int n_threads, void *cache, char *err,
