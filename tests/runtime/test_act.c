@@ -2,9 +2,11 @@
  * over a dense sweep, odd lengths and both pool paths; the same bits for
  * any grain. */
 #include "runtime/rt_act.h"
+#include "runtime/rt_gemm.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,4 +70,55 @@ Test(act, same_bits_for_any_grain) {
   free(x);
   free(y0);
   free(y);
+}
+
+/* Each ISA instance (TFMC_GEMM_ISA caps the kernel set rt_gemm_lanes
+ * reports, which the activations follow; Criterion runs each test in a
+ * fresh process): the out-of-place sweep against libm, both forms, and
+ * the in-place form the GEMM epilogue applies to each tile row (rt_act_row)
+ * giving the same bits as the out-of-place one, at lengths that leave
+ * every vector tail (1..40 around 8 and 16 lanes) and one of a row of
+ * bert-base's FFN (3072). */
+static void isa_check(const char *isa, int lanes) {
+  if (rt_gemm_lanes() != lanes) {
+    fprintf(stderr, "act: %s: skipped on this CPU (%s)\n", isa, rt_gemm_backend());
+    return;
+  }
+  sweep(0, NULL, 100003);
+  sweep(1, NULL, 100003);
+  static const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 40, 3072};
+  float x[3072], y[3072], z[3072];
+  for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+    int64_t n = lens[l];
+    /* values in [-4, 4] in no order: gelu moves every one of them, so an
+     * element a loop skips shows */
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(4.0 * sin(0.7 * (double)i + (double)l));
+    for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+      rt_gelu(NULL, n, x, y, tanh_form, GRAIN);
+      memcpy(z, x, sizeof(float) * (size_t)n);
+      rt_act_row(tanh_form ? RT_ACT_GELU_TANH : RT_ACT_GELU, z, n);
+      cr_assert(memcmp(y, z, sizeof(float) * (size_t)n) == 0, "%s: n %lld tanh %d: in place differs",
+                isa, (long long)n, tanh_form);
+    }
+  }
+}
+
+static void isa_avx512(void) {
+  setenv("TFMC_GEMM_ISA", "avx512", 1);
+}
+static void isa_avx2(void) {
+  setenv("TFMC_GEMM_ISA", "avx2", 1);
+}
+static void isa_scalar(void) {
+  setenv("TFMC_GEMM_ISA", "scalar", 1);
+}
+
+Test(act, isa_avx512, .init = isa_avx512) {
+  isa_check("avx512", 16);
+}
+Test(act, isa_avx2, .init = isa_avx2) {
+  isa_check("avx2", 8);
+}
+Test(act, isa_scalar, .init = isa_scalar) {
+  isa_check("scalar", 1);
 }
