@@ -6,17 +6,24 @@
  * defaults measured on one machine (LowerLoopsOptions). This pass sizes
  * them for the target instead, in the GotoBLAS model of what lives where:
  *
- *   kc  the depth of a block: the micro-kernel streams an A panel (mr x kc)
- *       and a B panel (kc x nr) from L1; with the 6x16 tile of the AVX2
- *       kernels both take 22 kc floats, 11/16 of L1 at kc = L1 / 128
- *       (32K: 256, 48K: 384). The AVX-512 6x64 tile's four B panels are
- *       larger than L1 at any useful kc and stream from L2 anyway.
+ *   kc  the depth of a block: the micro-kernel's B panels (kc x nr) stream
+ *       from L2 while the A panels of a row block pass over them: the
+ *       AVX-512 6x64 tile's four panels (kc x 64 floats) fill a quarter of
+ *       L2, kc = L2 / 1024 (1M: 1024; K is cut into equal blocks of at
+ *       most kc, so bert/gpt2's K = 768 runs as one block and 3072 as
+ *       three). Every K block but the first re-reads the C tile, which for
+ *       a wide product (gpt2's LM head: 128 x 50257) has left L2. The
+ *       GotoBLAS rule, A and B panels in L1 (kc = L1 / 128 = 256 at 32K),
+ *       measured slower here for both tiles (one thread, 128 x 50257 x 768:
+ *       AVX-512 97.6 -> 105.6 GFLOP/s at kc 768, AVX2 77 -> 94; the
+ *       bert-base shapes the same within the noise for AVX-512 and 2-5%
+ *       faster for AVX2).
  *   mc  the rows of the packed block of x (mc x kc), which stays in L2
  *       while the B panels pass: half of L2, mc = L2 / (8 kc)
- *       (1M, kc 256: 504), a multiple of 12 (both tiles' mr divide it).
+ *       (1M, kc 1024: 120), a multiple of 12 (both tiles' mr divide it).
  *   nc  the columns of the packed block of w (kc x nc), which each thread
  *       keeps in its share of L3: half of it, nc = L3 / (8 kc threads)
- *       (32M, kc 256, 2 threads: 8064 at most), a multiple of 192 (both
+ *       (32M, kc 1024, 2 threads: 2048 -> 1920), a multiple of 192 (both
  *       tiles' nr divide it).
  *   task_macs   2^17 multiply-adds per pool task at least: a hand-off to a
  *               worker costs a few microseconds, whatever the caches.
@@ -265,7 +272,7 @@ static void tile_choose(const PassTarget *t, int64_t *v) {
   int64_t threads = t->threads >= 1 ? t->threads : 1;
   for (int k = 0; k < TILE_KEY_COUNT; k++) {
     switch ((TileKey)k) {
-    case TILE_GEMM_KC: v[k] = clamp_down(t->l1 / 128, 64, 1024, 8); break;
+    case TILE_GEMM_KC: v[k] = clamp_down(t->l2 / 1024, 64, 1024, 8); break;
     case TILE_GEMM_MC: break; /* from kc, below */
     case TILE_GEMM_NC: break;
     case TILE_GEMM_TASK_MACS: v[k] = (int64_t)1 << 17; break;

@@ -348,9 +348,10 @@ Test(cli, tile_options) {
                     " --target-threads 1 --tile gemm.mc=64 --tile gemm.nc=960,gemm.task_macs=1000"
                     " --pass-stats"),
                0, "%s", err_text);
-  /* kc = 48K / 128 = 384; the rest as given; split_macs 1 thread * 2^22 */
-  cr_expect(strstr(out_text, ", 64, 960, 384, 1000, 4194304)"), "%s", out_text);
-  cr_expect(strstr(err_text, "mc=64 nc=960 kc=384 task_macs=1000 split_macs=4194304 (L1 48K, L2 2M,"
+  /* kc = 2M / 1024 = 2048 -> 1024 (the cap); the rest as given; split_macs
+   * 1 thread * 2^22 */
+  cr_expect(strstr(out_text, ", 64, 960, 1024, 1000, 4194304)"), "%s", out_text);
+  cr_expect(strstr(err_text, "mc=64 nc=960 kc=1024 task_macs=1000 split_macs=4194304 (L1 48K, L2 2M,"
                              " L3 "),
             "%s", err_text);
   cr_expect(strstr(err_text, "--tile gemm.mc,gemm.nc,gemm.task_macs)"), "%s", err_text);
