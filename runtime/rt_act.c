@@ -137,7 +137,7 @@ void rt_act_row(int64_t act, float *y, int64_t n) {
       y[i] = fmaxf(y[i], 0.0f);
     return;
   case RT_ACT_GELU:
-  case RT_ACT_GELU_TANH:
+  case RT_ACT_GELU_TANH: {
 #ifdef ACT_X86
     int isa = act_isa();
     if (isa == 2) {
@@ -154,6 +154,7 @@ void rt_act_row(int64_t act, float *y, int64_t n) {
     if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_base(y, n);
     else gelu_erf_ip_base(y, n);
     return;
+  }
   default: /* RT_ACT_NONE, or a value the caller should not pass: nothing */
     return;
   }

@@ -862,6 +862,20 @@ static void gemm_scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc
   }
 }
 
+/* C[mr,nr] = bias[0..nr) in every row (zeros without a bias): a register
+ * tile's start, written just before its first K block so the micro-kernel
+ * finds it in L1. Setting all of C first (memset / bias rows over the
+ * block) wrote the C block once more and, for a wide product (gpt2's LM
+ * head, 128 x 50257: 25.7 MB), had it read back from L3 or DRAM. */
+static void gemm_tile_start(float *c, int64_t ldc, int mr, int nr, const float *bias) {
+  for (int i = 0; i < mr; i++) {
+    if (bias)
+      memcpy(c + i * ldc, bias, sizeof(float) * (size_t)nr);
+    else
+      memset(c + i * ldc, 0, sizeof(float) * (size_t)nr);
+  }
+}
+
 /* Packs alpha * op(A)[i0.., p0..] (mc x kc) as mr-row panels: panel q holds
  * rows q*mr.. as kc groups of mr values, zero past mc. */
 static void gemm_pack_a(int trans, const float *a, int64_t lda, int64_t i0, int64_t p0, int64_t mc,
@@ -1083,13 +1097,15 @@ static int64_t gemm_kc_step(int64_t k, const GemmBlocks *bl) {
 
 /* One K block (steps pc..pc+kc) of the product on bf16 pair panels: for
  * every row block, A packed (f32, or bf16 pairs for a_bf16 kernels) over
- * kc rounded up to even, then the bf16 micro-kernel per tile; the
+ * kc rounded up to even, then the bf16 micro-kernel per tile (start: the
+ * first K block, each tile set to bias first, gemm_tile_start); the
  * epilogue (epi, when this is the last K block) per tile, at column j0 +
  * jr of the GEMM's y. wb: the panels of this column block, from step 0. */
 static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int64_t k, int64_t pc,
                               int64_t kc, const float *a, int64_t lda, const void *apre,
                               const uint32_t *wb, float *c, int64_t ldc, const GemmBlocks *bl,
-                              PackBufs *pb, const LinearEpi *epi, int64_t j0) {
+                              PackBufs *pb, const LinearEpi *epi, int64_t j0, int start,
+                              const float *bias) {
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, kc2 = (kc + 1) & ~(int64_t)1;
   const int64_t bs = (k + 1) / 2 * GEMM_PANEL;
   const uint32_t *bblk = wb + pc / 2 * GEMM_PANEL;
@@ -1113,6 +1129,8 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
         float *ct = c + (ic + ir) * ldc + jr;
         const void *ap = gk->a_bf16 ? (const void *)((const uint16_t *)ablk + ir * kc2)
                                     : (const void *)((const float *)ablk + ir * kc2);
+        if (start)
+          gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jr : NULL);
         gk->micro_bf16(kc2, ap, bp, bs, ct, ldc, mr, nr);
         if (epi)
           epi_apply(epi, ct, ldc, ic + ir, j0 + jr, mr, nr);
@@ -1124,19 +1142,29 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
 /* The blocked GEMM for any m >= 1 (no single-row shortcut), with cache
  * blocks bl (gemm_blocks_fit) and, when epi is active, the epilogue applied
  * to each register tile right after its last K block, while it is in L1.
+ * beta 0: C = bias (columns 0..n; NULL: zeros) + alpha op(A) op(B), each
+ * tile set just before its first K block; otherwise bias must be NULL and
+ * C is scaled by beta first.
  * An element's value does not depend on where it lies in C (the K
  * blocking depends on k and kc only), so splitting a product into row or
  * column blocks gives the same bits as computing it whole. */
 static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                               float alpha, const float *a, int64_t lda, const void *apre,
                               const float *b, int64_t ldb, const float *bp_all, int b_bf16,
-                              float beta, float *c, int64_t ldc, const GemmBlocks *bl,
-                              const LinearEpi *epi) {
-  gemm_scale_c(m, n, beta, c, ldc);
+                              float beta, const float *bias, float *c, int64_t ldc,
+                              const GemmBlocks *bl, const LinearEpi *epi) {
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
   if (pb && !pack_reserve(pb, bl->mc * (bl->kc + 1), bp_all ? 0 : bl->kc * bl->nc))
     pb = NULL;
+  const int tile_start = beta == 0 && pb; /* else C is set (scaled) here */
+  if (!tile_start) {
+    if (beta == 0 && bias)
+      for (int64_t i = 0; i < m; i++)
+        memcpy(c + i * ldc, bias, sizeof(float) * (size_t)n);
+    else
+      gemm_scale_c(m, n, beta, c, ldc);
+  }
   if (!pb) {
     if (k > 0 && alpha != 0 && bp_all)
       b_bf16 ? gemm_unblocked_bf16(m, n, k, alpha, a, lda, (const uint32_t *)bp_all, c, ldc)
@@ -1162,7 +1190,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
       if (b_bf16) { /* K blocks start at even steps (kc_step is a multiple of 8) */
         gemm_blocked_bf16(gk, m, nc, k, pc, kc, a, lda, apre,
                           (const uint32_t *)bp_all + jc * ((k + 1) / 2), c + jc, ldc, bl, pb,
-                          last && with_epi ? epi : NULL, jc);
+                          last && with_epi ? epi : NULL, jc, tile_start && pc == 0,
+                          bias ? bias + jc : NULL);
         continue;
       }
       if (bp_all) {
@@ -1186,6 +1215,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
+            if (tile_start && pc == 0)
+              gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jc + jr : NULL);
             gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
             if (last && with_epi)
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
@@ -1200,8 +1231,8 @@ static void gemm_blocked(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc) {
   GemmBlocks bl = {gemm.k->mc, gemm.k->nc, GEMM_KC};
-  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, NULL, b, ldb, NULL, 0, beta, c, ldc,
-                    &bl, NULL);
+  gemm_blocked_with(trans_a, trans_b, m, n, k, alpha, a, lda, NULL, b, ldb, NULL, 0, beta, NULL, c,
+                    ldc, &bl, NULL);
 }
 
 void rt_sgemm_portable(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -1439,15 +1470,15 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
       epi_apply(&j->epi, y, j->ldy, r0, c0, rows, cols);
     return;
   }
-  float beta = 0.0f;
-  if (j->bias) { /* start from the bias, accumulate the product onto it */
-    for (int64_t r = 0; r < rows; r++)
-      memcpy(y + r * j->ldy, j->bias + c0, sizeof(float) * (size_t)cols);
-    beta = 1.0f;
-  }
   /* a one-row block of a taller product still takes the GEMM path, so the
    * split never changes the result */
   if (!j->packed && (gemm.sgemm32 || gemm.sgemm64)) {
+    float beta = 0.0f;
+    if (j->bias) { /* start from the bias, accumulate the product onto it */
+      for (int64_t r = 0; r < rows; r++)
+        memcpy(y + r * j->ldy, j->bias + c0, sizeof(float) * (size_t)cols);
+      beta = 1.0f;
+    }
     if (with_epi)
       linear_blas_blocks(j, r0, c0, rows, cols, x, w, y, beta);
     else
@@ -1457,8 +1488,10 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   LinearEpi epi = j->epi; /* the residual at this block's origin */
   if (epi.r)
     epi.r += r0 * epi.ldr + c0;
+  /* y starts from the bias, tile by tile (gemm_tile_start) */
   gemm_blocked_with(0, 1, rows, cols, j->k, 1.0f, x, j->ldx, j->apre, w, j->k,
-                    j->packed ? w : NULL, j->packed == 2, beta, y, j->ldy, &j->bl, &epi);
+                    j->packed ? w : NULL, j->packed == 2, 0.0f, j->bias ? j->bias + c0 : NULL, y,
+                    j->ldy, &j->bl, &epi);
 }
 
 static void linear_task(void *ctx, int64_t lo, int64_t hi) {
