@@ -37,6 +37,7 @@
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
 #include "runtime/rt_safetensors.h"
+#include "runtime/rt_stepper.h"
 #include "runtime/rt_text.h"
 #include "runtime/rt_weights.h"
 
@@ -694,12 +695,9 @@ done:
 
 static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int embedded) {
   const RtModelInfo *s = gi->step;
-  int sl = -1, sb = -1;
-  for (int i = 0; i < s->n_syms && i < RT_MAX_SYMS; i++) {
-    if (s->sym_names[i] && strcmp(s->sym_names[i], "L") == 0) sl = i;
-    if (s->sym_names[i] && strcmp(s->sym_names[i], "B") == 0) sb = i;
-  }
-  int64_t max_len = sl >= 0 ? s->sym_max[sl] : 0, beams = sb >= 0 ? s->sym_max[sb] : 1;
+  int64_t max_len = rt_model_sym_max(s, "L"), beams = rt_model_sym_max(s, "B");
+  if (beams < 1) /* no B symbol: one row */
+    beams = 1;
   int64_t vocab = s->n_outputs > 0 && s->outputs[0].rank == 2 ? s->outputs[0].dims[1].value : 0;
   fprintf(f,
           "usage: %s --generate N (--tokens \"IDS\" | --text \"TEXT\" (--vocab V.txt | "
@@ -720,11 +718,8 @@ static void print_gen_usage(FILE *f, const char *prog, const RtGenInfo *gi, int 
   if (gi->encode) fputc('\n', f);
   if (gi->encode && gi->encode->n_inputs > 0) {
     const RtModelInfo *e = gi->encode;
-    int ss = -1;
-    for (int i = 0; i < e->n_syms && i < RT_MAX_SYMS; i++)
-      if (e->sym_names[i] && strcmp(e->sym_names[i], "S") == 0) ss = i;
-    fprintf(f, "; the source up to %lld ids below %lld",
-            (long long)(ss >= 0 ? e->sym_max[ss] : 0), (long long)e->inputs[0].vocab);
+    fprintf(f, "; the source up to %lld ids below %lld", (long long)rt_model_sym_max(e, "S"),
+            (long long)e->inputs[0].vocab);
   }
   if (gi->bos >= 0) fprintf(f, "; bos %lld", (long long)gi->bos);
   if (gi->eos >= 0) fprintf(f, "; eos %lld (generation stops there)", (long long)gi->eos);
