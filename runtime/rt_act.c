@@ -13,6 +13,7 @@
 #include "runtime/rt_gemm.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* The element formulas, shared by the out-of-place loops (rt_gelu) and the
@@ -98,8 +99,16 @@ ACT_DEFINE(avx512, ACT_VEC __attribute__((target("avx512f,avx2,fma"))), fmaf)
  * and OS support, or TFMC_GEMM_ISA's choice, as attention follows it):
  * 2 AVX-512F, 1 AVX2+FMA, 0 the baseline. */
 static int act_isa(void) {
-  int lanes = rt_gemm_lanes();
-  return lanes == 16 ? 2 : lanes == 8 ? 1 : 0;
+  /* looked up once: the GEMM epilogue asks per row of 64 values, and
+   * rt_gemm_lanes compares the kernel set's name */
+  static _Atomic int isa = -1;
+  int v = atomic_load_explicit(&isa, memory_order_relaxed);
+  if (v < 0) {
+    int lanes = rt_gemm_lanes();
+    v = lanes == 16 ? 2 : lanes == 8 ? 1 : 0;
+    atomic_store_explicit(&isa, v, memory_order_relaxed);
+  }
+  return v;
 }
 #endif
 
