@@ -918,9 +918,37 @@ static int64_t flash_bk(const AttnJob *j) {
   return bk < j->tk ? bk : j->tk;
 }
 
+/* The keys a flash task must sweep: past the last key any of its rows
+ * sees, every score is masked for every row, so its weight is exp(-1e9 -
+ * m) = 0 exactly and it changes neither a row's max, nor its sum, nor its
+ * output (O * exp(0) + 0 V). A causal mask's first query block of 64
+ * rows at S = 128 needs half the keys. Rounded up to ATTN_LANES keys so
+ * the online softmax sums the same lanes in the same order (the dropped
+ * zeros added nothing): the same bits as sweeping all tk. A row with no
+ * key at all attends uniformly over all tk keys (mask_scores' -1e9), so
+ * then nothing is dropped. */
+static int64_t flash_keys(const AttnJob *j, int64_t bi, int64_t t0, int64_t rows) {
+  if (!j->mask)
+    return j->tk;
+  int64_t need = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const uint8_t *mr = mask_row(j, bi, t0 + r);
+    int64_t x = j->tk;
+    while (x > 0 && !mr[x - 1])
+      x--;
+    if (x == 0) /* no key: uniform over all */
+      return j->tk;
+    need = x > need ? x : need;
+    if (j->mask_q == 1) /* one mask row for every query */
+      break;
+  }
+  need = (need + ATTN_LANES - 1) / ATTN_LANES * ATTN_LANES;
+  return need < j->tk ? need : j->tk;
+}
+
 /* One flash task: query rows t0 .. t0+rows of head hd of batch element bi,
- * the keys in blocks of flash_bk (see rt_attention_flash); s holds rows x
- * bk scores, then m, l and c (rows each). */
+ * the keys in blocks of flash_bk (see rt_attention_flash) up to flash_keys;
+ * s holds rows x bk scores, then m, l and c (rows each). */
 static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
                              int64_t hd, int64_t t0, int64_t rows) {
   int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
@@ -933,8 +961,9 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     l[r] = 0;
   }
   (void)hc;
-  for (int64_t x0 = 0; x0 < j->tk; x0 += bk) {
-    int64_t n = j->tk - x0 < bk ? j->tk - x0 : bk;
+  const int64_t tk = flash_keys(j, bi, t0, rows);
+  for (int64_t x0 = 0; x0 < tk; x0 += bk) {
+    int64_t n = tk - x0 < bk ? tk - x0 : bk;
     const float *k = j->k + bi * j->k_bstride + x0 * ldk + hd * j->dh;
     const float *v = j->v + bi * j->v_bstride + x0 * ldv + hd * j->dv;
     /* S[rows, n] = scale * Q_blk K_j^T */

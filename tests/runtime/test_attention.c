@@ -484,6 +484,42 @@ Test(attention, flash_causal_and_padding) {
   rt_pool_destroy(pool);
 }
 
+/* A flash task sweeps the keys only up to the last one any of its rows
+ * sees (flash_keys), and that gives the same bits as sweeping them all:
+ * under a causal mask in blocks of 16 query rows, block 0 (rows 0-15)
+ * sweeps 16 keys; letting row 15 see every key makes the block sweep all
+ * 48, and rows 0-14 must come out bit for bit the same (one key block, and
+ * blocks of 16 keys; on a pool of 2), as must the other blocks' rows. */
+Test(attention, flash_skips_masked_keys_exactly) {
+  Shape s = {1, 2, 48, 48, 16, 16, 1, 48};
+  Data d = make(s, false);
+  const int64_t D = s.h * s.dv, n_out = s.tq * D;
+  static const int64_t bks[] = {1024, 16};
+  RtPool *pool = rt_pool_create(2);
+  for (size_t bi = 0; bi < sizeof bks / sizeof *bks; bi++) {
+    float *o[2];
+    for (int wide = 0; wide < 2; wide++) {
+      for (int64_t t = 0; t < s.tq; t++)
+        for (int64_t x = 0; x < s.tk; x++)
+          d.mask[t * s.tk + x] = x <= t || (wide && t == 15);
+      o[wide] = guarded(n_out);
+      rt_attention_flash(pool, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, s.h * s.dh, d.k,
+                         s.h * s.dh, d.v, s.h * s.dv, s.tk * s.h * s.dh, s.tk * s.h * s.dv, d.mask,
+                         1, s.tq, o[wide], 16, bks[bi]);
+    }
+    cr_assert(memcmp(o[0], o[1], sizeof(float) * (size_t)(15 * D)) == 0,
+              "block_k %lld: rows 0-14 differ when their block sweeps all keys",
+              (long long)bks[bi]);
+    /* row 15 itself now attends to all 48 keys: a different value */
+    cr_assert(memcmp(o[0] + 15 * D, o[1] + 15 * D, sizeof(float) * (size_t)D) != 0);
+    cr_assert(memcmp(o[0] + 16 * D, o[1] + 16 * D, sizeof(float) * (size_t)(32 * D)) == 0);
+    free(o[0]);
+    free(o[1]);
+  }
+  rt_pool_destroy(pool);
+  release(&d);
+}
+
 /* Q, K and V read in place out of one fused buffer [B, T, 3*D] (what
  * fuse-qkv's slices compile to): row strides 3*D, batch strides T*3*D, the
  * same result as contiguous copies, through rt_attention (every policy)
