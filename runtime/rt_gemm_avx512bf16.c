@@ -86,12 +86,14 @@ BF16 void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t 
  * rows over P panels at a time: P = 4 for up to 4 rows, else 2, so 8-16
  * chains are in flight and every panel streams from memory once for all
  * rows; a pair of k-steps costs P loads, R broadcasts of x's word and
- * R*P vdpbf16ps. Each step also prefetches the same line of the next
- * tile's panels into L2: the hardware prefetcher ramps up again at each
- * new panel, and with panels of K = 768 (24 KiB) that left M = 8 at 15-17
- * GB/s of weights on one thread; with the prefetch 22 (K = 3072: 20 ->
- * 22.5). The last tile's prefetches run past its panels (a prefetch never
- * faults). */
+ * R*P vdpbf16ps. With pf, each step also prefetches the same line of the
+ * next tile's panels into L2: the hardware prefetcher ramps up again at
+ * each new panel, and with panels of K = 768 (24 KiB) that left M = 8 at
+ * 15-17 GB/s of weights on one thread; with the prefetch 22 (K = 3072:
+ * 20 -> 22.5). For 1-4 rows (4 panels a tile) it is taken only for
+ * panels of K <= 1536: at K = 3072 the 4 extra streams cost 1 x 768 x
+ * 3072 10-15% (186-207 us against 172-176 without). The last tile's
+ * prefetches run past its panels (a prefetch never faults). */
 /* a prefetch into L2 of the line bytes past p (as an integer: past the
  * weights it is no pointer into them) */
 BF16 static inline void prefetch_l2(const uint32_t *p, int64_t bytes) {
@@ -100,7 +102,8 @@ BF16 static inline void prefetch_l2(const uint32_t *p, int64_t bytes) {
 
 #define ROWS_DP(R, P)                                                                              \
   BF16 static void rows_dp_##R##x##P(int64_t k2, const uint32_t *xh, int64_t ldx,                  \
-                                     const uint32_t *wp, float *y, int64_t ldy, int ncols) {       \
+                                     const uint32_t *wp, float *y, int64_t ldy, int ncols,         \
+                                     int pf) {                                                     \
     __m512 acc[R][P];                                                                              \
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                            \
         _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] = _mm512_setzero_ps();       \
@@ -109,8 +112,9 @@ BF16 static inline void prefetch_l2(const uint32_t *p, int64_t bytes) {
       __m512bh wv[P];                                                                              \
       _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) wv[v] =                                  \
           (__m512bh)_mm512_load_si512((const void *)(wp + v * ps + q * 16));                       \
-      _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) /* the next tile's panels, to L2 */      \
-          prefetch_l2(wp + v * ps + q * 16, P * ps * 4);                                           \
+      if (pf) /* the next tile's panels, to L2 */                                                  \
+        _Pragma("GCC unroll 4") for (int v = 0; v < P; v++)                                        \
+            prefetch_l2(wp + v * ps + q * 16, P * ps * 4);                                         \
       _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                        \
         __m512bh xr = (__m512bh)_mm512_set1_epi32((int)xh[r * ldx + q]);                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] =                            \
@@ -133,7 +137,7 @@ ROWS_DP_R(7, 2)
 ROWS_DP_R(8, 2)
 
 typedef void (*RowsDp)(int64_t k2, const uint32_t *xh, int64_t ldx, const uint32_t *wp, float *y,
-                       int64_t ldy, int ncols);
+                       int64_t ldy, int ncols, int pf);
 static const RowsDp rows_dp_wide[GEMM_DECODE_ROWS] = {rows_dp_1x4, rows_dp_2x4, rows_dp_3x4,
                                                       rows_dp_4x4, rows_dp_5x2, rows_dp_6x2,
                                                       rows_dp_7x2, rows_dp_8x2};
@@ -149,11 +153,12 @@ BF16 void rt_gemm_rows_p_bf16dp_avx512(int64_t m, int64_t n, int64_t k, const ui
     const uint32_t *xr = xh + r0 * ldx;
     float *yr = y + r0 * ldy;
     const int64_t wide = r <= 4 ? 64 : 32;
+    const int pf = r > 4 || k2 <= 768; /* K <= 1536: see ROWS_DP */
     int64_t j = 0;
     for (; j + wide <= n; j += wide)
-      rows_dp_wide[r - 1](k2, xr, ldx, wp + j * k2, yr + j, ldy, (int)wide);
+      rows_dp_wide[r - 1](k2, xr, ldx, wp + j * k2, yr + j, ldy, (int)wide, pf);
     for (; j < n; j += 16)
-      rows_dp_one[r - 1](k2, xr, ldx, wp + j * k2, yr + j, ldy, (int)(n - j < 16 ? n - j : 16));
+      rows_dp_one[r - 1](k2, xr, ldx, wp + j * k2, yr + j, ldy, (int)(n - j < 16 ? n - j : 16), pf);
   }
 }
 #else
