@@ -33,7 +33,9 @@
  *        K4/4 groups of 16 columns x 4 steps of int8 (byte [p/4][j][p%4]
  *        = qw[16q + j, p], 0 past K), then the 16 columns' f32 scales sw
  *        and their i32 sums of qw over K (what vpdpbusd's unsigned
- *        operand costs: rt_gemm_i8.c).
+ *        operand cost when it was x; since the VNNI kernel feeds the
+ *        weights as that operand no kernel reads them, and they stay so
+ *        that packed files keep their layout).
  *   X_q  activations for int8 products: each row quantised to K4 int8
  *        (0 past K), its scale sx[r] beside.
  *
