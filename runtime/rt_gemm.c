@@ -40,8 +40,9 @@
  *
  * rt_linear with M <= 8 (GEMM_DECODE_ROWS) takes the decode path: the
  * set's rows kernel over blocks of w that stay in L1 while all M rows of x
- * pass, so w streams from memory once and nothing is packed; the pool
- * splits the columns. Whether a product takes it depends on its M only,
+ * pass, so w streams from memory once and nothing is packed (bf16 weights
+ * on a set with rows_p_bf16x: x rounded to bf16 pairs once, in
+ * linear_run); the pool splits the columns. Whether a product takes it depends on its M only,
  * never on how it is split, so splits still give the same bits.
  *
  * The static build (-DTFMC_STATIC, runtime/rt_static.c: what `tfmc emit-c
