@@ -40,8 +40,9 @@
  *
  * rt_linear with M <= 8 (GEMM_DECODE_ROWS) takes the decode path: the
  * set's rows kernel over blocks of w that stay in L1 while all M rows of x
- * pass, so w streams from memory once and nothing is packed; the pool
- * splits the columns. Whether a product takes it depends on its M only,
+ * pass, so w streams from memory once and nothing is packed (bf16 weights
+ * on a set with rows_p_bf16x: x rounded to bf16 pairs once, in
+ * linear_run); the pool splits the columns. Whether a product takes it depends on its M only,
  * never on how it is split, so splits still give the same bits.
  *
  * The static build (-DTFMC_STATIC, runtime/rt_static.c: what `tfmc emit-c
@@ -339,34 +340,37 @@ static const GemmKernels kernels_base = {
     .isa = "baseline", .mr = GEMM_MR, .nr = GEMM_NR, .mc = GEMM_MC, .nc = GEMM_NC,
     .micro = gemm_micro_base, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
     .rows = gemm_rows_base, .rows_p = gemm_rows_p_base, .micro_bf16 = gemm_micro_bf16_base,
-    .rows_p_bf16 = gemm_rows_p_bf16_base, .rows_i8 = rt_gemm_rows_i8_base};
+    .rows_p_bf16 = gemm_rows_p_bf16_base, .rows_p_bf16x = NULL, .rows_i8 = rt_gemm_rows_i8_base};
 #ifdef GEMM_X86
 static const GemmKernels kernels_avx2 = {
     .isa = "avx2+fma", .mr = GEMM_AVX2_MR, .nr = GEMM_AVX2_NR,
     .mc = GEMM_MC / GEMM_AVX2_MR * GEMM_AVX2_MR, .nc = GEMM_NC / GEMM_AVX2_NR * GEMM_AVX2_NR,
     .micro = rt_gemm_micro_avx2, .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2,
     .rows = gemm_rows_avx2, .rows_p = rt_gemm_rows_p_avx2, .micro_bf16 = rt_gemm_micro_bf16w_avx2,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2, .rows_i8 = rt_gemm_rows_i8_avx2};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2, .rows_p_bf16x = NULL,
+    .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
 #ifdef GEMM_AVX512
-/* the single-row sgemm kernels stay AVX2: they are bound by memory; so is
- * the decode path on bf16 weights, which widens them (no rounding of x) */
+/* the single-row sgemm kernels stay AVX2: they are bound by memory. The
+ * decode path on bf16 weights widens them (no rounding of x). */
 static const GemmKernels kernels_avx512 = {
     .isa = "avx512f", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = NULL,
+    .rows_i8 = rt_gemm_rows_i8_avx2};
 /* AVX512_BF16: the same, but products on bf16 weights run vdpbf16ps on x
- * rounded to bf16 as it is packed (A_h) */
+ * rounded to bf16 (packed as A_h; the decode path's X_h) */
 static const GemmKernels kernels_avx512bf16 = {
     .isa = "avx512f+bf16", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_i8 = rt_gemm_rows_i8_avx2};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = rt_gemm_rows_p_bf16dp_avx512,
+    .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
 #ifdef GEMM_NEON
 /* aarch64: NEON micro and decode kernels; the single-row sgemm kernels,
@@ -376,7 +380,8 @@ static const GemmKernels kernels_neon = {
     .mc = GEMM_MC / GEMM_NEON_MR * GEMM_NEON_MR, .nc = GEMM_NC / GEMM_NEON_NR * GEMM_NEON_NR,
     .micro = rt_gemm_micro_neon, .gemv_t = gemv_t_base, .gemv_n = gemv_n_base,
     .rows = gemm_rows_base, .rows_p = rt_gemm_rows_p_neon, .micro_bf16 = rt_gemm_micro_bf16w_neon,
-    .rows_p_bf16 = rt_gemm_rows_p_bf16_neon, .rows_i8 = rt_gemm_rows_i8_base};
+    .rows_p_bf16 = rt_gemm_rows_p_bf16_neon, .rows_p_bf16x = NULL,
+    .rows_i8 = rt_gemm_rows_i8_base};
 #endif
 
 /* ---- backend selection ---- */
@@ -1302,7 +1307,8 @@ typedef struct LinearJob {
   LinearEpi epi;
   GemmBlocks bl;     /* the caller's, fitted to the kernel set */
   const void *apre; /* split_n: x packed once (prepack_x; int8: quantised, xq then
-                        m scales), or NULL: each piece packs it */
+                        m scales), or NULL: each piece packs it; bf16 decode on a
+                        set with rows_p_bf16x: x as X_h (linear_run) */
 } LinearJob;
 
 /* The BLAS product of rows x cols with the epilogue: sgemm per mc x nc
@@ -1375,6 +1381,23 @@ GEMM_VEC static void quantise_rows(int64_t rows, int64_t k, const float *restric
       q[p] = quantise(xr[p], inv);
     for (int64_t p = k; p < k4; p++)
       q[p] = 0;
+  }
+}
+
+/* Rounds rows of x (rows x k, ldx apart) to bf16 pairs for a decode set's
+ * rows_p_bf16x (X_h: k2 = ceil(k/2) words per row, the high half 0 past
+ * k), with f32_to_bf16, the rounding that packs A_h for the prefill
+ * kernels: a row gives the same bf16 values whichever path it takes. */
+GEMM_VEC static void round_rows_bf16(int64_t rows, int64_t k, const float *restrict x, int64_t ldx,
+                                     uint32_t *restrict xh) {
+  const int64_t k2 = (k + 1) / 2;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * ldx;
+    uint32_t *d = xh + r * k2;
+    for (int64_t q = 0; q < k / 2; q++)
+      d[q] = f32_to_bf16(xr[2 * q]) | f32_to_bf16(xr[2 * q + 1]) << 16;
+    if (k % 2)
+      d[k / 2] = f32_to_bf16(xr[k - 1]);
   }
 }
 
@@ -1457,7 +1480,10 @@ static void linear_block(const LinearJob *j, int64_t r0, int64_t r1, int64_t c0,
   }
   if (GEMM_ROWS_ONLY ||
       j->m <= GEMM_DECODE_ROWS) { /* decode: y = x W^T (+ bias), one pass over W */
-    if (j->packed == 2)
+    if (j->packed == 2 && j->apre && gemm.k->rows_p_bf16x) /* x as bf16 pairs (linear_run) */
+      gemm.k->rows_p_bf16x(rows, cols, j->k, (const uint32_t *)j->apre + r0 * ((j->k + 1) / 2),
+                           (j->k + 1) / 2, (const uint32_t *)(const void *)w, y, j->ldy);
+    else if (j->packed == 2)
       gemm.k->rows_p_bf16(rows, cols, j->k, x, j->ldx, (const uint32_t *)(const void *)w, y,
                           j->ldy);
     else if (j->packed)
@@ -1584,6 +1610,16 @@ static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const floa
                  {act, scale, residual, ldr},
                  gemm_blocks_fit(gemm.k, mc, nc, kc),
                  NULL};
+  /* bf16 decode where the set multiplies bf16 x (vdpbf16ps): x rounded to
+   * bf16 pairs once, here, for every piece. Without a buffer (out of
+   * memory) the pieces take the set's widening kernel on x as it is. */
+  if (packed == 2 && m <= GEMM_DECODE_ROWS && gemm.k->rows_p_bf16x && k > 0) {
+    PackBufs *pb = pack_bufs();
+    if (pb && pack_reserve_xa(pb, m * ((k + 1) / 2))) {
+      round_rows_bf16(m, k, x, ldx, (uint32_t *)(void *)pb->xa);
+      j.apre = pb->xa;
+    }
+  }
   int threads = rt_pool_size(pool);
   int64_t macs = m * n * (k > 0 ? k : 1);
   if (task_macs < 1)

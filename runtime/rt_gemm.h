@@ -87,8 +87,8 @@ void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst);
 /* bf16 weights (--weights-dtype bf16): w packed by rt_gemm_pack_bf16, the
  * same panels of 16 output columns holding bf16 pairs of k-steps
  * (rt_gemm_kernels.h), half the bytes; sums in f32. Where the CPU has
- * AVX512_BF16, products of more than 8 rows round x to bf16 and run
- * vdpbf16ps; elsewhere (and for the decode path) the weights are widened
+ * AVX512_BF16, every product rounds x to bf16 (the decode path, M <= 8,
+ * once per product) and runs vdpbf16ps; elsewhere the weights are widened
  * to f32 in registers and x is used as it is.
  * rt_gemm_packed_bf16_floats: ceil(N / 16) * 16 * ceil(K / 2), the size in
  * floats (two bf16 per float). Rounding: to nearest even. */

@@ -25,12 +25,17 @@
  *   A_h  (kernels with a_bf16 only) one MR-row panel of op(A) as bf16
  *        pairs: kc/2 groups of mr words, word [p/2][i] = bf16(A[i, p]) |
  *        bf16(A[i, p+1]) << 16.
+ *   X_h  (rows_p_bf16x only) rows of x as bf16 pairs, ldx words apart:
+ *        word [r][p/2] = bf16(x[r, p]) | bf16(x[r, p+1]) << 16, the high
+ *        half 0 past k (rounded as A_h is, by the same function).
  *   B_q  int8 weights (rt_gemm_pack_i8): panels of 16 columns, each
  *        GEMM_I8_PANEL_BYTES(K) bytes: K4 = K rounded up to 4 steps as
  *        K4/4 groups of 16 columns x 4 steps of int8 (byte [p/4][j][p%4]
  *        = qw[16q + j, p], 0 past K), then the 16 columns' f32 scales sw
  *        and their i32 sums of qw over K (what vpdpbusd's unsigned
- *        operand costs: rt_gemm_i8.c).
+ *        operand cost when it was x; since the VNNI kernel feeds the
+ *        weights as that operand no kernel reads them, and they stay so
+ *        that packed files keep their layout).
  *   X_q  activations for int8 products: each row quantised to K4 int8
  *        (0 past K), its scale sx[r] beside.
  *
@@ -87,6 +92,11 @@ typedef struct GemmKernels {
   /* decode on B_h over all of k (panels ceil(k/2) * 16 words apart) */
   void (*rows_p_bf16)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                       const uint32_t *wp, float *y, int64_t ldy);
+  /* the same product on x rounded to bf16 pairs (X_h, ldx words apart), or
+   * NULL where the set has no such kernel; rt_linear then rounds x once
+   * per product and takes this one */
+  void (*rows_p_bf16x)(int64_t m, int64_t n, int64_t k, const uint32_t *xh, int64_t ldx,
+                       const uint32_t *wp, float *y, int64_t ldy);
   /* int8: y[r, j] = sx[r] sw[j] sum_p xq[r*ldq + p] qw[j, p] for r < m (any
    * m), j < n, on B_q panels (wp at the panel of column 0); exact integer
    * sums, so every kernel gives the same bits */
@@ -138,6 +148,8 @@ void rt_gemm_rows_p_bf16_avx512(int64_t m, int64_t n, int64_t k, const float *x,
  * AVX512_BF16 too. A is A_h (a_bf16). */
 void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t *b, int64_t bs,
                                  float *c, int64_t ldc, int mr, int nr);
+void rt_gemm_rows_p_bf16dp_avx512(int64_t m, int64_t n, int64_t k, const uint32_t *xh, int64_t ldx,
+                                  const uint32_t *wp, float *y, int64_t ldy);
 /* rt_gemm_i8.c: target("avx512f,avx512bw,avx512vnni"); only when cpuid
  * says AVX512_VNNI and AVX512BW too. */
 void rt_gemm_rows_i8_vnni(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,

@@ -754,6 +754,157 @@ Test(gemm, i8_weights_match_reference, .timeout = 240) {
   i8_sweep();
 }
 
+/* ---- the decode path (M <= 8) on bf16 and int8 weights, tightly ---- */
+
+/* Shapes for the decode kernels: every M of the path, N ragged against
+ * their 16-, 32- and 64-column tiles, K odd (the padding half of the last
+ * bf16 pair), not a multiple of 4 (int8's step) or of 32, and K a
+ * multiple of 4 but not of 64 (4, 100: int8's last group of steps has no
+ * padding, and x's row sums end in a partial 64-byte chunk). */
+static const int64_t decode_ns[] = {1, 15, 17, 33, 47, 64, 97, 130};
+static const int64_t decode_ks[] = {1, 2, 3, 4, 5, 31, 33, 63, 100, 130, 769};
+
+/* y = x bf16(w)^T on M = 1..8 rows (no bias or epilogue, so only the
+ * kernel's sums are seen) against a double-precision sum over the x the
+ * set multiplies: rounded to bf16 (the avx512f+bf16 set: vdpbf16ps, x
+ * rounded once per product) or as it is (sets that widen the weights).
+ * Tolerance: both products are exact in f32 (bf16 x bf16 fits f32's 24
+ * bits; f32 x bf16 is rounded only by the FMA that adds it), so the error
+ * is the f32 rounding of the k additions, each at most 2^-24 of a partial
+ * sum bounded by sum |x w| = mag: k 2^-24 mag, doubled for the order in
+ * which vdpbf16ps adds a pair's two products. A term dropped or counted
+ * twice (~|x w|, mean 0.25) is far outside it. The same bits on 1-3
+ * threads under every split policy. */
+static void check_decode_bf16(int64_t m, int64_t n, int64_t k, int64_t pad) {
+  const int x_rounded = strstr(rt_gemm_backend(), "+bf16") != NULL;
+  int64_t ldx = k + pad, ldy = n + pad;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *y = rand_buf(m * ldy);
+  float *y0 = malloc(sizeof(float) * (size_t)(m * ldy)),
+        *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_bf16_floats(n, k) * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack_bf16(n, k, w, wp);
+  rt_linear_packed_bf16(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40,
+                        100, 64, DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double xv = x_rounded ? bf16_round(x[i * ldx + p]) : x[i * ldx + p];
+        double t = xv * bf16_round(w[j * k + p]);
+        s += t;
+        mag += fabs(t);
+      }
+      double got = y[i * ldy + j], tol = (double)k * ldexp(mag, -23) + 1e-30;
+      cr_assert(fabs(got - s) <= tol,
+                "bf16 decode %s (x %s) m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, reference "
+                "%.9g (tolerance %.3g)",
+                rt_gemm_backend(), x_rounded ? "rounded" : "as is", (long long)m, (long long)n,
+                (long long)k, (long long)i, (long long)j, got, s, tol);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "bf16 decode wrote into padding");
+  }
+  for (int t = 1; t <= 3; t++) {
+    RtPool *pool = rt_pool_create(t);
+    for (int q = 0; q < N_POLICIES; q++) {
+      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
+      rt_linear_packed_bf16(pool, m, n, k, x, ldx, wp, NULL, y1, ldy, RT_ACT_NONE, 1.0f, NULL, 0,
+                            40, 100, 64, POLICIES[q].task_macs, POLICIES[q].split_macs);
+      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
+                "bf16 decode m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
+                (long long)n, (long long)k, t, q);
+    }
+    rt_pool_destroy(pool);
+  }
+  free(x);
+  free(w);
+  free(wp);
+  free(y);
+  free(y0);
+  free(y1);
+}
+
+/* y = x qw^T on M = 1..8 rows, int8: the kernels' integer sums are exact
+ * and the output is (float)sum * (sx * sw), so y must equal the formula
+ * computed here from the documented quantisation bit for bit (tolerance
+ * 0); one zero row (scale 0). The same bits on 1-3 threads. */
+static void check_decode_i8(int64_t m, int64_t n, int64_t k, int64_t pad) {
+  int64_t ldx = k + pad, ldy = n + pad;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *y = rand_buf(m * ldy);
+  if (m > 3)
+    memset(x + 3 * ldx, 0, sizeof(float) * (size_t)k);
+  float *y0 = malloc(sizeof(float) * (size_t)(m * ldy)),
+        *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_i8_floats(n, k) * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack_i8(n, k, w, wp);
+  rt_linear_packed_i8(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100,
+                      64, DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
+  int8_t *qx = malloc((size_t)k), *qw = malloc((size_t)(n * k));
+  float *sw = malloc(sizeof(float) * (size_t)n);
+  for (int64_t j = 0; j < n; j++)
+    quant_row(w + j * k, k, qw + j * k, &sw[j]);
+  for (int64_t i = 0; i < m; i++) {
+    float sx;
+    quant_row(x + i * ldx, k, qx, &sx);
+    for (int64_t j = 0; j < n; j++) {
+      int32_t isum = 0;
+      for (int64_t p = 0; p < k; p++)
+        isum += qx[p] * qw[j * k + p];
+      float want = (float)isum * (sx * sw[j]);
+      cr_assert(y[i * ldy + j] == want,
+                "int8 decode %s m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, the integer formula "
+                "%.9g",
+                rt_gemm_backend(), (long long)m, (long long)n, (long long)k, (long long)i,
+                (long long)j, y[i * ldy + j], want);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "int8 decode wrote into padding");
+  }
+  for (int t = 1; t <= 3; t++) {
+    RtPool *pool = rt_pool_create(t);
+    for (int q = 0; q < N_POLICIES; q++) {
+      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
+      rt_linear_packed_i8(pool, m, n, k, x, ldx, wp, NULL, y1, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40,
+                          100, 64, POLICIES[q].task_macs, POLICIES[q].split_macs);
+      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
+                "int8 decode m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
+                (long long)n, (long long)k, t, q);
+    }
+    rt_pool_destroy(pool);
+  }
+  free(qx);
+  free(qw);
+  free(sw);
+  free(x);
+  free(w);
+  free(wp);
+  free(y);
+  free(y0);
+  free(y1);
+}
+
+/* Every M of the decode path against every N and K above (x and y padded
+ * on odd combinations). */
+static void decode_sweep(void) {
+  const int nn = (int)(sizeof decode_ns / sizeof *decode_ns);
+  const int nk = (int)(sizeof decode_ks / sizeof *decode_ks);
+  for (int64_t m = 1; m <= 8; m++)
+    for (int a = 0; a < nn; a++)
+      for (int b = 0; b < nk; b++) {
+        int64_t pad = (a + b) % 2 ? 3 : 0;
+        check_decode_bf16(m, decode_ns[a], decode_ks[b], pad);
+        check_decode_i8(m, decode_ns[a], decode_ks[b], pad);
+      }
+}
+
+Test(gemm, decode_bf16_i8_match_reference, .timeout = 240) {
+  decode_sweep();
+}
+
 /* One ISA path of the portable GEMM, selected by TFMC_GEMM_ISA in a fresh
  * process: every entry point, every split, against the reference. Returns
  * early (reporting it) when this CPU cannot run the path. */
@@ -778,6 +929,7 @@ static void isa_suite(const char *isa_name) {
   packed_equals_unpacked();
   bf16_sweep();
   i8_sweep();
+  decode_sweep();
 }
 
 static void use_isa(const char *isa) {
