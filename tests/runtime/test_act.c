@@ -3,6 +3,7 @@
  * any grain. */
 #include "runtime/rt_act.h"
 #include "runtime/rt_gemm.h"
+#include "tests/runtime/isa_init.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -101,16 +102,6 @@ static void isa_check(const char *isa, int lanes) {
                 isa, (long long)n, tanh_form);
     }
   }
-}
-
-static void isa_avx512(void) {
-  setenv("TFMC_GEMM_ISA", "avx512", 1);
-}
-static void isa_avx2(void) {
-  setenv("TFMC_GEMM_ISA", "avx2", 1);
-}
-static void isa_scalar(void) {
-  setenv("TFMC_GEMM_ISA", "scalar", 1);
 }
 
 Test(act, isa_avx512, .init = isa_avx512) {

@@ -18,6 +18,7 @@
 #include "runtime/rt_attention.h"
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
+#include "tests/runtime/isa_init.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -648,16 +649,6 @@ static void isa_shapes(const char *isa, int lanes) {
   free(run_all(&d, pool));
   release(&d);
   rt_pool_destroy(pool);
-}
-
-static void isa_avx512(void) {
-  setenv("TFMC_GEMM_ISA", "avx512", 1);
-}
-static void isa_avx2(void) {
-  setenv("TFMC_GEMM_ISA", "avx2", 1);
-}
-static void isa_scalar(void) {
-  setenv("TFMC_GEMM_ISA", "scalar", 1);
 }
 
 Test(attention, isa_avx512, .init = isa_avx512) {

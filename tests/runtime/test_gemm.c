@@ -764,6 +764,30 @@ Test(gemm, i8_weights_match_reference, .timeout = 240) {
 static const int64_t decode_ns[] = {1, 15, 17, 33, 47, 64, 97, 130};
 static const int64_t decode_ks[] = {1, 2, 3, 4, 5, 31, 33, 63, 100, 130, 769};
 
+/* A packed-weights linear (rt_linear_packed_bf16 / _i8) on 1-3 threads
+ * under every split policy gives y's bits (y1 starts as y0, the padding
+ * included). */
+typedef void (*PackedLinearFn)(RtPool *, int64_t, int64_t, int64_t, const float *, int64_t,
+                               const float *, const float *, float *, int64_t, int64_t, float,
+                               const float *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               int64_t);
+static void same_bits_any_split(PackedLinearFn fn, const char *what, int64_t m, int64_t n,
+                                int64_t k, const float *x, int64_t ldx, const float *wp,
+                                const float *y, const float *y0, float *y1, int64_t ldy) {
+  for (int t = 1; t <= 3; t++) {
+    RtPool *pool = rt_pool_create(t);
+    for (int q = 0; q < N_POLICIES; q++) {
+      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
+      fn(pool, m, n, k, x, ldx, wp, NULL, y1, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100, 64,
+         POLICIES[q].task_macs, POLICIES[q].split_macs);
+      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
+                "%s decode m=%lld n=%lld k=%lld: %d threads, policy %d differ", what,
+                (long long)m, (long long)n, (long long)k, t, q);
+    }
+    rt_pool_destroy(pool);
+  }
+}
+
 /* y = x bf16(w)^T on M = 1..8 rows (no bias or epilogue, so only the
  * kernel's sums are seen) against a double-precision sum over the x the
  * set multiplies: rounded to bf16 (the avx512f+bf16 set: vdpbf16ps, x
@@ -806,18 +830,7 @@ static void check_decode_bf16(int64_t m, int64_t n, int64_t k, int64_t pad) {
     for (int64_t j = n; j < ldy; j++)
       cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "bf16 decode wrote into padding");
   }
-  for (int t = 1; t <= 3; t++) {
-    RtPool *pool = rt_pool_create(t);
-    for (int q = 0; q < N_POLICIES; q++) {
-      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
-      rt_linear_packed_bf16(pool, m, n, k, x, ldx, wp, NULL, y1, ldy, RT_ACT_NONE, 1.0f, NULL, 0,
-                            40, 100, 64, POLICIES[q].task_macs, POLICIES[q].split_macs);
-      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
-                "bf16 decode m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
-                (long long)n, (long long)k, t, q);
-    }
-    rt_pool_destroy(pool);
-  }
+  same_bits_any_split(rt_linear_packed_bf16, "bf16", m, n, k, x, ldx, wp, y, y0, y1, ldy);
   free(x);
   free(w);
   free(wp);
@@ -864,18 +877,7 @@ static void check_decode_i8(int64_t m, int64_t n, int64_t k, int64_t pad) {
     for (int64_t j = n; j < ldy; j++)
       cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "int8 decode wrote into padding");
   }
-  for (int t = 1; t <= 3; t++) {
-    RtPool *pool = rt_pool_create(t);
-    for (int q = 0; q < N_POLICIES; q++) {
-      memcpy(y1, y0, sizeof(float) * (size_t)(m * ldy));
-      rt_linear_packed_i8(pool, m, n, k, x, ldx, wp, NULL, y1, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40,
-                          100, 64, POLICIES[q].task_macs, POLICIES[q].split_macs);
-      cr_assert(memcmp(y, y1, sizeof(float) * (size_t)(m * ldy)) == 0,
-                "int8 decode m=%lld n=%lld k=%lld: %d threads, policy %d differ", (long long)m,
-                (long long)n, (long long)k, t, q);
-    }
-    rt_pool_destroy(pool);
-  }
+  same_bits_any_split(rt_linear_packed_i8, "int8", m, n, k, x, ldx, wp, y, y0, y1, ldy);
   free(qx);
   free(qw);
   free(sw);
