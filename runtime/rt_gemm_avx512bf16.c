@@ -94,12 +94,6 @@ BF16 void rt_gemm_micro_bf16dp_avx512(int64_t kc, const void *a, const uint32_t 
  * panels of K <= 1536: at K = 3072 the 4 extra streams cost 1 x 768 x
  * 3072 10-15% (186-207 us against 172-176 without). The last tile's
  * prefetches run past its panels (a prefetch never faults). */
-/* a prefetch into L2 of the line bytes past p (as an integer: past the
- * weights it is no pointer into them) */
-BF16 static inline void prefetch_l2(const uint32_t *p, int64_t bytes) {
-  _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)bytes), _MM_HINT_T1);
-}
-
 #define ROWS_DP(R, P)                                                                              \
   BF16 static void rows_dp_##R##x##P(int64_t k2, const uint32_t *xh, int64_t ldx,                  \
                                      const uint32_t *wp, float *y, int64_t ldy, int ncols,         \
@@ -114,7 +108,7 @@ BF16 static inline void prefetch_l2(const uint32_t *p, int64_t bytes) {
           (__m512bh)_mm512_load_si512((const void *)(wp + v * ps + q * 16));                       \
       if (pf) /* the next tile's panels, to L2 */                                                  \
         _Pragma("GCC unroll 4") for (int v = 0; v < P; v++)                                        \
-            prefetch_l2(wp + v * ps + q * 16, P * ps * 4);                                         \
+            GEMM_PREFETCH_L2(wp + v * ps + q * 16, P * ps * 4);                                     \
       _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                        \
         __m512bh xr = (__m512bh)_mm512_set1_epi32((int)xh[r * ldx + q]);                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < P; v++) acc[r][v] =                            \

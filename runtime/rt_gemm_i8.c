@@ -129,12 +129,6 @@ T_AVX2 void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *
 }
 
 #ifdef GEMM_AVX512
-/* a prefetch into L2 of the line bytes past p (as an integer: past the
- * weights it is no pointer into them) */
-T_VNNI static inline void i8_prefetch_l2(const uint8_t *p, int64_t bytes) {
-  _mm_prefetch((const char *)((uintptr_t)p + (uintptr_t)bytes), _MM_HINT_T1);
-}
-
 /* VNNI: R rows over P panels, one zmm (16 columns x 4 k-steps) each. The
  * weights are vpdpbusd's unsigned operand, qw + 128 (one xor per panel
  * and step), and the x bytes its signed one, broadcast: per step P loads,
@@ -162,7 +156,7 @@ T_VNNI static inline void i8_prefetch_l2(const uint8_t *p, int64_t bytes) {
           _mm512_xor_si512(_mm512_load_si512((const void *)(wp + v * ps + p * 16)), flip);         \
       if (pf) /* the next tile's panels, to L2 */                                                  \
         _Pragma("GCC unroll 4") for (int v = 0; v < P; v++)                                        \
-            i8_prefetch_l2(wp + v * ps + p * 16, P * ps);                                          \
+            GEMM_PREFETCH_L2(wp + v * ps + p * 16, P * ps);                                          \
       _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                        \
         int32_t x4;                                                                                \
         memcpy(&x4, xq + r * ldq + p, 4);                                                          \
