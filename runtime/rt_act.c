@@ -94,23 +94,40 @@ ACT_DEFINE(avx2, ACT_VEC __attribute__((target("avx2,fma"))), fmaf)
 ACT_DEFINE(avx512, ACT_VEC __attribute__((target("avx512f,avx2,fma"))), fmaf)
 #endif
 
+/* One instance's loops; act_loops picks the instance once. */
+typedef struct ActLoops {
+  void (*gelu_erf)(const float *restrict x, float *restrict y, int64_t lo, int64_t hi);
+  void (*gelu_tanh)(const float *restrict x, float *restrict y, int64_t lo, int64_t hi);
+  void (*gelu_erf_ip)(float *restrict y, int64_t n);
+  void (*gelu_tanh_ip)(float *restrict y, int64_t n);
+} ActLoops;
+#define ACT_LOOPS(SUFFIX)                                                                      \
+  {gelu_erf_##SUFFIX, gelu_tanh_##SUFFIX, gelu_erf_ip_##SUFFIX, gelu_tanh_ip_##SUFFIX}
+
+static const ActLoops act_base = ACT_LOOPS(base);
 #ifdef ACT_X86
-/* The instance for the ISA the GEMM runs (rt_gemm_lanes: what the CPU
- * and OS support, or TFMC_GEMM_ISA's choice, as attention follows it):
- * 2 AVX-512F, 1 AVX2+FMA, 0 the baseline. */
-static int act_isa(void) {
-  /* looked up once: the GEMM epilogue asks per row of 64 values, and
-   * rt_gemm_lanes compares the kernel set's name */
-  static _Atomic int isa = -1;
-  int v = atomic_load_explicit(&isa, memory_order_relaxed);
-  if (v < 0) {
-    int lanes = rt_gemm_lanes();
-    v = lanes == 16 ? 2 : lanes == 8 ? 1 : 0;
-    atomic_store_explicit(&isa, v, memory_order_relaxed);
-  }
-  return v;
-}
+static const ActLoops act_avx2 = ACT_LOOPS(avx2);
+static const ActLoops act_avx512 = ACT_LOOPS(avx512);
 #endif
+
+/* The instance for the ISA the GEMM runs (rt_gemm_lanes: what the CPU and
+ * OS support, or TFMC_GEMM_ISA's choice, as attention follows it), looked
+ * up once: the GEMM epilogue asks per row of 64 values, and rt_gemm_lanes
+ * compares the kernel set's name. */
+static const ActLoops *act_loops(void) {
+#ifdef ACT_X86
+  static const ActLoops *_Atomic chosen;
+  const ActLoops *a = atomic_load_explicit(&chosen, memory_order_relaxed);
+  if (!a) {
+    int lanes = rt_gemm_lanes();
+    a = lanes == 16 ? &act_avx512 : lanes == 8 ? &act_avx2 : &act_base;
+    atomic_store_explicit(&chosen, a, memory_order_relaxed);
+  }
+  return a;
+#else
+  return &act_base;
+#endif
+}
 
 typedef struct GeluJob {
   const float *x;
@@ -120,21 +137,8 @@ typedef struct GeluJob {
 
 static void gelu_task(void *ctx, int64_t lo, int64_t hi) {
   const GeluJob *j = ctx;
-#ifdef ACT_X86
-  int isa = act_isa();
-  if (isa == 2) {
-    if (j->tanh_approx) gelu_tanh_avx512(j->x, j->y, lo, hi);
-    else gelu_erf_avx512(j->x, j->y, lo, hi);
-    return;
-  }
-  if (isa == 1) {
-    if (j->tanh_approx) gelu_tanh_avx2(j->x, j->y, lo, hi);
-    else gelu_erf_avx2(j->x, j->y, lo, hi);
-    return;
-  }
-#endif
-  if (j->tanh_approx) gelu_tanh_base(j->x, j->y, lo, hi);
-  else gelu_erf_base(j->x, j->y, lo, hi);
+  const ActLoops *a = act_loops();
+  (j->tanh_approx ? a->gelu_tanh : a->gelu_erf)(j->x, j->y, lo, hi);
 }
 
 void rt_act_row(int64_t act, float *y, int64_t n) {
@@ -147,21 +151,8 @@ void rt_act_row(int64_t act, float *y, int64_t n) {
     return;
   case RT_ACT_GELU:
   case RT_ACT_GELU_TANH: {
-#ifdef ACT_X86
-    int isa = act_isa();
-    if (isa == 2) {
-      if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_avx512(y, n);
-      else gelu_erf_ip_avx512(y, n);
-      return;
-    }
-    if (isa == 1) {
-      if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_avx2(y, n);
-      else gelu_erf_ip_avx2(y, n);
-      return;
-    }
-#endif
-    if (act == RT_ACT_GELU_TANH) gelu_tanh_ip_base(y, n);
-    else gelu_erf_ip_base(y, n);
+    const ActLoops *a = act_loops();
+    (act == RT_ACT_GELU_TANH ? a->gelu_tanh_ip : a->gelu_erf_ip)(y, n);
     return;
   }
   default: /* RT_ACT_NONE, or a value the caller should not pass: nothing */
