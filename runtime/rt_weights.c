@@ -14,6 +14,7 @@
  * are handled; the byte order of the host is detected at run time. */
 #include "runtime/rt_weights.h"
 
+#include "runtime/rt_arena.h"
 #include "runtime/rt_file.h"
 
 #include <errno.h>
@@ -261,6 +262,7 @@ static int wts_make(const unsigned char *img, size_t len, void *map, const char 
       free(w);
       return wts_fail(err, errlen, label, "out of memory copying the weights");
     }
+    rt_mem_advise_huge(w->owned, bytes);
     floats_from_le(w->owned, data, n);
     w->data = w->owned;
   }
@@ -339,6 +341,7 @@ int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out, 
     close(fd);
     return wts_fail(err, errlen, label, msg);
   }
+  rt_mem_advise_huge(map, len); /* the weights are read from here (wts_make) */
   int bad = wts_check(map, len, fd, info, label, err, errlen);
   close(fd); /* the mapping stays valid */
   if (bad || wts_make(map, len, map, label, out, err, errlen)) {
