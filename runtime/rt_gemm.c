@@ -357,6 +357,7 @@ static const GemmKernels kernels_avx512 = {
     .isa = "avx512f", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
+    .micro_pf = rt_gemm_micro_pf_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = NULL,
@@ -367,6 +368,7 @@ static const GemmKernels kernels_avx512bf16 = {
     .isa = "avx512f+bf16", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
+    .micro_pf = rt_gemm_micro_pf_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = rt_gemm_rows_p_bf16dp_avx512,
@@ -1217,12 +1219,31 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
         for (int64_t jr = 0; jr < nc; jr += NR) {
           int nr = (int)(nc - jr < NR ? nc - jr : NR);
           const float *bp = bblk + jr / GEMM_PANEL * bs;
+          /* the next tile column's panels, where they are one contiguous
+           * run (this block's rows are all of them: B packed now, or one K
+           * block of prepacked weights), prefetched into L2 a slice per
+           * row tile while this column's tiles run from L2: weights come
+           * from DRAM, and without it the column's first tile waits for
+           * them (one thread's 6x64 tile eats a panel at ~40 GB/s) */
+          int64_t pf_bytes = 0, pf_slice = 0;
+          const char *pf = NULL;
+          if (gk->micro_pf && jr + NR < nc && bs == kc * GEMM_PANEL) {
+            int64_t cols = nc - jr - NR < NR ? nc - jr - NR : NR;
+            pf = (const char *)(bp + NR / GEMM_PANEL * bs);
+            pf_bytes = (cols + GEMM_PANEL - 1) / GEMM_PANEL * bs * (int64_t)sizeof(float);
+            pf_slice = (pf_bytes / ((mc + MR - 1) / MR) + 63) & ~(int64_t)63;
+          }
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
             if (tile_start && pc == 0)
               gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jc + jr : NULL);
-            gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
+            int64_t at = ir / MR * pf_slice;
+            if (pf && at < pf_bytes)
+              gk->micro_pf(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr, pf + at,
+                           pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice);
+            else
+              gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
             if (last && with_epi)
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }

@@ -65,11 +65,17 @@ AVX512 static inline __mmask16 lanes(int n) {
  * rows and one of 2, which the 6-row kernel would do at the cost of 6. */
 #define MICRO(R, NV)                                                                               \
   AVX512 static void micro_##R##x##NV(int64_t kc, const float *a, const float *b, int64_t bs,      \
-                                      float *c, int64_t ldc, int mr, int nr) {                     \
+                                      float *c, int64_t ldc, int mr, int nr, const char *pf,       \
+                                      int64_t pf_bytes) {                                          \
     __m512 acc[R][NV];                                                                             \
     _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
+    int64_t pf_at = 0;                                                                             \
     for (int64_t p = 0; p < kc; p++) {                                                             \
+      if ((p & 1) == 0 && pf_at < pf_bytes) {                                                      \
+        _mm_prefetch(pf + pf_at, _MM_HINT_T1);                                                     \
+        pf_at += 64;                                                                               \
+      }                                                                                            \
       __m512 bv[NV];                                                                               \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                 \
           _mm512_load_ps(b + v * bs + p * 16);                                                     \
@@ -100,7 +106,8 @@ MICRO_ROWS(6)
 
 _Static_assert(NV == 4 && MR == 6, "the table below covers tiles of 1-6 rows and 1-4 panels");
 
-typedef void (*MicroFn)(int64_t, const float *, const float *, int64_t, float *, int64_t, int, int);
+typedef void (*MicroFn)(int64_t, const float *, const float *, int64_t, float *, int64_t, int, int,
+                        const char *, int64_t);
 #define MICRO_ROW(R) {micro_##R##x1, micro_##R##x2, micro_##R##x3, micro_##R##x4}
 static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(1), MICRO_ROW(2), MICRO_ROW(3),
                                             MICRO_ROW(4), MICRO_ROW(5), MICRO_ROW(6)};
@@ -108,7 +115,15 @@ static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(1), MICRO_ROW(2), MICRO_RO
 AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                  int64_t ldc, int mr, int nr) {
   int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
-  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr);
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr, NULL, 0);
+}
+
+AVX512 void rt_gemm_micro_pf_avx512(int64_t kc, const float *a, const float *b, int64_t bs,
+                                    float *c, int64_t ldc, int mr, int nr, const void *pf,
+                                    int64_t pf_bytes) {
+  int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr,
+                                                        (const char *)pf, pf_bytes);
 }
 
 AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {

@@ -68,6 +68,11 @@ typedef struct GemmKernels {
    * the panels holding columns < nr' are read). */
   void (*micro)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
                 int mr, int nr);
+  /* the same C, and while the k loop runs, the pf_bytes from pf (a slice of
+   * the next register-tile column's B panels) are prefetched into L2, a
+   * line every other k-step; NULL where the set has none (then micro) */
+  void (*micro_pf)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
+                   int mr, int nr, const void *pf, int64_t pf_bytes);
   /* y[j] = alpha dot(x[0..k), w[j*ldw..]) + beta y[j] for j < n */
   void (*gemv_t)(int64_t n, int64_t k, float alpha, const float *x, const float *w, int64_t ldw,
                  float beta, float *y);
@@ -142,6 +147,8 @@ void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 #endif
 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                           int64_t ldc, int mr, int nr);
+void rt_gemm_micro_pf_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                             int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *w, int64_t ldw, float *y, int64_t ldy);
 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
