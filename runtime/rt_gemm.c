@@ -357,7 +357,7 @@ static const GemmKernels kernels_avx512 = {
     .isa = "avx512f", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
-    .micro_pf = rt_gemm_micro_pf_avx512,
+    .micro_pf = rt_gemm_micro_pf_avx512, .micro_a = rt_gemm_micro_a_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = NULL,
@@ -368,7 +368,7 @@ static const GemmKernels kernels_avx512bf16 = {
     .isa = "avx512f+bf16", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
-    .micro_pf = rt_gemm_micro_pf_avx512,
+    .micro_pf = rt_gemm_micro_pf_avx512, .micro_a = rt_gemm_micro_a_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = rt_gemm_rows_p_bf16dp_avx512,
@@ -1184,6 +1184,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
   }
   const int64_t kc_step = gemm_kc_step(k, bl);
   const GemmKernels *gk = gemm.k;
+  /* A read in place by the set's micro_a (no packing) where it is A itself */
+  const int direct_a = gk->micro_a && !apre && !trans_a && alpha == 1.0f && !b_bf16;
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, NC = bl->nc;
   for (int64_t jc = 0; jc < n; jc += NC) {
     int64_t nc = n - jc < NC ? n - jc : NC;
@@ -1214,6 +1216,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
         const float *ablk = pb->a; /* packed now, or gemm_prepack_a's */
         if (apre)
           ablk = (const float *)apre + gemm_round_up(m, MR) * pc + ic * kc;
+        else if (direct_a)
+          ablk = NULL;
         else
           gemm_pack_a(trans_a, a, lda, ic, pc, mc, kc, alpha, gk->mr, pb->a);
         for (int64_t jr = 0; jr < nc; jr += NR) {
@@ -1239,9 +1243,13 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
             if (tile_start && pc == 0)
               gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jc + jr : NULL);
             int64_t at = ir / MR * pf_slice;
-            if (pf && at < pf_bytes)
-              gk->micro_pf(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr, pf + at,
-                           pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice);
+            const char *tpf = pf && at < pf_bytes ? pf + at : NULL;
+            int64_t tpf_bytes = tpf ? (pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice) : 0;
+            if (direct_a)
+              gk->micro_a(kc, a + (ic + ir) * lda + pc, lda, bp, bs, ct, ldc, mr, nr, tpf,
+                          tpf_bytes);
+            else if (tpf)
+              gk->micro_pf(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr, tpf, tpf_bytes);
             else
               gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
             if (last && with_epi)
@@ -1684,11 +1692,13 @@ static void linear_run(RtPool *pool, int64_t m, int64_t n, int64_t k, const floa
   }
   /* column pieces of a product on tfmc's kernels share one packing of x
    * (int8: one quantisation, also for a few rows; the BLAS path packs its
-   * own) */
+   * own; f32 on a set with micro_a reads x in place, no packing at all:
+   * bert-base b1, 2 threads, linears 103 -> 99 ms a forward) */
   if (j.split_n && units > grain && k > 0 &&
-      (packed == 3 || (!GEMM_ROWS_ONLY && m > GEMM_DECODE_ROWS &&
-                       (packed == 1 || packed == 2 ||
-                        (packed == 0 && !gemm.sgemm32 && !gemm.sgemm64)))))
+      (packed == 3 ||
+       (!GEMM_ROWS_ONLY && m > GEMM_DECODE_ROWS &&
+        (packed == 2 || (!gemm.k->micro_a && (packed == 1 || (packed == 0 && !gemm.sgemm32 &&
+                                                                !gemm.sgemm64)))))))
     prepack_x(pool, &j);
   rt_pool_parallel_for(pool, units, grain, linear_task, &j);
 }

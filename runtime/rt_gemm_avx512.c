@@ -10,7 +10,10 @@
  *          against 8x48, 12x32 and 14x32 (bench/gemm, one thread, M = 128,
  *          N,K at bert/gpt2 sizes, best of 3 interleaved runs on a loaded
  *          machine): 6x64 was fastest on 3 of 4 shapes, 155-166 GFLOP/s
- *          against 130-156 for the others.
+ *          against 130-156 for the others. Two instances of every tile:
+ *          on A_p (packed, MR values per k step) and, for micro_a, on A
+ *          itself (row i at a + i lda: the six broadcasts read six rows in
+ *          place, so f32 products with alpha 1 skip packing x).
  *   rows   decode, y[m,n] = x[m,k] w[n,k]^T for m <= 8: blocks of w rows
  *          small enough to stay in L1 while every row of x passes over
  *          them, so w streams from memory once; tiles of up to 4 x rows by
@@ -63,10 +66,13 @@ AVX512 static inline __mmask16 lanes(int n) {
  * never read (the last tile of prepacked weights may have fewer than 4).
  * A tile of fewer rows does only its rows' work: M = 128 is 21 tiles of 6
  * rows and one of 2, which the 6-row kernel would do at the cost of 6. */
-#define MICRO(R, NV)                                                                               \
-  AVX512 static void micro_##R##x##NV(int64_t kc, const float *a, const float *b, int64_t bs,      \
-                                      float *c, int64_t ldc, int mr, int nr, const char *pf,       \
-                                      int64_t pf_bytes) {                                          \
+#define A_PANEL(i, p) a[(p) * MR + (i)] /* A_p: kc groups of MR */
+#define A_ROWS(i, p) a[(i) * lda + (p)]  /* A itself: rows lda apart */
+#define MICRO_AT(NAME, AT, R, NV)                                                                  \
+  AVX512 static void NAME##_##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b,    \
+                                       int64_t bs, float *c, int64_t ldc, int mr, int nr,          \
+                                       const char *pf, int64_t pf_bytes) {                         \
+    (void)lda;                                                                                     \
     __m512 acc[R][NV];                                                                             \
     _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
@@ -80,7 +86,7 @@ AVX512 static inline __mmask16 lanes(int n) {
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =                                 \
           _mm512_load_ps(b + v * bs + p * 16);                                                     \
       _Pragma("GCC unroll 16") for (int i = 0; i < R; i++) {                                       \
-        __m512 ai = _mm512_set1_ps(a[p * MR + i]);                                                 \
+        __m512 ai = _mm512_set1_ps(AT(i, p));                                                      \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =                           \
             _mm512_fmadd_ps(ai, bv[v], acc[i][v]);                                                 \
       }                                                                                            \
@@ -96,6 +102,7 @@ AVX512 static inline __mmask16 lanes(int n) {
     ADD_TILE_RAGGED(R, NV);                                                                        \
   }
 
+#define MICRO(R, NV) MICRO_AT(micro, A_PANEL, R, NV) MICRO_AT(microa, A_ROWS, R, NV)
 #define MICRO_ROWS(R) MICRO(R, 1) MICRO(R, 2) MICRO(R, 3) MICRO(R, 4)
 MICRO_ROWS(1)
 MICRO_ROWS(2)
@@ -106,24 +113,36 @@ MICRO_ROWS(6)
 
 _Static_assert(NV == 4 && MR == 6, "the table below covers tiles of 1-6 rows and 1-4 panels");
 
-typedef void (*MicroFn)(int64_t, const float *, const float *, int64_t, float *, int64_t, int, int,
-                        const char *, int64_t);
-#define MICRO_ROW(R) {micro_##R##x1, micro_##R##x2, micro_##R##x3, micro_##R##x4}
-static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(1), MICRO_ROW(2), MICRO_ROW(3),
-                                            MICRO_ROW(4), MICRO_ROW(5), MICRO_ROW(6)};
+typedef void (*MicroFn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
+                        int, int, const char *, int64_t);
+#define MICRO_ROW(N, R) {N##_##R##x1, N##_##R##x2, N##_##R##x3, N##_##R##x4}
+static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(micro, 1), MICRO_ROW(micro, 2),
+                                            MICRO_ROW(micro, 3), MICRO_ROW(micro, 4),
+                                            MICRO_ROW(micro, 5), MICRO_ROW(micro, 6)};
+static const MicroFn microa_tiles[MR][NV] = {MICRO_ROW(microa, 1), MICRO_ROW(microa, 2),
+                                             MICRO_ROW(microa, 3), MICRO_ROW(microa, 4),
+                                             MICRO_ROW(microa, 5), MICRO_ROW(microa, 6)};
 
 AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                  int64_t ldc, int mr, int nr) {
   int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
-  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr, NULL, 0);
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, MR, b, bs, c, ldc, mr, nr, NULL, 0);
 }
 
 AVX512 void rt_gemm_micro_pf_avx512(int64_t kc, const float *a, const float *b, int64_t bs,
                                     float *c, int64_t ldc, int mr, int nr, const void *pf,
                                     int64_t pf_bytes) {
   int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
-  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, b, bs, c, ldc, mr, nr,
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, MR, b, bs, c, ldc, mr, nr,
                                                         (const char *)pf, pf_bytes);
+}
+
+AVX512 void rt_gemm_micro_a_avx512(int64_t kc, const float *a, int64_t lda, const float *b,
+                                   int64_t bs, float *c, int64_t ldc, int mr, int nr,
+                                   const void *pf, int64_t pf_bytes) {
+  int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
+  microa_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, lda, b, bs, c, ldc, mr, nr,
+                                                         (const char *)pf, pf_bytes);
 }
 
 AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {

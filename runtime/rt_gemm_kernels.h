@@ -73,6 +73,10 @@ typedef struct GemmKernels {
    * line every other k-step; NULL where the set has none (then micro) */
   void (*micro_pf)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
                    int mr, int nr, const void *pf, int64_t pf_bytes);
+  /* micro_pf on A itself (rows lda apart) instead of A_p: no packing of
+   * A; NULL where the set has none */
+  void (*micro_a)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c,
+                  int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
   /* y[j] = alpha dot(x[0..k), w[j*ldw..]) + beta y[j] for j < n */
   void (*gemv_t)(int64_t n, int64_t k, float alpha, const float *x, const float *w, int64_t ldw,
                  float beta, float *y);
@@ -149,6 +153,9 @@ void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs
                           int64_t ldc, int mr, int nr);
 void rt_gemm_micro_pf_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                              int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
+void rt_gemm_micro_a_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
+                            float *c, int64_t ldc, int mr, int nr, const void *pf,
+                            int64_t pf_bytes);
 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *w, int64_t ldw, float *y, int64_t ldy);
 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
