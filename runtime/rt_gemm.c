@@ -345,7 +345,8 @@ static const GemmKernels kernels_base = {
 static const GemmKernels kernels_avx2 = {
     .isa = "avx2+fma", .mr = GEMM_AVX2_MR, .nr = GEMM_AVX2_NR,
     .mc = GEMM_MC / GEMM_AVX2_MR * GEMM_AVX2_MR, .nc = GEMM_NC / GEMM_AVX2_NR * GEMM_AVX2_NR,
-    .micro = rt_gemm_micro_avx2, .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2,
+    .micro = rt_gemm_micro_avx2, .micro_a = rt_gemm_micro_a_avx2, .gemv_t = gemv_t_avx2,
+    .gemv_n = gemv_n_avx2,
     .rows = gemm_rows_avx2, .rows_p = rt_gemm_rows_p_avx2, .micro_bf16 = rt_gemm_micro_bf16w_avx2,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2, .rows_p_bf16x = NULL,
     .rows_i8 = rt_gemm_rows_i8_avx2};

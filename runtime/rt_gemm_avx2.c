@@ -3,7 +3,8 @@
  *
  *   micro   C[6,16] += A_p^T B_p: 12 ymm accumulators (6 rows x 2 vectors
  *           of 8 columns: one panel), 2 loads of B and 6 broadcasts of A
- *           per step of k, 12 FMAs; 15 of the 16 ymm registers.
+ *           per step of k, 12 FMAs; 15 of the 16 ymm registers. Each
+ *           tile also on A itself (micro_a: rows lda apart, x unpacked).
  *   rows_p  decode on prepacked panels: each lane one output column; up to
  *           4 rows of x pass over 2 panels (2 rows) or 1 panel (3-4 rows)
  *           at a time, 8 accumulators; 5-8 rows run as two passes of at
@@ -36,16 +37,19 @@ AVX2 static inline __m256i lanes8(int n) {
  * stay MR apart): a tile of fewer rows does only its rows' work (M = 128:
  * 21 tiles of 6 rows and one of 2). Rows by constant index in the ragged
  * store (an i < mr loop would keep acc in memory through the main loop). */
-#define MICRO(R)                                                                                   \
-  AVX2 static void micro_##R(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,    \
-                             int mr, int nr) {                                                     \
+#define A_PANEL(i, p) (a + (p) * MR + (i)) /* A_p: kc groups of MR */
+#define A_ROWS(i, p) (a + (i) * lda + (p))  /* A itself: rows lda apart */
+#define MICRO_AT(NAME, AT, R)                                                                      \
+  AVX2 static void NAME##_##R(int64_t kc, const float *a, int64_t lda, const float *b, float *c,   \
+                              int64_t ldc, int mr, int nr) {                                       \
+    (void)lda;                                                                                     \
     __m256 acc[R][2];                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] =                    \
         _mm256_setzero_ps();                                                                       \
     for (int64_t p = 0; p < kc; p++) {                                                             \
       __m256 b0 = _mm256_load_ps(b + p * 16), b1 = _mm256_load_ps(b + p * 16 + 8);                \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
-        __m256 ai = _mm256_broadcast_ss(a + p * MR + i);                                           \
+        __m256 ai = _mm256_broadcast_ss(AT(i, p));                                                 \
         acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);                                            \
         acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);                                            \
       }                                                                                            \
@@ -66,6 +70,7 @@ AVX2 static inline __m256i lanes8(int n) {
     }                                                                                              \
   }
 
+#define MICRO(R) MICRO_AT(micro, A_PANEL, R) MICRO_AT(microa, A_ROWS, R)
 MICRO(1)
 MICRO(2)
 MICRO(3)
@@ -73,15 +78,24 @@ MICRO(4)
 MICRO(5)
 MICRO(6)
 
-_Static_assert(MR == 6, "the table below covers tiles of 1-6 rows");
+_Static_assert(MR == 6, "the tables below cover tiles of 1-6 rows");
 
-static void (*const micro_rows[MR])(int64_t, const float *, const float *, float *, int64_t, int,
-                                    int) = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6};
+typedef void (*MicroFn)(int64_t, const float *, int64_t, const float *, float *, int64_t, int, int);
+static const MicroFn micro_rows[MR] = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6};
+static const MicroFn microa_rows[MR] = {microa_1, microa_2, microa_3,
+                                        microa_4, microa_5, microa_6};
 
 AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                              int64_t ldc, int mr, int nr) {
   (void)bs; /* one panel */
-  micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, b, c, ldc, mr, nr);
+  micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, MR, b, c, ldc, mr, nr);
+}
+
+AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
+                               float *c, int64_t ldc, int mr, int nr, const void *pf,
+                               int64_t pf_bytes) {
+  (void)bs, (void)pf, (void)pf_bytes; /* one panel; no prefetch */
+  microa_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, lda, b, c, ldc, mr, nr);
 }
 
 /* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */
