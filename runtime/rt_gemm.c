@@ -358,7 +358,7 @@ static const GemmKernels kernels_avx512 = {
     .isa = "avx512f", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
-    .micro_pf = rt_gemm_micro_pf_avx512, .micro_a = rt_gemm_micro_a_avx512,
+    .micro_a = rt_gemm_micro_a_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16w_avx512,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = NULL,
@@ -369,7 +369,7 @@ static const GemmKernels kernels_avx512bf16 = {
     .isa = "avx512f+bf16", .mr = GEMM_AVX512_MR, .nr = GEMM_AVX512_NR,
     .mc = GEMM_MC / GEMM_AVX512_MR * GEMM_AVX512_MR,
     .nc = GEMM_NC / GEMM_AVX512_NR * GEMM_AVX512_NR, .micro = rt_gemm_micro_avx512,
-    .micro_pf = rt_gemm_micro_pf_avx512, .micro_a = rt_gemm_micro_a_avx512,
+    .micro_a = rt_gemm_micro_a_avx512,
     .gemv_t = gemv_t_avx2, .gemv_n = gemv_n_avx2, .rows = rt_gemm_rows_avx512,
     .rows_p = rt_gemm_rows_p_avx512, .micro_bf16 = rt_gemm_micro_bf16dp_avx512, .a_bf16 = 1,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx512, .rows_p_bf16x = rt_gemm_rows_p_bf16dp_avx512,
@@ -1232,7 +1232,7 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
            * them (one thread's 6x64 tile eats a panel at ~40 GB/s) */
           int64_t pf_bytes = 0, pf_slice = 0;
           const char *pf = NULL;
-          if (gk->micro_pf && jr + NR < nc && bs == kc * GEMM_PANEL) {
+          if (direct_a && jr + NR < nc && bs == kc * GEMM_PANEL) {
             int64_t cols = nc - jr - NR < NR ? nc - jr - NR : NR;
             pf = (const char *)(bp + NR / GEMM_PANEL * bs);
             pf_bytes = (cols + GEMM_PANEL - 1) / GEMM_PANEL * bs * (int64_t)sizeof(float);
@@ -1241,18 +1241,19 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
-            if (tile_start && pc == 0)
-              gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jc + jr : NULL);
-            int64_t at = ir / MR * pf_slice;
-            const char *tpf = pf && at < pf_bytes ? pf + at : NULL;
-            int64_t tpf_bytes = tpf ? (pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice) : 0;
-            if (direct_a)
-              gk->micro_a(kc, a + (ic + ir) * lda + pc, lda, bp, bs, ct, ldc, mr, nr, tpf,
-                          tpf_bytes);
-            else if (tpf)
-              gk->micro_pf(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr, tpf, tpf_bytes);
-            else
+            const float *tbias = bias ? bias + jc + jr : NULL;
+            if (direct_a) { /* the tile starts inside the kernel */
+              int64_t at = ir / MR * pf_slice;
+              GemmTileExtra x = {tbias, tile_start && pc == 0, pf ? pf + at : NULL,
+                                 pf && at < pf_bytes ? (pf_bytes - at < pf_slice ? pf_bytes - at
+                                                                                 : pf_slice)
+                                                     : 0};
+              gk->micro_a(kc, a + (ic + ir) * lda + pc, lda, bp, bs, ct, ldc, mr, nr, &x);
+            } else {
+              if (tile_start && pc == 0)
+                gemm_tile_start(ct, ldc, mr, nr, tbias);
               gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
+            }
             if (last && with_epi)
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }

@@ -59,6 +59,18 @@
  * < 2^31). */
 #define GEMM_I8_MAX_K 133000
 
+/* What micro_a does besides C += A B: with set, C = bias + A B (bias
+ * NULL: zeros) without reading C -- a register tile's first K block, the
+ * same bits as C = bias then C += A B; and while its k loop runs it
+ * prefetches pf_bytes from pf into L2, a line every other k-step (a slice
+ * of the next tile column's B panels; pf_bytes 0: none). */
+typedef struct GemmTileExtra {
+  const float *bias;
+  int set;
+  const void *pf;
+  int64_t pf_bytes;
+} GemmTileExtra;
+
 typedef struct GemmKernels {
   const char *isa; /* "avx512f", "avx2+fma", "neon", "baseline" */
   int mr, nr;      /* the micro-kernel's register tile; nr a multiple of GEMM_PANEL */
@@ -68,15 +80,11 @@ typedef struct GemmKernels {
    * the panels holding columns < nr' are read). */
   void (*micro)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
                 int mr, int nr);
-  /* the same C, and while the k loop runs, the pf_bytes from pf (a slice of
-   * the next register-tile column's B panels) are prefetched into L2, a
-   * line every other k-step; NULL where the set has none (then micro) */
-  void (*micro_pf)(int64_t kc, const float *a, const float *b, int64_t bs, float *c, int64_t ldc,
-                   int mr, int nr, const void *pf, int64_t pf_bytes);
-  /* micro_pf on A itself (rows lda apart) instead of A_p: no packing of
-   * A; NULL where the set has none */
+  /* micro on A itself (rows lda apart) instead of A_p, so A is never
+   * packed, with the extras of x (GemmTileExtra); NULL where the set has
+   * none */
   void (*micro_a)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs, float *c,
-                  int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
+                  int64_t ldc, int mr, int nr, const struct GemmTileExtra *x);
   /* y[j] = alpha dot(x[0..k), w[j*ldw..]) + beta y[j] for j < n */
   void (*gemv_t)(int64_t n, int64_t k, float alpha, const float *x, const float *w, int64_t ldw,
                  float beta, float *y);
@@ -126,7 +134,7 @@ void rt_gemm_rows_i8_base(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                         int64_t ldc, int mr, int nr);
 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
-                          float *c, int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
+                          float *c, int64_t ldc, int mr, int nr, const GemmTileExtra *x);
 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *wp, float *y, int64_t ldy);
 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
@@ -153,11 +161,8 @@ void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 #endif
 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                           int64_t ldc, int mr, int nr);
-void rt_gemm_micro_pf_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
-                             int64_t ldc, int mr, int nr, const void *pf, int64_t pf_bytes);
 void rt_gemm_micro_a_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
-                            float *c, int64_t ldc, int mr, int nr, const void *pf,
-                            int64_t pf_bytes);
+                            float *c, int64_t ldc, int mr, int nr, const GemmTileExtra *x);
 void rt_gemm_rows_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *w, int64_t ldw, float *y, int64_t ldy);
 void rt_gemm_rows_p_avx512(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
