@@ -1187,6 +1187,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
   const GemmKernels *gk = gemm.k;
   /* A read in place by the set's micro_a (no packing) where it is A itself */
   const int direct_a = gk->micro_a && !apre && !trans_a && alpha == 1.0f && !b_bf16;
+  /* an epilogue that only adds a residual: micro_a adds it (GemmTileExtra) */
+  const int res_only = with_epi && epi->act == RT_ACT_NONE && epi->scale == 1.0f && epi->r;
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, NC = bl->nc;
   for (int64_t jc = 0; jc < n; jc += NC) {
     int64_t nc = n - jc < NC ? n - jc : NC;
@@ -1242,19 +1244,19 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
             int mr = (int)(mc - ir < MR ? mc - ir : MR);
             float *ct = c + (ic + ir) * ldc + jc + jr;
             const float *tbias = bias ? bias + jc + jr : NULL;
-            if (direct_a) { /* the tile starts inside the kernel */
+            if (direct_a) { /* the tile starts (and a residual ends) inside the kernel */
               int64_t at = ir / MR * pf_slice;
-              GemmTileExtra x = {tbias, tile_start && pc == 0, pf ? pf + at : NULL,
-                                 pf && at < pf_bytes ? (pf_bytes - at < pf_slice ? pf_bytes - at
-                                                                                 : pf_slice)
-                                                     : 0};
+              GemmTileExtra x = {tbias, tile_start && pc == 0,
+                                 last && res_only ? epi->r + (ic + ir) * epi->ldr + jc + jr : NULL,
+                                 epi ? epi->ldr : 0, pf && at < pf_bytes ? pf + at : NULL,
+                                 pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice};
               gk->micro_a(kc, a + (ic + ir) * lda + pc, lda, bp, bs, ct, ldc, mr, nr, &x);
             } else {
               if (tile_start && pc == 0)
                 gemm_tile_start(ct, ldc, mr, nr, tbias);
               gk->micro(kc, ablk + ir * kc, bp, bs, ct, ldc, mr, nr);
             }
-            if (last && with_epi)
+            if (last && with_epi && !(direct_a && res_only))
               epi_apply(epi, ct, ldc, ic + ir, jc + jr, mr, nr);
           }
         }

@@ -41,7 +41,10 @@ AVX2 static inline __m256i lanes8(int n) {
 #define A_ROWS(i, p) (a + (i) * lda + (p))  /* A itself: rows lda apart */
 #define MICRO_AT(NAME, AT, R)                                                                      \
   AVX2 static void NAME##_##R(int64_t kc, const float *a, int64_t lda, const float *b, float *c,   \
-                              int64_t ldc, int mr, int nr, const float *bias, int set) {           \
+                              int64_t ldc, int mr, int nr, const GemmTileExtra *x) {               \
+    const float *bias = x->bias, *res = x->res;                                                    \
+    const int set = x->set;                                                                        \
+    const int64_t ldr = x->ldr;                                                                    \
     (void)lda;                                                                                     \
     __m256 acc[R][2];                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] =                    \
@@ -61,18 +64,27 @@ AVX2 static inline __m256i lanes8(int n) {
     if (mr == R && nr == 16) {                                                                     \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
         float *ci = c + i * ldc;                                                                   \
-        __m256 c0 = set ? s0 : _mm256_loadu_ps(ci), c1 = set ? s1 : _mm256_loadu_ps(ci + 8);       \
-        _mm256_storeu_ps(ci, _mm256_add_ps(c0, acc[i][0]));                                        \
-        _mm256_storeu_ps(ci + 8, _mm256_add_ps(c1, acc[i][1]));                                    \
+        __m256 t0 = _mm256_add_ps(set ? s0 : _mm256_loadu_ps(ci), acc[i][0]);                      \
+        __m256 t1 = _mm256_add_ps(set ? s1 : _mm256_loadu_ps(ci + 8), acc[i][1]);                  \
+        if (res) {                                                                                 \
+          t0 = _mm256_add_ps(t0, _mm256_loadu_ps(res + i * ldr));                                  \
+          t1 = _mm256_add_ps(t1, _mm256_loadu_ps(res + i * ldr + 8));                              \
+        }                                                                                          \
+        _mm256_storeu_ps(ci, t0);                                                                  \
+        _mm256_storeu_ps(ci + 8, t1);                                                              \
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) if (i < mr) {                              \
       float *ci = c + i * ldc;                                                                     \
-      __m256 c0 = set ? s0 : _mm256_maskload_ps(ci, m0);                                           \
-      __m256 c1 = set ? s1 : _mm256_maskload_ps(ci + 8, m1);                                       \
-      _mm256_maskstore_ps(ci, m0, _mm256_add_ps(c0, acc[i][0]));                                   \
-      _mm256_maskstore_ps(ci + 8, m1, _mm256_add_ps(c1, acc[i][1]));                               \
+      __m256 t0 = _mm256_add_ps(set ? s0 : _mm256_maskload_ps(ci, m0), acc[i][0]);                 \
+      __m256 t1 = _mm256_add_ps(set ? s1 : _mm256_maskload_ps(ci + 8, m1), acc[i][1]);             \
+      if (res) {                                                                                   \
+        t0 = _mm256_add_ps(t0, _mm256_maskload_ps(res + i * ldr, m0));                             \
+        t1 = _mm256_add_ps(t1, _mm256_maskload_ps(res + i * ldr + 8, m1));                         \
+      }                                                                                            \
+      _mm256_maskstore_ps(ci, m0, t0);                                                             \
+      _mm256_maskstore_ps(ci + 8, m1, t1);                                                         \
     }                                                                                              \
   }
 
@@ -87,7 +99,8 @@ MICRO(6)
 _Static_assert(MR == 6, "the tables below cover tiles of 1-6 rows");
 
 typedef void (*MicroFn)(int64_t, const float *, int64_t, const float *, float *, int64_t, int, int,
-                        const float *, int);
+                        const GemmTileExtra *);
+static const GemmTileExtra no_extra; /* C += A B, nothing else */
 static const MicroFn micro_rows[MR] = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6};
 static const MicroFn microa_rows[MR] = {microa_1, microa_2, microa_3,
                                         microa_4, microa_5, microa_6};
@@ -95,13 +108,13 @@ static const MicroFn microa_rows[MR] = {microa_1, microa_2, microa_3,
 AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                              int64_t ldc, int mr, int nr) {
   (void)bs; /* one panel */
-  micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, MR, b, c, ldc, mr, nr, NULL, 0);
+  micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, MR, b, c, ldc, mr, nr, &no_extra);
 }
 
 AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
                                float *c, int64_t ldc, int mr, int nr, const GemmTileExtra *x) {
   (void)bs; /* one panel; no prefetch (x->pf) */
-  microa_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, lda, b, c, ldc, mr, nr, x->bias, x->set);
+  microa_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, lda, b, c, ldc, mr, nr, x);
 }
 
 /* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */

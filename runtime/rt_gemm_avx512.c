@@ -71,9 +71,12 @@ AVX512 static inline __mmask16 lanes(int n) {
 #define MICRO_AT(NAME, AT, R, NV)                                                                  \
   AVX512 static void NAME##_##R##x##NV(int64_t kc, const float *a, int64_t lda, const float *b,    \
                                        int64_t bs, float *c, int64_t ldc, int mr, int nr,          \
-                                       const char *pf, int64_t pf_bytes, const float *bias,        \
-                                       int set) {                                                  \
+                                       const GemmTileExtra *x) {                                   \
     (void)lda;                                                                                     \
+    const char *pf = (const char *)x->pf;                                                          \
+    const int64_t pf_bytes = pf ? x->pf_bytes : 0, ldr = x->ldr;                                   \
+    const float *bias = x->bias, *res = x->res;                                                    \
+    const int set = x->set;                                                                        \
     __m512 acc[R][NV];                                                                             \
     _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                           \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();      \
@@ -100,8 +103,10 @@ AVX512 static inline __mmask16 lanes(int n) {
       _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                         \
           _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                   \
         float *ci = c + i * ldc + 16 * v;                                                          \
-        __m512 c0 = set ? b0[v] : _mm512_loadu_ps(ci);                                             \
-        _mm512_storeu_ps(ci, _mm512_add_ps(c0, acc[i][v]));                                        \
+        __m512 t = _mm512_add_ps(set ? b0[v] : _mm512_loadu_ps(ci), acc[i][v]);                    \
+        if (res)                                                                                   \
+          t = _mm512_add_ps(t, _mm512_loadu_ps(res + i * ldr + 16 * v));                           \
+        _mm512_storeu_ps(ci, t);                                                                   \
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
@@ -109,8 +114,10 @@ AVX512 static inline __mmask16 lanes(int n) {
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                       \
         __mmask16 m = lanes(nr - 16 * v);                                                          \
         float *ci = c + i * ldc + 16 * v;                                                          \
-        __m512 c0 = set ? b0[v] : _mm512_maskz_loadu_ps(m, ci);                                    \
-        _mm512_mask_storeu_ps(ci, m, _mm512_add_ps(c0, acc[i][v]));                                \
+        __m512 t = _mm512_add_ps(set ? b0[v] : _mm512_maskz_loadu_ps(m, ci), acc[i][v]);           \
+        if (res)                                                                                   \
+          t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, res + i * ldr + 16 * v));                  \
+        _mm512_mask_storeu_ps(ci, m, t);                                                           \
       }                                                                                            \
   }
 
@@ -126,7 +133,8 @@ MICRO_ROWS(6)
 _Static_assert(NV == 4 && MR == 6, "the table below covers tiles of 1-6 rows and 1-4 panels");
 
 typedef void (*MicroFn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
-                        int, int, const char *, int64_t, const float *, int);
+                        int, int, const GemmTileExtra *);
+static const GemmTileExtra no_extra; /* C += A B, nothing else */
 #define MICRO_ROW(N, R) {N##_##R##x1, N##_##R##x2, N##_##R##x3, N##_##R##x4}
 static const MicroFn micro_tiles[MR][NV] = {MICRO_ROW(micro, 1), MICRO_ROW(micro, 2),
                                             MICRO_ROW(micro, 3), MICRO_ROW(micro, 4),
@@ -138,17 +146,15 @@ static const MicroFn microa_tiles[MR][NV] = {MICRO_ROW(microa, 1), MICRO_ROW(mic
 AVX512 void rt_gemm_micro_avx512(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                  int64_t ldc, int mr, int nr) {
   int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
-  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, MR, b, bs, c, ldc, mr, nr, NULL, 0,
-                                                        NULL, 0);
+  micro_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, MR, b, bs, c, ldc, mr, nr,
+                                                        &no_extra);
 }
 
 AVX512 void rt_gemm_micro_a_avx512(int64_t kc, const float *a, int64_t lda, const float *b,
                                    int64_t bs, float *c, int64_t ldc, int mr, int nr,
                                    const GemmTileExtra *x) {
   int r = mr < 1 ? 1 : mr > MR ? MR : mr, v = (nr + 15) / 16;
-  microa_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](
-      kc, a, lda, b, bs, c, ldc, mr, nr, (const char *)x->pf, x->pf ? x->pf_bytes : 0, x->bias,
-      x->set);
+  microa_tiles[r - 1][(v < 1 ? 1 : v > NV ? NV : v) - 1](kc, a, lda, b, bs, c, ldc, mr, nr, x);
 }
 
 AVX512 static inline __m512 load_all(__mmask16 m, const float *p) {

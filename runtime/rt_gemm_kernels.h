@@ -61,12 +61,16 @@
 
 /* What micro_a does besides C += A B: with set, C = bias + A B (bias
  * NULL: zeros) without reading C -- a register tile's first K block, the
- * same bits as C = bias then C += A B; and while its k loop runs it
- * prefetches pf_bytes from pf into L2, a line every other k-step (a slice
- * of the next tile column's B panels; pf_bytes 0: none). */
+ * same bits as C = bias then C += A B; with res (the last K block of a
+ * linear whose epilogue is a residual add only), each element then + its
+ * res[i * ldr + j], as the epilogue would add it; and while its k loop
+ * runs it prefetches pf_bytes from pf into L2, a line every other k-step
+ * (a slice of the next tile column's B panels; pf_bytes 0: none). */
 typedef struct GemmTileExtra {
   const float *bias;
   int set;
+  const float *res;
+  int64_t ldr;
   const void *pf;
   int64_t pf_bytes;
 } GemmTileExtra;
