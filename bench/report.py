@@ -66,7 +66,7 @@ def ran_with(R, fw):
         vals = sorted({str(r[key]) for r in rs if r.get(key) is not None})
         return "/".join(vals) if vals else "?"
     if fw.startswith("tfmc"):
-        pool = "tfmc's own pool (a short bounded spin, ~50 us, then workers sleep on a condition variable)"
+        pool = "tfmc's own pool (atomic hand-off; workers spin up to 1 ms between jobs, then sleep on a condition variable)"
         ks = re.search(r"(\S+) kernels", gemm)
         kernels = "`%s` kernels" % ks.group(1) if ks else "kernels"
         cs = re.search(r"core (\w+)", gemm)
