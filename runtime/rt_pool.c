@@ -106,6 +106,22 @@ static void pool_run_chunks(RtPool *p, const PoolJob *job) {
   }
 }
 
+/* Poll i of a bounded spin (deadline 0 before the first): 1 once
+ * p->spin_ns have passed since poll 0, else a pause and 0. The clock is
+ * read every 64 polls. */
+static int spin_over(const RtPool *p, unsigned i, int64_t *deadline) {
+  if (i % 64 == 0) {
+    int64_t t = now_ns();
+    if (*deadline == 0)
+      *deadline = t + p->spin_ns;
+    else if (t >= *deadline)
+      return 1;
+  }
+  if (i > 0)
+    cpu_relax();
+  return 0;
+}
+
 /* A state a worker should join: active and not the one it last ran. */
 static int worth_joining(uint64_t s, uint64_t last) {
   return (s & 1) && s != last;
@@ -115,20 +131,12 @@ static int worth_joining(uint64_t s, uint64_t last) {
  * or 0 on shutdown. */
 static uint64_t pool_wait_job(RtPool *p, uint64_t last) {
   int64_t deadline = 0;
-  for (unsigned i = 0;; i++) {
+  for (unsigned i = 0; !spin_over(p, i, &deadline); i++) {
     if (atomic_load_explicit(&p->shutdown, memory_order_relaxed))
       return 0;
     uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
     if (worth_joining(s, last))
       return s;
-    if ((i & 63) == 0) {
-      int64_t t = now_ns();
-      if (deadline == 0)
-        deadline = t + p->spin_ns;
-      else if (t >= deadline)
-        break;
-    }
-    cpu_relax();
   }
   uint64_t s = 0;
   atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
@@ -246,18 +254,9 @@ int rt_pool_size(const RtPool *p) {
 /* Waits (spin, then sleep) until no worker is inside the job. */
 static void pool_wait_joined(RtPool *p) {
   int64_t deadline = 0;
-  for (unsigned i = 0;; i++) {
+  for (unsigned i = 0; !spin_over(p, i, &deadline); i++)
     if (atomic_load_explicit(&p->joined, memory_order_seq_cst) == 0)
       return;
-    if ((i & 63) == 0) {
-      int64_t t = now_ns();
-      if (deadline == 0)
-        deadline = t + p->spin_ns;
-      else if (t >= deadline)
-        break;
-    }
-    cpu_relax();
-  }
   atomic_store_explicit(&p->caller_waiting, 1, memory_order_seq_cst);
   pthread_mutex_lock(&p->mu);
   while (atomic_load_explicit(&p->joined, memory_order_seq_cst) != 0)
