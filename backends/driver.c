@@ -8,8 +8,8 @@
 #include "backends/driver.h"
 
 #include "backends/exec.h"
-#include "runtime/rt_arena.h"
 #include "runtime/rt_safetensors.h"
+#include "runtime/rt_weights.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -184,7 +184,7 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
     }
     c->packed = (float *)((raw + 63) & ~(uintptr_t)63);
     /* huge pages before the packer first writes it */
-    rt_mem_advise_huge(c->packed, (size_t)c->prog->weights_floats * 4);
+    rt_weights_advise_huge(c->packed, (size_t)c->prog->weights_floats * 4);
     backend_pack_weights(c->prog, c->w, c->packed);
   }
   return 0;

@@ -175,19 +175,3 @@ void rt_arena_close(RtArena *a) {
   free(a->done);
   memset(a, 0, sizeof *a);
 }
-
-void rt_mem_advise_huge(void *p, size_t len) {
-#if defined(RT_ARENA_MMAP) && defined(MADV_HUGEPAGE)
-  const uintptr_t huge = (uintptr_t)2 << 20;
-  const char *off = getenv("TFMC_HUGE_PAGES");
-  if (!p || (off && strcmp(off, "0") == 0))
-    return;
-  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-  uintptr_t hi = ((uintptr_t)p + len) & ~(huge - 1);
-  if (hi > lo && (uintptr_t)p + len > (uintptr_t)p)
-    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* EINVAL without THP: nothing lost */
-#else
-  (void)p;
-  (void)len;
-#endif
-}

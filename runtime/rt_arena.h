@@ -51,13 +51,4 @@ int64_t rt_arena_block_bytes(const RtArenaBlock *b, const int64_t *syms);
 
 void rt_arena_close(RtArena *a);
 
-/* Asks the kernel to back the 2 MiB-aligned pages inside [p, p + len) with
- * huge pages (Linux transparent huge pages, which default to madvise
- * mode): for the weights, which every run streams once from DRAM, the TLB
- * then covers 2 MiB per entry instead of 4 KiB. Call it before the memory
- * is first written (anonymous memory) or on a read-only file mapping.
- * Best effort: a no-op where there is no MADV_HUGEPAGE or the range is
- * under 2 MiB; TFMC_HUGE_PAGES=0 turns it off (for measuring). */
-void rt_mem_advise_huge(void *p, size_t len);
-
 #endif

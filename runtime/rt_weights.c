@@ -12,9 +12,11 @@
  * Header integers are assembled from little-endian bytes, never loaded
  * through wider pointers, so any image alignment and any host byte order
  * are handled; the byte order of the host is detected at run time. */
+#if !defined(_WIN32) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#endif
 #include "runtime/rt_weights.h"
 
-#include "runtime/rt_arena.h"
 #include "runtime/rt_file.h"
 
 #include <errno.h>
@@ -262,7 +264,7 @@ static int wts_make(const unsigned char *img, size_t len, void *map, const char 
       free(w);
       return wts_fail(err, errlen, label, "out of memory copying the weights");
     }
-    rt_mem_advise_huge(w->owned, bytes);
+    rt_weights_advise_huge(w->owned, bytes);
     floats_from_le(w->owned, data, n);
     w->data = w->owned;
   }
@@ -341,7 +343,7 @@ int rt_weights_open(const char *path, const RtModelInfo *info, RtWeights **out, 
     close(fd);
     return wts_fail(err, errlen, label, msg);
   }
-  rt_mem_advise_huge(map, len); /* the weights are read from here (wts_make) */
+  rt_weights_advise_huge(map, len); /* the weights are read from here (wts_make) */
   int bad = wts_check(map, len, fd, info, label, err, errlen);
   close(fd); /* the mapping stays valid */
   if (bad || wts_make(map, len, map, label, out, err, errlen)) {
@@ -435,4 +437,20 @@ int rt_weights_write(const char *path, const RtModelInfo *info, const float *dat
     return 1;
   }
   return rt_out_commit(&o, err, errlen);
+}
+
+void rt_weights_advise_huge(void *p, size_t len) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)2 << 20;
+  const char *off = getenv("TFMC_HUGE_PAGES");
+  if (!p || (off && strcmp(off, "0") == 0))
+    return;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+  uintptr_t hi = ((uintptr_t)p + len) & ~(huge - 1);
+  if (hi > lo && (uintptr_t)p + len > (uintptr_t)p)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* EINVAL without THP: nothing lost */
+#else
+  (void)p;
+  (void)len;
+#endif
 }

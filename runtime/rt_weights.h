@@ -55,4 +55,13 @@ int rt_weights_from_memory(const void *image, size_t len, const RtModelInfo *inf
 const float *rt_weights_data(const RtWeights *w); /* 64-byte aligned */
 void rt_weights_close(RtWeights *w);
 
+/* Asks the kernel to back the 2 MiB-aligned pages inside [p, p + len) of
+ * a model's weights with huge pages (Linux transparent huge pages, which
+ * default to madvise mode): every run streams the weights once from DRAM,
+ * and the TLB then covers 2 MiB per entry instead of 4 KiB. Call it before
+ * the memory is first written (anonymous memory) or on a read-only file
+ * mapping. Best effort: a no-op where there is no MADV_HUGEPAGE or the
+ * range is under 2 MiB; TFMC_HUGE_PAGES=0 turns it off (for measuring). */
+void rt_weights_advise_huge(void *p, size_t len);
+
 #endif
