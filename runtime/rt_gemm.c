@@ -1245,11 +1245,16 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
             float *ct = c + (ic + ir) * ldc + jc + jr;
             const float *tbias = bias ? bias + jc + jr : NULL;
             if (direct_a) { /* the tile starts (and a residual ends) inside the kernel */
-              int64_t at = ir / MR * pf_slice;
-              GemmTileExtra x = {tbias, tile_start && pc == 0,
-                                 last && res_only ? epi->r + (ic + ir) * epi->ldr + jc + jr : NULL,
-                                 epi ? epi->ldr : 0, pf && at < pf_bytes ? pf + at : NULL,
-                                 pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice};
+              GemmTileExtra x = {tbias, tile_start && pc == 0, NULL, 0, NULL, 0};
+              if (last && res_only) {
+                x.res = epi->r + (ic + ir) * epi->ldr + jc + jr;
+                x.ldr = epi->ldr;
+              }
+              int64_t at = ir / MR * pf_slice; /* this row tile's slice */
+              if (pf && at < pf_bytes) {
+                x.pf = pf + at;
+                x.pf_bytes = pf_bytes - at < pf_slice ? pf_bytes - at : pf_slice;
+              }
               gk->micro_a(kc, a + (ic + ir) * lda + pc, lda, bp, bs, ct, ldc, mr, nr, &x);
             } else {
               if (tile_start && pc == 0)

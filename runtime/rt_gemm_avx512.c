@@ -83,7 +83,7 @@ AVX512 static inline __mmask16 lanes(int n) {
     int64_t pf_at = 0;                                                                             \
     for (int64_t p = 0; p < kc; p++) {                                                             \
       if ((p & 1) == 0 && pf_at < pf_bytes) {                                                      \
-        _mm_prefetch(pf + pf_at, _MM_HINT_T1);                                                     \
+        GEMM_PREFETCH_L2(pf, pf_at);                                                               \
         pf_at += 64;                                                                               \
       }                                                                                            \
       __m512 bv[NV];                                                                               \
