@@ -4,7 +4,8 @@
 # against OpenBLAS called directly (every core type plausible on this CPU)
 # and ONNX Runtime's MatMul, at bert-base and gpt2 shapes; the machine's
 # fp32 FMA peak (widest vector unit, and 256-bit for reference) and DRAM
-# read bandwidth alongside. Prints markdown tables (medians over
+# read bandwidth alongside (a read probe before, after and in every round;
+# the decode rows are set against the median reading). Prints markdown tables (medians over
 # interleaved rounds; the first one side by side: packed, bf16, OpenBLAS
 # with its best core type, ORT, with % of the widest FMA peak and, for
 # M = 1 and 8, weight GB/s against the DRAM read bandwidth) and keeps the
@@ -94,6 +95,8 @@ echo "{\"loadavg_before\": \"$(cat /proc/loadavg)\"}" >>"$out"
 r=1
 while [ "$r" -le "$rounds" ]; do
   echo "round $r of $rounds ($(cat /proc/loadavg))" >&2
+  # a read probe every round: the decode rows' bar is the median reading
+  "$work/stream_read" "$threads" | sed "s/^{/{\"probe\": \"read\", \"round\": $r, /" >>"$out"
   run packed packed
   run packed-avx2 packed TFMC_GEMM_ISA=avx2
   run packed-scalar packed TFMC_GEMM_ISA=scalar

@@ -5,8 +5,12 @@
 
 Per configuration and shape: the median over rounds of each round's median
 call (GFLOP/s). The machine: CPU model and flags, the best fp32 FMA peak
-(widest vector unit) and DRAM read bandwidth of the probes run before and
-after, load averages, and how busy the rest of the machine kept the cores
+(widest vector unit) of the probes run before and after; the DRAM read
+bandwidth as the median of the read probes (one before, one per round,
+one after: on a shared VM a single reading moves by +-25%, and the
+median of readings interleaved with the rows is the bandwidth those rows
+ran beside; each reading is the best of stream_read's 5 passes); load
+averages, and how busy the rest of the machine kept the cores
 while each configuration ran (median over rounds). For M <= 8 the weights
 dominate the traffic: weight bytes / time is shown against the read
 bandwidth.
@@ -53,14 +57,14 @@ def main():
     gf = defaultdict(list)  # (label, m, n, k) -> [gflops per round]
     gbps = defaultdict(list)
     backend, others = {}, defaultdict(list)
-    fma, read, loads = defaultdict(float), defaultdict(float), []
+    fma, reads, loads = defaultdict(float), defaultdict(list), []
     labels = []
     for r in rows:
         if r.get("probe") == "fma":
             key = (r["threads"], r.get("isa", "avx2"))
             fma[key] = max(fma[key], r["gflops"])
         elif r.get("probe") == "read":
-            read[r["threads"]] = max(read[r["threads"]], r["gbytes_per_s"])
+            reads[r["threads"]].append(r["gbytes_per_s"])
         elif "loadavg_before" in r or "loadavg_after" in r:
             loads.append(r.get("loadavg_before") or r.get("loadavg_after"))
         elif "others_busy_cores" in r:
@@ -79,8 +83,12 @@ def main():
     print()
     for (t, isa), v in sorted(fma.items()):
         print(f"- fp32 FMA peak, {isa}, {t} thread{'s' if t > 1 else ''}: {v:.0f} GFLOP/s")
-    for t, v in sorted(read.items()):
-        print(f"- DRAM read (1 GiB stream), {t} thread{'s' if t > 1 else ''}: {v:.1f} GB/s")
+    read = {t: statistics.median(v) for t, v in reads.items()}
+    for t, v in sorted(reads.items()):
+        spread = (f"median of {len(v)} readings, {min(v):.1f}-{max(v):.1f}"
+                  if len(v) > 1 else "one reading")
+        print(f"- DRAM read (1 GiB stream), {t} thread{'s' if t > 1 else ''}: "
+              f"{read[t]:.1f} GB/s ({spread})")
     print()
     print("| configuration | backend as the process named it | others busy (cores, median) |")
     print("|---|---|---|")
@@ -111,7 +119,8 @@ def main():
     print()
     if bw:
         print(f"Decode rows (M <= 8): weight bytes / time in GB/s and % of the {T}-thread "
-              f"DRAM read bandwidth ({bw:.1f} GB/s; weights rotate through > 256 MiB):")
+              f"DRAM read bandwidth ({bw:.1f} GB/s, the median probe reading; weights rotate "
+              "through > 256 MiB):")
         print()
         print("| M | N | K | " + " | ".join(labels) + " |")
         print("|---:|---:|---:|" + "---:|" * len(labels))
@@ -187,7 +196,8 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend):
     print()
     if bw:
         print(f"Decode (M = 1 and 8): weight bytes streamed per second, GB/s (% of the {T}-thread "
-              f"DRAM read bandwidth, {bw:.1f} GB/s; bf16 streams half the bytes, int8 about a "
+              f"DRAM read bandwidth, {bw:.1f} GB/s, the median probe reading; bf16 streams half "
+              "the bytes, int8 about a "
               "quarter plus its scales); the weights rotate through > 256 MiB of copies, so "
               "they come from DRAM:")
         print()
