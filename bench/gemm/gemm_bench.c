@@ -32,6 +32,7 @@
 #define _GNU_SOURCE
 #include "runtime/rt_gemm.h"
 #include "runtime/rt_pool.h"
+#include "runtime/rt_weights.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -192,23 +193,33 @@ int main(int argc, char **argv) {
       size_t wbytes = use_packed == 3 ? (size_t)rt_gemm_packed_i8_floats(n, k) * 4
                       : wfloats * (use_packed == 2 ? 2 : 4); /* what a call streams */
       int copies = (int)((256u << 20) / wbytes) + 1;
+      /* the copies in one region on transparent huge pages, as a model's
+       * weights are (the JIT's packed block, a weights file's mapping:
+       * rt_weights_advise_huge), for every configuration alike */
+      size_t held = 4 * (size_t)(use_packed == 3   ? rt_gemm_packed_i8_floats(n, k)
+                                 : use_packed == 2 ? rt_gemm_packed_bf16_floats(n, k)
+                                 : use_packed      ? rt_gemm_packed_floats(n, k)
+                                                   : (int64_t)wfloats);
+      size_t stride = (held + 63) / 64 * 64;
+      char *region = aligned_alloc(64, stride * (size_t)copies);
       float **w = malloc(sizeof *w * (size_t)copies);
+      if (!region || !w) {
+        fprintf(stderr, "gemm_bench: out of memory (%d copies of %zu bytes)\n", copies, wbytes);
+        return 1;
+      }
+      rt_weights_advise_huge(region, stride * (size_t)copies);
       for (int c = 0; c < copies; c++) {
-        w[c] = filled(wfloats, 7u * (unsigned)c + 1);
-        if (use_packed) { /* packed once, as the pack-weights pass does */
-          float *wp = filled((size_t)(use_packed == 3   ? rt_gemm_packed_i8_floats(n, k)
-                                      : use_packed == 2 ? rt_gemm_packed_bf16_floats(n, k)
-                                                        : rt_gemm_packed_floats(n, k)),
-                             0);
-          if (use_packed == 3)
-            rt_gemm_pack_i8(n, k, w[c], wp);
-          else if (use_packed == 2)
-            rt_gemm_pack_bf16(n, k, w[c], wp);
-          else
-            rt_gemm_pack(n, k, w[c], wp);
-          free(w[c]);
-          w[c] = wp;
-        }
+        w[c] = (float *)(region + stride * (size_t)c);
+        float *src = filled(wfloats, 7u * (unsigned)c + 1);
+        if (use_packed == 3) /* packed once, as the pack-weights pass does */
+          rt_gemm_pack_i8(n, k, src, w[c]);
+        else if (use_packed == 2)
+          rt_gemm_pack_bf16(n, k, src, w[c]);
+        else if (use_packed)
+          rt_gemm_pack(n, k, src, w[c]);
+        else
+          memcpy(w[c], src, wfloats * sizeof(float));
+        free(src);
       }
       float *x = filled((size_t)(m * k), 3), *bias = filled((size_t)n, 5);
       float *y = filled((size_t)(m * n), 9);
@@ -259,8 +270,7 @@ int main(int argc, char **argv) {
              (double)wbytes / med * 1e-9,
              2.0 * (double)m * (double)n * (double)k / times[0] * 1e-9);
       fflush(stdout);
-      for (int c = 0; c < copies; c++)
-        free(w[c]);
+      free(region);
       free(w);
       free(x);
       free(bias);

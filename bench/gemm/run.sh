@@ -40,11 +40,14 @@ while [ $# -gt 0 ]; do
   shift
 done
 mkdir -p "$work"
-# the runtime as its library is built: -O2, no -march (kernels by cpuid)
-cc -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I"$root" \
+# the runtime as its library is built: -O2, no -march (kernels by cpuid);
+# rt_weights.c for rt_weights_advise_huge only (--gc-sections drops the
+# rest, which would need the model runtime)
+cc -std=c11 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -ffunction-sections -I"$root" \
   "$here/gemm_bench.c" "$root/runtime/rt_gemm.c" "$root/runtime/rt_gemm_avx512.c" \
   "$root/runtime/rt_gemm_avx2.c" "$root/runtime/rt_gemm_avx512bf16.c" "$root/runtime/rt_gemm_i8.c" "$root/runtime/rt_act.c" \
-  "$root/runtime/rt_pool.c" -o "$work/gemm_bench" -lpthread -lm -ldl
+  "$root/runtime/rt_pool.c" "$root/runtime/rt_weights.c" -Wl,--gc-sections \
+  -o "$work/gemm_bench" -lpthread -lm -ldl
 cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -mfma -pthread "$root/bench/peak_fma.c" \
   -o "$work/peak_fma"
 cc -std=c11 -O2 -Wall -Wextra -Werror -mavx2 -pthread "$root/bench/stream_read.c" \

@@ -100,7 +100,8 @@ def main():
     bw = read.get(T)
     peak_isa = "avx512f" if fma.get((T, "avx512f")) else "avx2"
     peak = fma.get((T, peak_isa))
-    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend)
+    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, max(reads[T]) if reads.get(T) else None,
+                 backend)
     print()
     print("All configurations:")
     print()
@@ -152,7 +153,7 @@ def med(d, key):
     return statistics.median(d[key]) if d.get(key) else None
 
 
-def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend):
+def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, bw_max, backend):
     """The issue-12 view: packed, bf16, OpenBLAS at its best core type, ORT;
     then the targets (tfmc >= 1.1x OpenBLAS and >= 80% of peak for M >= 128;
     fp32 decode >= 85% of DRAM read bandwidth; bf16 decode >= 1.8x fp32)."""
@@ -240,10 +241,12 @@ def side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, backend):
         verdict("tfmc packed >= 80% of the FMA peak, M >= 128",
                 [(s, None if not med(gf, ("packed",) + s) else med(gf, ("packed",) + s) >= 0.8 * peak)
                  for s in big])
-    if bw:
-        verdict("tfmc packed fp32 decode >= 85% of DRAM read bandwidth, M = 1 and 8",
-                [(s, None if not med(gbps, ("packed",) + s) else med(gbps, ("packed",) + s) >= 0.85 * bw)
-                 for s in dec])
+    for what, b in (("the median reading", bw), ("the highest reading", bw_max)):
+        if b:
+            verdict("tfmc packed fp32 decode >= 85%% of DRAM read bandwidth (%s, %.1f GB/s), "
+                    "M = 1 and 8" % (what, b),
+                    [(s, None if not med(gbps, ("packed",) + s)
+                      else med(gbps, ("packed",) + s) >= 0.85 * b) for s in dec])
     for c, bound in (("bf16", 1.8), ("int8", 3.0)):
         if c in cols:
             verdict("tfmc %s decode >= %.1fx the fp32 decode speed, M = 1 and 8" % (c, bound),
