@@ -946,11 +946,11 @@ static int64_t flash_keys(const AttnJob *j, int64_t bi, int64_t t0, int64_t rows
   return need < j->tk ? need : j->tk;
 }
 
-/* One flash task: query rows t0 .. t0+rows of head hd of batch element bi,
- * the keys in blocks of flash_bk (see rt_attention_flash) up to flash_keys;
+/* Query rows t0 .. t0+rows of head hd of batch element bi, the keys in
+ * blocks of flash_bk (see rt_attention_flash) up to tk (their flash_keys);
  * s holds rows x bk scores, then m, l and c (rows each). */
-static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
-                             int64_t hd, int64_t t0, int64_t rows) {
+static void attn_rows_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
+                            int64_t hd, int64_t t0, int64_t rows, int64_t tk) {
   int64_t ldq = j->ldq, ldk = j->ldk, ldv = j->ldv, ldo = j->h * j->dv;
   int64_t bk = flash_bk(j);
   float *m = s + rows * bk, *l = m + rows, *c = l + rows;
@@ -961,7 +961,6 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     l[r] = 0;
   }
   (void)hc;
-  const int64_t tk = flash_keys(j, bi, t0, rows);
   for (int64_t x0 = 0; x0 < tk; x0 += bk) {
     int64_t n = tk - x0 < bk ? tk - x0 : bk;
     const float *k = j->k + bi * j->k_bstride + x0 * ldk + hd * j->dh;
@@ -1004,6 +1003,32 @@ static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int
     for (int64_t e = 0; e < j->dv; e++)
       o[r * ldo + e] *= inv;
   }
+}
+
+/* Rows of a block below which no split goes (two 16-key lanes' worth). */
+#define FLASH_SPLIT_ROWS 32
+
+/* One flash task: query rows t0 .. t0+rows of head hd of batch element bi.
+ * Where the block's first half sees fewer keys than the whole (a causal
+ * mask: row t sees keys 0..t), the halves run apart, each sweeping only
+ * its own reach, down to FLASH_SPLIT_ROWS rows: a 64-row block at the
+ * start of a causal S = 128 sweeps 32 + 64 keys for its halves instead
+ * of 64 for both. A row's result does not depend on which rows share its
+ * block (scores, softmax and mix go row by row; keys past a row's reach
+ * add exact zeros, see flash_keys), so this changes no bits. A padding
+ * mask (every row the same reach) and no mask run the block whole. */
+static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
+                             int64_t hd, int64_t t0, int64_t rows) {
+  const int64_t tk = flash_keys(j, bi, t0, rows);
+  if (j->mask && j->mask_q != 1 && rows >= 2 * FLASH_SPLIT_ROWS) {
+    int64_t half = rows / 2;
+    if (flash_keys(j, bi, t0, half) < tk) {
+      attn_block_flash(j, hc, s, bi, hd, t0, half);
+      attn_block_flash(j, hc, s, bi, hd, t0 + half, rows - half);
+      return;
+    }
+  }
+  attn_rows_flash(j, hc, s, bi, hd, t0, rows, tk);
 }
 
 /* Floats of one thread's scratch: the packed K and V of a head (AVX2

@@ -521,6 +521,51 @@ Test(attention, flash_skips_masked_keys_exactly) {
   release(&d);
 }
 
+/* Under a causal mask a block's rows run in halves, each sweeping only its
+ * own keys (attn_block_flash), down to 32 rows; a row's bits must not
+ * depend on the block it is in: blocks of 128, 64 and 100 rows (split
+ * into halves, the last of 100 rows into 50 + 50, one of them ragged)
+ * give exactly the rows that blocks of 16 (never split) give, with one
+ * key block and with blocks of 32 keys; and all of them match the
+ * reference. A padding mask (every row the same reach) is not split and
+ * must match too. */
+Test(attention, flash_causal_halves_keep_bits) {
+  Shape s = {1, 2, 128, 128, 16, 16, 1, 128};
+  Data d = make(s, false);
+  const int64_t D = s.h * s.dv, n_out = s.tq * D;
+  static const int64_t bqs[] = {128, 64, 100}, bks[] = {1024, 32};
+  RtPool *pool = rt_pool_create(2);
+  for (int padded = 0; padded < 2; padded++) {
+    for (int64_t t = 0; t < s.tq; t++)
+      for (int64_t x = 0; x < s.tk; x++)
+        d.mask[t * s.tk + x] = padded ? x < 77 : x <= t;
+    for (size_t ki = 0; ki < sizeof bks / sizeof *bks; ki++) {
+      float *ref = guarded(n_out);
+      rt_attention_flash(pool, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, s.h * s.dh, d.k,
+                         s.h * s.dh, d.v, s.h * s.dv, s.tk * s.h * s.dh, s.tk * s.h * s.dv, d.mask,
+                         1, s.tq, ref, 16, bks[ki]);
+      free(d.ref_out);
+      free(d.ref_probs);
+      reference(&d);
+      check_close(ref, d.ref_out, n_out, "rt_attention_flash, blocks of 16 rows", &s);
+      for (size_t qi = 0; qi < sizeof bqs / sizeof *bqs; qi++) {
+        float *o = guarded(n_out);
+        rt_attention_flash(pool, s.b, s.h, s.tq, s.tk, s.dh, s.dv, d.scale, d.q, s.h * s.dh, d.k,
+                           s.h * s.dh, d.v, s.h * s.dv, s.tk * s.h * s.dh, s.tk * s.h * s.dv,
+                           d.mask, 1, s.tq, o, bqs[qi], bks[ki]);
+        cr_assert(memcmp(o, ref, sizeof(float) * (size_t)n_out) == 0,
+                  "%s mask, block_q %lld, block_k %lld: not the bits of blocks of 16 rows",
+                  padded ? "padding" : "causal", (long long)bqs[qi], (long long)bks[ki]);
+        check_guard(o, n_out, "rt_attention_flash, causal halves");
+        free(o);
+      }
+      free(ref);
+    }
+  }
+  rt_pool_destroy(pool);
+  release(&d);
+}
+
 /* Q, K and V read in place out of one fused buffer [B, T, 3*D] (what
  * fuse-qkv's slices compile to): row strides 3*D, batch strides T*3*D, the
  * same result as contiguous copies, through rt_attention (every policy)
