@@ -4,7 +4,8 @@
  *
  * TFMC_GEMM=portable selects the portable GEMM, TFMC_GEMM=portable-baseline
  * the same without ISA extensions (what a CPU without AVX2 runs; for tests
- * and benchmarks); anything else, OpenBLAS when it loads. TFMC_GEMM_ISA
+ * and benchmarks); TFMC_GEMM=openblas or unset, OpenBLAS when it loads (an
+ * unknown word does the same and is named in rt_gemm_backend()). TFMC_GEMM_ISA
  * caps the kernel set (avx512 | avx2 | scalar; neon | scalar on aarch64)
  * below what cpuid + xgetbv allow (gemm_isa_detect).
  *
@@ -406,7 +407,7 @@ typedef struct GemmBackend {
   void *blas_handle;
   CblasSgemm32 sgemm32; /* exactly one of these is set when BLAS is in use */
   CblasSgemm64 sgemm64;
-  char name[160];
+  char name[256];
 } GemmBackend;
 
 #ifdef TFMC_STATIC
@@ -660,7 +661,7 @@ static int gemm_has_vnni(void) {
 #endif
 
 static void gemm_init(void) {
-  char isa_note[64];
+  char isa_note[128];
   GemmIsa isa = gemm_isa_choose(isa_note, sizeof isa_note);
   gemm.k = gemm_kernels_for(isa);
   gemm.rows_i8 = gemm.k->rows_i8;
@@ -670,6 +671,10 @@ static void gemm_init(void) {
 #endif
   const char *want = getenv("TFMC_GEMM");
   char why[128] = "";
+  if (want && *want && strcmp(want, "openblas") != 0 && strcmp(want, "portable") != 0 &&
+      strcmp(want, "portable-baseline") != 0) /* a typo must not pass for a choice */
+    snprintf(isa_note + strlen(isa_note), sizeof isa_note - strlen(isa_note),
+             ", TFMC_GEMM=%.16s unknown", want);
   if (want && strcmp(want, "portable-baseline") == 0) { /* what a CPU without AVX2 runs */
     gemm.k = &kernels_base;
     gemm.rows_i8 = kernels_base.rows_i8;
@@ -677,6 +682,8 @@ static void gemm_init(void) {
   } else if (want && strcmp(want, "portable") == 0) {
     snprintf(why, sizeof why, "TFMC_GEMM=portable");
   } else if (gemm_load_openblas(why, sizeof why) == 0) {
+    size_t used = strlen(gemm.name);
+    snprintf(gemm.name + used, sizeof gemm.name - used, "%s", isa_note);
     return;
   }
   snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s%s)", gemm.k->isa, why, isa_note);

@@ -987,6 +987,21 @@ Test(gemm, isa_unknown_is_noted, .init = use_bogus_isa) {
   check_sgemm(rt_sgemm, name, 0, 1, 9, 50, 33, 1.0f, 0.0f, 0);
 }
 
+static void use_bogus_gemm(void) {
+  setenv("TFMC_GEMM", "portible", 1);
+  unsetenv("TFMC_GEMM_ISA");
+}
+
+/* A misspelt TFMC_GEMM is not taken for a choice: the default backend
+ * (OpenBLAS where it loads, else the portable GEMM), named with the word. */
+Test(gemm, backend_unknown_is_noted, .init = use_bogus_gemm) {
+  const char *name = rt_gemm_backend();
+  cr_assert(strstr(name, "TFMC_GEMM=portible unknown"), "backend is '%s'", name);
+  cr_assert(strncmp(name, "openblas", 8) == 0 || strncmp(name, "portable", 8) == 0,
+            "backend is '%s'", name);
+  check_sgemm(rt_sgemm, name, 0, 1, 9, 50, 33, 1.0f, 0.0f, 0);
+}
+
 Test(gemm, backend_names_itself) {
   const char *name = rt_gemm_backend();
   cr_assert(name && (strncmp(name, "openblas", 8) == 0 || strncmp(name, "portable", 8) == 0),
