@@ -197,8 +197,9 @@ DECODE_TIMEOUT = 300
 # their tfmc runs is preceded by a stream_read probe (under a second), so
 # the report can also show a round's time per token against the read
 # bandwidth of that moment (on this shared VM the probe moved between 28
-# and 41 GB/s within one run with nothing else running in the VM; the
-# target is judged against the run's best, the stricter bound).
+# and 58 GB/s within one run with nothing else running in the VM; the
+# target is judged against the median of the run's readings, report.py's
+# read_readings).
 ROOFLINE = ("gpt2_decode",)
 
 # max |out - ref| <= tol * max |ref|; bf16 weights keep 8 bits of mantissa,
