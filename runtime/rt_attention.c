@@ -1008,27 +1008,34 @@ static void attn_rows_flash(const AttnJob *j, const AttnHead *hc, float *s, int6
 /* Rows of a block below which no split goes (two 16-key lanes' worth). */
 #define FLASH_SPLIT_ROWS 32
 
-/* One flash task: query rows t0 .. t0+rows of head hd of batch element bi.
- * Where the block's first half sees fewer keys than the whole (a causal
+/* Query rows t0 .. t0+rows of head hd of batch element bi, whose keys
+ * reach tk (flash_keys). Where the first half reaches fewer keys (a causal
  * mask: row t sees keys 0..t), the halves run apart, each sweeping only
- * its own reach, down to FLASH_SPLIT_ROWS rows: a 64-row block at the
- * start of a causal S = 128 sweeps 32 + 64 keys for its halves instead
- * of 64 for both. A row's result does not depend on which rows share its
- * block (scores, softmax and mix go row by row; keys past a row's reach
- * add exact zeros, see flash_keys), so this changes no bits. A padding
- * mask (every row the same reach) and no mask run the block whole. */
-static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
-                             int64_t hd, int64_t t0, int64_t rows) {
-  const int64_t tk = flash_keys(j, bi, t0, rows);
-  if (j->mask && j->mask_q != 1 && rows >= 2 * FLASH_SPLIT_ROWS) {
-    int64_t half = rows / 2;
-    if (flash_keys(j, bi, t0, half) < tk) {
-      attn_block_flash(j, hc, s, bi, hd, t0, half);
-      attn_block_flash(j, hc, s, bi, hd, t0 + half, rows - half);
+ * its own reach, down to FLASH_SPLIT_ROWS rows; the second half then
+ * reaches tk itself (the whole's reach is the larger of the halves'): a
+ * 64-row block at the start of a causal S = 128 sweeps 32 + 64 keys for
+ * its halves instead of 64 for both. A row's result does not depend on
+ * which rows share its block (scores, softmax and mix go row by row; keys
+ * past a row's reach add exact zeros, see flash_keys), so this changes no
+ * bits. No mask, or one where every row reaches as far (padding), keeps
+ * the block whole. */
+static void attn_split_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
+                             int64_t hd, int64_t t0, int64_t rows, int64_t tk) {
+  if (rows >= 2 * FLASH_SPLIT_ROWS) {
+    int64_t half = rows / 2, first = flash_keys(j, bi, t0, half);
+    if (first < tk) {
+      attn_split_flash(j, hc, s, bi, hd, t0, half, first);
+      attn_split_flash(j, hc, s, bi, hd, t0 + half, rows - half, tk);
       return;
     }
   }
   attn_rows_flash(j, hc, s, bi, hd, t0, rows, tk);
+}
+
+/* One flash task: query rows t0 .. t0+rows of head hd of batch element bi. */
+static void attn_block_flash(const AttnJob *j, const AttnHead *hc, float *s, int64_t bi,
+                             int64_t hd, int64_t t0, int64_t rows) {
+  attn_split_flash(j, hc, s, bi, hd, t0, rows, flash_keys(j, bi, t0, rows));
 }
 
 /* Floats of one thread's scratch: the packed K and V of a head (AVX2
