@@ -671,20 +671,21 @@ static void gemm_init(void) {
 #endif
   const char *want = getenv("TFMC_GEMM");
   char why[128] = "";
-  if (want && *want && strcmp(want, "openblas") != 0 && strcmp(want, "portable") != 0 &&
-      strcmp(want, "portable-baseline") != 0) /* a typo must not pass for a choice */
-    snprintf(isa_note + strlen(isa_note), sizeof isa_note - strlen(isa_note),
-             ", TFMC_GEMM=%.16s unknown", want);
   if (want && strcmp(want, "portable-baseline") == 0) { /* what a CPU without AVX2 runs */
     gemm.k = &kernels_base;
     gemm.rows_i8 = kernels_base.rows_i8;
     snprintf(why, sizeof why, "TFMC_GEMM=portable-baseline");
   } else if (want && strcmp(want, "portable") == 0) {
     snprintf(why, sizeof why, "TFMC_GEMM=portable");
-  } else if (gemm_load_openblas(why, sizeof why) == 0) {
-    size_t used = strlen(gemm.name);
-    snprintf(gemm.name + used, sizeof gemm.name - used, "%s", isa_note);
-    return;
+  } else {
+    if (want && *want && strcmp(want, "openblas") != 0) /* a typo must not pass for a choice */
+      snprintf(isa_note + strlen(isa_note), sizeof isa_note - strlen(isa_note),
+               ", TFMC_GEMM=%.16s unknown", want);
+    if (gemm_load_openblas(why, sizeof why) == 0) {
+      size_t used = strlen(gemm.name);
+      snprintf(gemm.name + used, sizeof gemm.name - used, "%s", isa_note);
+      return;
+    }
   }
   snprintf(gemm.name, sizeof gemm.name, "portable (%s kernels; %s%s)", gemm.k->isa, why, isa_note);
 }
