@@ -550,20 +550,13 @@ DECODE_ROWS = ["tfmc-jit", "tfmc-exe", "torch", "torch-tuned", "ort"]
 MEMORY_BOUND = 1.10  # issue 10: peak RSS within 10% of weights + arena + KV cache
 
 
-def read_bw(R, threads):
-    """The best measured DRAM read bandwidth at `threads` threads (GB/s)."""
-    for e in R["ceilings"].get("read") or []:
-        if isinstance(e, dict) and e.get("threads") == threads:
-            return e["gbytes_per_s"]
-    return None
-
-
 def read_readings(R, threads):
     """Every DRAM read probe of the run at `threads` threads (GB/s): the
     ceilings' (before and after the timing) and the one just before each
-    roofline workload's tfmc process. On this shared VM they range over a factor of two within
-    minutes (28-58 GB/s), so the roofline is set at their median, the
-    bandwidth the decode runs had beside them; the best is shown too."""
+    roofline workload's tfmc process. On this shared VM they range over a
+    factor of two within minutes (28-58 GB/s), so the roofline is set at
+    their median, the bandwidth the decode runs had beside them; the best
+    is shown too."""
     got = [e["gbytes_per_s"] for run in R["ceilings"].get("read_runs") or []
            for e in run.get("results") or [] if e.get("threads") == threads]
     if not got:  # results written before read_runs existed: the best one

@@ -5,11 +5,11 @@
 # and ONNX Runtime's MatMul, at bert-base and gpt2 shapes; the machine's
 # fp32 FMA peak (widest vector unit, and 256-bit for reference) and DRAM
 # read bandwidth alongside (a read probe before, after and in every round;
-# the decode rows are set against the median reading). Prints markdown tables (medians over
-# interleaved rounds; the first one side by side: packed, bf16, OpenBLAS
-# with its best core type, ORT, with % of the widest FMA peak and, for
-# M = 1 and 8, weight GB/s against the DRAM read bandwidth) and keeps the
-# raw lines in bench/gemm/work/.
+# the decode rows are set against the median reading). Prints markdown
+# tables (medians over interleaved rounds; the first one side by side:
+# packed, bf16, OpenBLAS with its best core type, ORT, with % of the
+# widest FMA peak and, for M = 1 and 8, weight GB/s against the DRAM read
+# bandwidth) and keeps the raw lines in bench/gemm/work/.
 #
 #   bench/gemm/run.sh [--quick] [--rounds N] [--threads T] [--no-ort]
 #

@@ -100,8 +100,8 @@ def main():
     bw = read.get(T)
     peak_isa = "avx512f" if fma.get((T, "avx512f")) else "avx2"
     peak = fma.get((T, peak_isa))
-    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, max(reads[T]) if reads.get(T) else None,
-                 backend)
+    bw_max = max(reads[T]) if reads.get(T) else None
+    side_by_side(gf, gbps, labels, shapes, T, peak, peak_isa, bw, bw_max, backend)
     print()
     print("All configurations:")
     print()
