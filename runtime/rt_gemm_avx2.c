@@ -198,6 +198,10 @@ AVX2 static inline __m256 bf16_lo(__m256i w) {
 AVX2 static inline __m256 bf16_hi(__m256i w) {
   return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
 }
+/* the same by two shifts: no mask constant to hold in a register */
+AVX2 static inline __m256 bf16_hi_shifted(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(w, 16), 16));
+}
 
 /* C[mr,nr] += A_p^T B over kc (even) steps, A_p f32, B one bf16 pair panel */
 AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b, int64_t bs,
@@ -207,15 +211,26 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
   __m256 acc[MR][2];
   _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] =
       _mm256_setzero_ps();
+  /* the even k-step of a word pair for every row, then the odd one (the
+   * same order per element): 12 accumulators, two weight vectors and a
+   * broadcast fill the 16 registers (hence the shifts for the high half,
+   * not a mask); by column half instead, both steps' 12 broadcasts were
+   * live at once and gcc kept 8 accumulators on the stack */
   for (int64_t q = 0; q < kc / 2; q++) {
     const float *a0 = a + 2 * q * MR, *a1 = a0 + MR;
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-      __m256i w = _mm256_load_si256((const __m256i *)(b + q * 16 + 8 * h));
-      __m256 lo = bf16_lo(w), hi = bf16_hi(w);
-      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
-        acc[i][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + i), lo, acc[i][h]);
-        acc[i][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + i), hi, acc[i][h]);
-      }
+    const __m256i *wq = (const __m256i *)(b + q * 16);
+    __m256 w0 = bf16_lo(_mm256_load_si256(wq)), w1 = bf16_lo(_mm256_load_si256(wq + 1));
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+      __m256 ai = _mm256_broadcast_ss(a0 + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, w1, acc[i][1]);
+    }
+    w0 = bf16_hi_shifted(_mm256_load_si256(wq));
+    w1 = bf16_hi_shifted(_mm256_load_si256(wq + 1));
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+      __m256 ai = _mm256_broadcast_ss(a1 + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, w1, acc[i][1]);
     }
   }
   __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
@@ -231,23 +246,40 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
  * cycles on Zen 3, two per pair), so a pass needs about 8 chains to keep
  * both FMA ports busy: 1 row x 4 panels, 2 x 2, 3-4 x 1 (1 x 1 alone,
  * 2 chains, ran the 1 x 768 x 768 product at 33 us from cache against 28
- * for f32 weights). */
+ * for f32 weights). 3-4 rows take every row's even step before the odd
+ * ones (the same order per element): with both steps per word, their 8
+ * broadcasts stayed live and gcc kept accumulators on the stack (4 x 768 x
+ * 768, one thread, from cache: 348K -> 190-200K cycles). */
 #define ROWS_PB(R, P)                                                                              \
   AVX2 static void rows_pb_##R##x##P(int64_t k, const float *x, int64_t ldx, const uint32_t *wp,  \
                                      int64_t k2, float *y, int64_t ldy, int ncols) {               \
     __m256 acc[R][2 * P];                                                                          \
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
         _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++) acc[r][v] = _mm256_setzero_ps();   \
-    for (int64_t q = 0; q < k / 2; q++)                                                            \
-      _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++) {                                    \
-        __m256i w = _mm256_load_si256((const __m256i *)(wp + (v / 2) * k2 * 16 + q * 16 +          \
-                                                        8 * (v % 2)));                             \
-        __m256 lo = bf16_lo(w), hi = bf16_hi(w);                                                   \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                      \
-          acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q), lo, acc[r][v]);    \
-          acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q + 1), hi, acc[r][v]);\
+    for (int64_t q = 0; q < k / 2; q++) {                                                          \
+      const uint32_t *wq = wp + q * 16;                                                            \
+      if (R <= 2) /* a word's two steps at once: 2 R broadcasts live */                            \
+        _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++) {                                  \
+          __m256i w = _mm256_load_si256((const __m256i *)(wq + (v / 2) * k2 * 16 + 8 * (v % 2)));  \
+          __m256 lo = bf16_lo(w), hi = bf16_hi(w);                                                 \
+          _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                    \
+            acc[r][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q), lo, acc[r][v]);  \
+            acc[r][v] =                                                                            \
+                _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + 2 * q + 1), hi, acc[r][v]);      \
+          }                                                                                        \
         }                                                                                          \
-      }                                                                                            \
+      else /* every row's even step, then the odd: one broadcast live */                           \
+        _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                  \
+          __m256 xr = _mm256_broadcast_ss(x + r * ldx + 2 * q + e);                                \
+          _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++) {                                \
+            __m256i w =                                                                            \
+                _mm256_load_si256((const __m256i *)(wq + (v / 2) * k2 * 16 + 8 * (v % 2)));        \
+            acc[r][v] =                                                                            \
+                _mm256_fmadd_ps(xr, e ? bf16_hi_shifted(w) : bf16_lo(w), acc[r][v]);              \
+          }                                                                                        \
+        }                                                                                          \
+    }                                                                                              \
     if (k % 2)                                                                                     \
       _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++) {                                    \
         __m256 lo = bf16_lo(_mm256_load_si256(                                                     \
