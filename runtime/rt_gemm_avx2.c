@@ -7,8 +7,9 @@
  *           tile also on A itself (micro_a: rows lda apart, x unpacked).
  *   rows_p  decode on prepacked panels: each lane one output column; up to
  *           4 rows of x pass over 2 panels (2 rows) or 1 panel (3-4 rows)
- *           at a time, 8 accumulators; 5-8 rows run as two passes of at
- *           most 4 rows, the second reading the panel from cache.
+ *           at a time, 8 accumulators; 5-6 rows run the micro-kernel on
+ *           x in place (y set to its sums), 7-8 rows two passes of at most
+ *           4 rows, the second reading the panels from cache.
  *
  * Per output element: acc = fma(a, b, acc) over p in order, then C += acc
  * (micro) or y = acc (rows_p), wherever the element lies, so splits never
@@ -176,6 +177,19 @@ AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, i
     return;
   if (m <= 4) {
     rows_p_group((int)m, n, k, x, ldx, wp, y, ldy);
+    return;
+  }
+  /* 5-6 rows: the GEMM micro-kernel on x in place, y set to its sums
+   * (the same fma chain per element as rows_p's), one pass over w: from
+   * cache, one thread, 5 x 768 x 768 341K -> 234K cycles, 6 rows 362K ->
+   * 273K. 7-8 rows: two groups of rows_p, the second reading the block
+   * from L2 (6 rows by the micro-kernel and the rest by rows_p measured
+   * no faster: K = 768 panels, 48 KB, do not stay in L1 between them). */
+  if (m <= MR) {
+    const GemmTileExtra set = {NULL, 1, NULL, 0, NULL, 0};
+    for (int64_t j = 0; j < n; j += 16)
+      microa_rows[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)m, (int)(n - j < 16 ? n - j : 16),
+                         &set);
     return;
   }
   int64_t jb = ROWS_P_BLOCK / (k > 0 ? k : 1) & ~(int64_t)15;
