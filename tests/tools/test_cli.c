@@ -573,7 +573,7 @@ Test(cli, progress_only_on_a_terminal, .timeout = 300) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
            "cd %s && script -qec \"%s/tfmc run %s/bench/backends/bert_base.tfm --init random "
-           "--tokens '%s' --repeat 40 --threads 1 >/dev/null\" tty.txt >/dev/null 2>&1",
+           "--tokens '%s' --repeat 12 --threads 1 >/dev/null\" tty.txt >/dev/null 2>&1",
            dir, TFMC_BINARY_DIR, TFMC_SOURCE_DIR, tokens);
   cr_assert_eq(system(cmd), 0);
   char p[512], tty[65536];
