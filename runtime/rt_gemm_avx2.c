@@ -122,6 +122,13 @@ AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const fl
   microa_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, lda, b, c, ldc, mr, nr, x);
 }
 
+/* acc[r][v] (R rows x V vectors of 8) to y[r, 8v ..], columns past ncols
+ * left alone: the decode kernels' store */
+#define STORE_ROWS(R, V)                                                                           \
+  _Pragma("GCC unroll 4") for (int r = 0; r < (R); r++)                                            \
+      _Pragma("GCC unroll 8") for (int v = 0; v < (V); v++)                                        \
+          _mm256_maskstore_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v), acc[r][v])
+
 /* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */
 #define ROWS_P(R, P)                                                                               \
   AVX2 static void rows_p_##R##x##P(int64_t k, const float *x, int64_t ldx, const float *wp,       \
@@ -140,9 +147,7 @@ AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const fl
             _mm256_fmadd_ps(xr, wv[v], acc[r][v]);                                                 \
       }                                                                                            \
     }                                                                                              \
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
-        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++)                                    \
-            _mm256_maskstore_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v), acc[r][v]);            \
+    STORE_ROWS(R, 2 * P);                                                                          \
   }
 
 ROWS_P(1, 2)
@@ -233,18 +238,15 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
   for (int64_t q = 0; q < kc / 2; q++) {
     const float *a0 = a + 2 * q * MR, *a1 = a0 + MR;
     const __m256i *wq = (const __m256i *)(b + q * 16);
-    __m256 w0 = bf16_lo(_mm256_load_si256(wq)), w1 = bf16_lo(_mm256_load_si256(wq + 1));
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
-      __m256 ai = _mm256_broadcast_ss(a0 + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, w0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, w1, acc[i][1]);
-    }
-    w0 = bf16_hi_shifted(_mm256_load_si256(wq));
-    w1 = bf16_hi_shifted(_mm256_load_si256(wq + 1));
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
-      __m256 ai = _mm256_broadcast_ss(a1 + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, w0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, w1, acc[i][1]);
+    _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+      __m256i v0 = _mm256_load_si256(wq), v1 = _mm256_load_si256(wq + 1);
+      __m256 w0 = e ? bf16_hi_shifted(v0) : bf16_lo(v0);
+      __m256 w1 = e ? bf16_hi_shifted(v1) : bf16_lo(v1);
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {
+        __m256 ai = _mm256_broadcast_ss((e ? a1 : a0) + i);
+        acc[i][0] = _mm256_fmadd_ps(ai, w0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(ai, w1, acc[i][1]);
+      }
     }
   }
   __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
@@ -301,9 +303,7 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r][v] =                            \
             _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + k - 1), lo, acc[r][v]);              \
       }                                                                                            \
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
-        _Pragma("GCC unroll 8") for (int v = 0; v < 2 * P; v++)                                    \
-            _mm256_maskstore_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v), acc[r][v]);            \
+    STORE_ROWS(R, 2 * P);                                                                          \
   }
 
 ROWS_PB(1, 4)
