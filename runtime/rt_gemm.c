@@ -25,6 +25,8 @@
  *     for pc over K by KC:
  *       pack op(B)[pc.., jc..] into NR-column panels (zero-padded)
  *       for ic over M by MC:    A block  (MC x KC) packed, lives in L2
+ *                               (a last block under MC/4 rows joins the one
+ *                               before it: gemm_block_rows)
  *         pack alpha*op(A)[ic.., pc..] into MR-row panels (zero-padded)
  *         for jr (B panel, in L1), for ir (A panel): C[MR,NR] += A_p B_p
  * C is scaled by beta once first (beta == 0 stores zeros, so NaNs in C
@@ -862,6 +864,22 @@ static GemmBlocks gemm_blocks_fit(const GemmKernels *gk, int64_t mc, int64_t nc,
   return b;
 }
 
+/* Rows of the row block that starts with rest rows left: mc, or all of
+ * them when fewer than a quarter of mc would be left after it. A row block
+ * passes every B panel of its column block once; a thin last block makes
+ * that pass for a few rows (M = 128 at the tile pass's mc = 120 on a 512K
+ * L2: 8 rows, 2 tiles, against 3 MB of panels from L3 per K block), while
+ * 1.25 mc rows of A still fit the half of L2 that mc is sized for. */
+static inline int64_t gemm_block_rows(int64_t rest, int64_t mc) {
+  return rest <= mc + mc / 4 ? rest : mc;
+}
+
+/* The packing buffer's rows for blocks of mc (gemm_block_rows): whole
+ * register tiles of the largest block. */
+static inline int64_t gemm_block_rows_max(const GemmKernels *gk, int64_t mc) {
+  return (mc + mc / 4 + gk->mr - 1) / gk->mr * gk->mr;
+}
+
 /* ---- the portable GEMM ---- */
 
 /* C[m,n] *= beta (beta == 0: zeros). */
@@ -1125,8 +1143,8 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
   const int64_t MR = gk->mr, NR = gk->nr, MC = bl->mc, kc2 = (kc + 1) & ~(int64_t)1;
   const int64_t bs = (k + 1) / 2 * GEMM_PANEL;
   const uint32_t *bblk = wb + pc / 2 * GEMM_PANEL;
-  for (int64_t ic = 0; ic < m; ic += MC) {
-    int64_t mc = m - ic < MC ? m - ic : MC;
+  for (int64_t ic = 0, mc; ic < m; ic += mc) {
+    mc = gemm_block_rows(m - ic, MC);
     /* the block's panels: packed now, or in apre (gemm_prepack_a's layout:
      * K block pc at (m rounded up to MR) * pc values, its panel at row i
      * i * kc2 values in; a value: a float, or a bf16 half word) */
@@ -1171,7 +1189,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
                               const GemmBlocks *bl, const LinearEpi *epi) {
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
-  if (pb && !pack_reserve(pb, bl->mc * (bl->kc + 1), bp_all ? 0 : bl->kc * bl->nc))
+  if (pb && !pack_reserve(pb, gemm_block_rows_max(gemm.k, bl->mc) * (bl->kc + 1),
+                          bp_all ? 0 : bl->kc * bl->nc))
     pb = NULL;
   const int tile_start = beta == 0 && pb; /* else C is set (scaled) here */
   if (!tile_start) {
@@ -1222,8 +1241,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
         bblk = pb->b;
         bs = kc * GEMM_PANEL;
       }
-      for (int64_t ic = 0; ic < m; ic += MC) {
-        int64_t mc = m - ic < MC ? m - ic : MC;
+      for (int64_t ic = 0, mc; ic < m; ic += mc) {
+        mc = gemm_block_rows(m - ic, MC);
         const float *ablk = pb->a; /* packed now, or gemm_prepack_a's */
         if (apre)
           ablk = (const float *)apre + gemm_round_up(m, MR) * pc + ic * kc;

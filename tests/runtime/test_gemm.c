@@ -114,11 +114,13 @@ Test(gemm, sgemm_matches_reference_all_transposes) {
   sweep(rt_sgemm, "rt_sgemm");
 }
 
-/* Sizes crossing MC (128), KC (384: K=400 is cut into two blocks of 200,
- * K=777 into three), NC (2016) and the 4x24 micro tile. */
+/* Sizes crossing MC (128; a set's multiple of its MR: up to 1.25 MC rows
+ * run as one block, so 129 and 130 take one block longer than MC, 170 two,
+ * 257 two of which the last is longer), KC (384: K=400 is cut into two
+ * blocks of 200, K=777 into three), NC (2016) and the 4x24 micro tile. */
 Test(gemm, block_boundaries, .timeout = 120) {
   const int64_t shapes[][3] = {{130, 50, 400}, {129, 2017, 9}, {7, 2040, 385}, {257, 25, 777},
-                               {1, 2100, 400}, {1, 17, 1000},  {5, 7, 1}};
+                               {1, 2100, 400}, {1, 17, 1000},  {5, 7, 1},      {170, 50, 400}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int t = 0; t < 4; t++) {
       check_sgemm(rt_sgemm_portable, "portable", t & 1, t >> 1, shapes[s][0], shapes[s][1],
@@ -505,7 +507,8 @@ Test(gemm, portable_baseline_kernels, .init = use_baseline, .timeout = 120) {
  * GEMM runs (M > 8; the decode path reads the two layouts with different
  * kernels, each checked against the reference above). */
 static void packed_equals_unpacked(void) {
-  const int64_t shapes[][3] = {{9, 768, 64}, {130, 95, 64}, {33, 300, 500}, {64, 17, 1000}};
+  const int64_t shapes[][3] = {{9, 768, 64},   {130, 95, 64}, {33, 300, 500},
+                               {64, 17, 1000}, {44, 100, 300}};
   RtPool *pool = rt_pool_create(2);
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -633,6 +636,8 @@ static void bf16_sweep(void) {
                (int64_t)(c % 2) * 3, POLICIES[c % N_POLICIES]);
   }
   check_bf16(pools[2], 128, 768, 768, RT_ACT_GELU, 1.0f, 1, 1, 0, DEFAULT_POLICY);
+  /* 44 rows at mc 40 (36 for 6- and 12-row tiles): one block longer than mc */
+  check_bf16(pools[1], 44, 65, 97, RT_ACT_NONE, 1.0f, 1, 1, 3, DEFAULT_POLICY);
   check_bf16(pools[2], 4, 2304, 768, RT_ACT_NONE, 1.0f, 1, 0, 0, DEFAULT_POLICY);
   for (int p = 0; p < 3; p++)
     rt_pool_destroy(pools[p]);
