@@ -864,22 +864,6 @@ static GemmBlocks gemm_blocks_fit(const GemmKernels *gk, int64_t mc, int64_t nc,
   return b;
 }
 
-/* Rows of the row block that starts with rest rows left: mc, or all of
- * them when fewer than a quarter of mc would be left after it. A row block
- * passes every B panel of its column block once; a thin last block makes
- * that pass for a few rows (M = 128 at the tile pass's mc = 120 on a 512K
- * L2: 8 rows, 2 tiles, against 3 MB of panels from L3 per K block), while
- * 1.25 mc rows of A still fit the half of L2 that mc is sized for. */
-static inline int64_t gemm_block_rows(int64_t rest, int64_t mc) {
-  return rest <= mc + mc / 4 ? rest : mc;
-}
-
-/* The packing buffer's rows for blocks of mc (gemm_block_rows): whole
- * register tiles of the largest block. */
-static inline int64_t gemm_block_rows_max(const GemmKernels *gk, int64_t mc) {
-  return (mc + mc / 4 + gk->mr - 1) / gk->mr * gk->mr;
-}
-
 /* ---- the portable GEMM ---- */
 
 /* C[m,n] *= beta (beta == 0: zeros). */
@@ -1121,6 +1105,22 @@ static inline int64_t gemm_round_up(int64_t n, int64_t r) {
   return (n + r - 1) / r * r;
 }
 
+/* Rows of the row block that starts with rest rows left: mc, or all of
+ * them when they are at most gemm_block_rows_cap(mc), i.e. when fewer than
+ * a quarter of mc would be left after it. A row block passes every B panel
+ * of its column block once; a thin last block makes that pass for a few
+ * rows (M = 128 at the tile pass's mc = 120 on a 512K L2: 8 rows, 2 tiles,
+ * against 3 MB of panels from L3 per K block), while 1.25 mc rows of A
+ * still fit the half of L2 that mc is sized for. The packing buffer holds
+ * gemm_block_rows_cap(mc) rows rounded up to whole register tiles. */
+static inline int64_t gemm_block_rows_cap(int64_t mc) {
+  return mc + mc / 4;
+}
+
+static inline int64_t gemm_block_rows(int64_t rest, int64_t mc) {
+  return rest <= gemm_block_rows_cap(mc) ? rest : mc;
+}
+
 /* The K blocks' width: equal blocks of at most bl->kc, multiples of 8
  * (K = 512 runs as 2 x 256, not 384 + 128); the last may be shorter. */
 static int64_t gemm_kc_step(int64_t k, const GemmBlocks *bl) {
@@ -1189,8 +1189,8 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
                               const GemmBlocks *bl, const LinearEpi *epi) {
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
-  if (pb && !pack_reserve(pb, gemm_block_rows_max(gemm.k, bl->mc) * (bl->kc + 1),
-                          bp_all ? 0 : bl->kc * bl->nc))
+  const int64_t a_rows = gemm_round_up(gemm_block_rows_cap(bl->mc), gemm.k->mr);
+  if (pb && !pack_reserve(pb, a_rows * (bl->kc + 1), bp_all ? 0 : bl->kc * bl->nc))
     pb = NULL;
   const int tile_start = beta == 0 && pb; /* else C is set (scaled) here */
   if (!tile_start) {
