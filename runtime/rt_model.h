@@ -179,10 +179,12 @@ typedef void (*RtModelRunFn)(const RtRunArgs *args);
 void rt_kernel_run(const RtRunArgs *args, int kernel, RtTaskFn fn, void *ctx, int64_t n,
                    int64_t grain, int parallel);
 
-/* The packed-weights format version the runtime reads and writes (header
- * word at byte 8; runtime/rt_weights.c, and rt_static.c's in-place check).
- * 2: a tied embedding is stored once, in its LM head's panels. */
-#define RT_WEIGHTS_VERSION 2u
+/* The packed-weights format version the runtime writes (header word at
+ * byte 8; runtime/rt_weights.c, which also reads version 2, and
+ * rt_static.c's in-place check). 2: a tied embedding is stored once, in its
+ * LM head's panels; 3: the checksum in 1 MiB segments of 8 lanes, which
+ * threads verify side by side (rt_weights.h). */
+#define RT_WEIGHTS_VERSION 3u
 
 /* FNV-1a 64 of the weights layout (what layout_hash holds): for each
  * weight in order, its name bytes, a 0 byte, rank and shape and offset as

@@ -127,6 +127,11 @@ static uint64_t load_le(const unsigned char *p, int n) {
   return v;
 }
 
+static uint64_t static_sum_step(uint64_t h, uint64_t w) {
+  h = (h ^ w) * 0x100000001b3ull;
+  return h ^ (h >> 32);
+}
+
 int rt_static_image_check(const void *image, size_t len, const RtModelInfo *info, char *err,
                           size_t errlen) {
   const unsigned char *img = image;
@@ -151,15 +156,20 @@ int rt_static_image_check(const void *image, size_t len, const RtModelInfo *info
   if ((uint64_t)(len - 64) / 4 < n)
     return rt_errorf(err, errlen, "the weights image is truncated: %lld bytes for %lld floats",
                      (long long)len, (long long)n);
-  uint64_t h = 0xcbf29ce484222325ull, bytes = 4 * n, i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    h = (h ^ load_le(img + 64 + i, 8)) * 0x100000001b3ull;
-    h ^= h >> 32;
+  /* the checksum (rt_weights.h): 8 lanes per 1 MiB segment, one thread */
+  const uint64_t O = 0xcbf29ce484222325ull, seg_bytes = (uint64_t)1 << 20;
+  uint64_t h = O, bytes = 4 * n;
+  for (uint64_t seg = 0; seg < bytes; seg += seg_bytes) {
+    uint64_t end = bytes - seg < seg_bytes ? bytes : seg + seg_bytes, lane[8], d = O;
+    for (int j = 0; j < 8; j++) lane[j] = O ^ (uint64_t)j;
+    for (uint64_t i = seg; i < end; i += 8) { /* the last, half word: 4 zero bytes added */
+      uint64_t *l = &lane[(i - seg) / 8 % 8];
+      *l = static_sum_step(*l, load_le(img + 64 + i, end - i < 8 ? 4 : 8));
+    }
+    for (int j = 0; j < 8; j++) d = static_sum_step(d, lane[j]);
+    h = static_sum_step(h, d);
   }
-  if (i < bytes) { /* the last, half word: 4 bytes and 4 zero bytes */
-    h = (h ^ load_le(img + 64 + i, 4)) * 0x100000001b3ull;
-    h ^= h >> 32;
-  }
+  h = static_sum_step(h, n);
   if (h != load_le(img + 32, 8))
     return rt_errorf(err, errlen, "the weights image is corrupt (checksum mismatch)");
   return 0;

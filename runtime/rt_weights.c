@@ -3,8 +3,9 @@
  * embedded images.
  *
  * Invariants of an RtWeights handed out:
- *   - the image had the magic, version 2, the model's layout hash and float
- *     count, exactly 64 + 4 * n_floats bytes, and a matching checksum;
+ *   - the image had the magic, version 3 (or 2: its older checksum), the
+ *     model's layout hash and float count, exactly 64 + 4 * n_floats bytes,
+ *     and a matching checksum;
  *   - data points at n_floats host-order floats, 64-byte aligned, read-only,
  *     valid until rt_weights_close: straight into the mapping or the caller's
  *     image when the host is little-endian and the data is aligned, else
@@ -21,6 +22,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +32,12 @@
 #include <unistd.h>
 
 #define WTS_HEADER 64
-/* 2: a tied weight stored once, in panels (pack-weights); a version 1 file
- * is refused with a message saying to pack it again */
+/* 3: the checksum in segments and lanes (rt_weights.h); version 2 files
+ * (one serial checksum chain) are still read; 2 was: a tied weight stored
+ * once, in panels (pack-weights); a version 1 file is refused with a
+ * message saying to pack it again */
 #define WTS_VERSION RT_WEIGHTS_VERSION
+#define WTS_VERSION_SERIAL 2u
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
@@ -77,20 +83,26 @@ static void floats_from_le(float *dst, const unsigned char *src, size_t n) {
   }
 }
 
-/* ---- the checksum (rt_weights.h): FNV-1a 64 over 8-byte little-endian
- * words, the last one zero-padded, with an xor-shift fold after each
- * multiply so every bit of a word reaches every bit of the state. ---- */
+/* ---- the checksums (rt_weights.h) ----
+ * Both are built on one step, FNV-1a 64 over an 8-byte little-endian word
+ * with an xor-shift fold after the multiply so every bit of a word reaches
+ * every bit of the state. Version 2 ran one chain of steps over the whole
+ * data (read only now: 2 GB/s at best, a serial multiply chain); version 3
+ * runs 8 chains (lanes) side by side over 1 MiB segments, which any number
+ * of threads can take in any order. */
+
+static inline uint64_t fnv_word(uint64_t h, uint64_t w) {
+  h = (h ^ w) * FNV_PRIME;
+  return h ^ (h >> 32);
+}
+
+/* ---- version 2: one chain over the words, the last one zero-padded ---- */
 
 typedef struct Fnv {
   uint64_t h;
   unsigned char tail[8]; /* bytes of an unfinished word */
   int n_tail;
 } Fnv;
-
-static inline uint64_t fnv_word(uint64_t h, uint64_t w) {
-  h = (h ^ w) * FNV_PRIME;
-  return h ^ (h >> 32);
-}
 
 static void fnv_update(Fnv *f, const unsigned char *p, size_t n) {
   while (f->n_tail && n) {
@@ -127,6 +139,167 @@ static uint64_t fnv_final(Fnv *f) {
   return f->h;
 }
 
+/* ---- version 3: 8 lanes per 1 MiB segment ---- */
+
+#define SUM_LANES 8
+#define SUM_SEGMENT ((size_t)1 << 20)
+#define SUM_READ ((size_t)256 << 10) /* pread pieces: they stay in L2 */
+#define SUM_MAX_THREADS 8
+
+/* one segment being taken: bytes arrive in pieces that are multiples of
+ * 64 bytes, except the data's last one */
+typedef struct Seg {
+  uint64_t lane[SUM_LANES];
+  size_t at; /* bytes taken */
+} Seg;
+
+static void seg_begin(Seg *s) {
+  for (int j = 0; j < SUM_LANES; j++)
+    s->lane[j] = FNV_OFFSET ^ (uint64_t)j;
+  s->at = 0;
+}
+
+static void seg_take(Seg *s, const unsigned char *p, size_t n) {
+  size_t i = 0;
+  if (s->at % 64 == 0 && host_is_little_endian()) {
+    uint64_t l0 = s->lane[0], l1 = s->lane[1], l2 = s->lane[2], l3 = s->lane[3];
+    uint64_t l4 = s->lane[4], l5 = s->lane[5], l6 = s->lane[6], l7 = s->lane[7];
+    for (; i + 64 <= n; i += 64) {
+      uint64_t w[SUM_LANES];
+      memcpy(w, p + i, sizeof w);
+      l0 = fnv_word(l0, w[0]);
+      l1 = fnv_word(l1, w[1]);
+      l2 = fnv_word(l2, w[2]);
+      l3 = fnv_word(l3, w[3]);
+      l4 = fnv_word(l4, w[4]);
+      l5 = fnv_word(l5, w[5]);
+      l6 = fnv_word(l6, w[6]);
+      l7 = fnv_word(l7, w[7]);
+    }
+    s->lane[0] = l0, s->lane[1] = l1, s->lane[2] = l2, s->lane[3] = l3;
+    s->lane[4] = l4, s->lane[5] = l5, s->lane[6] = l6, s->lane[7] = l7;
+  }
+  for (; i < n; i += 8) { /* words one by one; the last may be short */
+    unsigned char w[8] = {0};
+    memcpy(w, p + i, n - i < 8 ? n - i : 8);
+    int j = (int)((s->at + i) / 8 % SUM_LANES);
+    s->lane[j] = fnv_word(s->lane[j], load_le(w, 8));
+  }
+  s->at += n;
+}
+
+static uint64_t seg_digest(const Seg *s) {
+  uint64_t d = FNV_OFFSET;
+  for (int j = 0; j < SUM_LANES; j++)
+    d = fnv_word(d, s->lane[j]);
+  return d;
+}
+
+/* the checksum from the segments' digests */
+static uint64_t sum_fold(const uint64_t *digest, size_t n_seg, uint64_t n_floats) {
+  uint64_t h = FNV_OFFSET;
+  for (size_t i = 0; i < n_seg; i++)
+    h = fnv_word(h, digest[i]);
+  return fnv_word(h, n_floats);
+}
+
+/* Segments of the data [off, off + len) of an image in memory (img) or of
+ * the file open as fd (img NULL), claimed one at a time by the threads. */
+typedef struct SumJob {
+  const unsigned char *img;
+  int fd;
+  size_t off, len, n_seg;
+  uint64_t *digest;
+  atomic_size_t next;
+  atomic_int failed; /* errno of a failed read, or 0 */
+} SumJob;
+
+/* n bytes at off of fd, whole (short reads continued); 0 or an errno */
+static int pread_full(int fd, unsigned char *buf, size_t n, size_t off) {
+  while (n) {
+    ssize_t got = pread(fd, buf, n, (off_t)off);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return got == 0 ? EIO : errno; /* EIO: the file shrank under us */
+    buf += got;
+    off += (size_t)got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+static void *sum_worker(void *arg) {
+  SumJob *job = arg;
+  unsigned char *buf = NULL;
+  if (!job->img && !(buf = malloc(SUM_READ))) {
+    atomic_store(&job->failed, ENOMEM);
+    return NULL;
+  }
+  for (;;) {
+    size_t i = atomic_fetch_add(&job->next, 1);
+    if (i >= job->n_seg || atomic_load(&job->failed))
+      break;
+    size_t at = i * SUM_SEGMENT, end = job->len - at < SUM_SEGMENT ? job->len : at + SUM_SEGMENT;
+    Seg s;
+    seg_begin(&s);
+    if (job->img) {
+      seg_take(&s, job->img + job->off + at, end - at);
+    } else {
+      for (; at < end; at += SUM_READ) {
+        size_t n = end - at < SUM_READ ? end - at : SUM_READ;
+        int e = pread_full(job->fd, buf, n, job->off + at);
+        if (e) {
+          atomic_store(&job->failed, e);
+          break;
+        }
+        seg_take(&s, buf, n);
+      }
+    }
+    job->digest[i] = seg_digest(&s);
+  }
+  free(buf);
+  return NULL;
+}
+
+/* The version 3 checksum of n_floats little-endian floats at off in img or
+ * fd, on up to SUM_MAX_THREADS threads (the online CPUs; the calling one
+ * among them; fewer when threads cannot be started). 0, or 1 with errno
+ * set. Reading with pread, not the mapping: hashing through the mapping
+ * would make every page of the file resident in the process, where a run
+ * touches only the weights it reads (a generation: the step's; a gather:
+ * its rows). */
+static int sum_data(const unsigned char *img, int fd, size_t off, uint64_t n_floats,
+                    uint64_t *sum) {
+  size_t len = (size_t)n_floats * 4, n_seg = (len + SUM_SEGMENT - 1) / SUM_SEGMENT;
+  uint64_t one = 0, *digest = n_seg > 1 ? malloc(n_seg * sizeof *digest) : &one;
+  if (!digest)
+    return errno = ENOMEM, 1;
+  SumJob job = {.img = img, .fd = fd, .off = off, .len = len, .n_seg = n_seg, .digest = digest};
+  atomic_init(&job.next, 0);
+  atomic_init(&job.failed, 0);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus < 1 ? 1 : cpus > SUM_MAX_THREADS ? SUM_MAX_THREADS : (size_t)cpus;
+  if (threads > n_seg)
+    threads = n_seg ? n_seg : 1;
+  pthread_t tid[SUM_MAX_THREADS];
+  size_t started = 0;
+  for (; started + 1 < threads; started++)
+    if (pthread_create(&tid[started], NULL, sum_worker, &job) != 0)
+      break; /* the threads there are take every segment */
+  sum_worker(&job);
+  for (size_t t = 0; t < started; t++)
+    pthread_join(tid[t], NULL);
+  int failed = atomic_load(&job.failed);
+  if (!failed)
+    *sum = sum_fold(digest, n_seg, n_floats);
+  if (digest != &one)
+    free(digest);
+  if (failed)
+    return errno = failed, 1;
+  return 0;
+}
+
 /* ---- validation ---- */
 
 static int wts_fail(char *err, size_t errlen, const char *label, const char *msg) {
@@ -135,31 +308,22 @@ static int wts_fail(char *err, size_t errlen, const char *label, const char *msg
   return 1;
 }
 
-/* The checksum of the data bytes [WTS_HEADER, len) of the file open as
- * fd, read with pread in chunks: hashing through the mapping would make
- * every page of the file resident in the process, where a run touches only
- * the weights it reads (a generation: the step's; a gather: its rows).
- * 0, or 1 with errno set when the file cannot be read whole. */
-static int wts_hash_fd(int fd, size_t len, uint64_t *sum) {
-  enum { CHUNK = 1 << 20 };
-  unsigned char *buf = malloc(CHUNK);
+/* The version 2 checksum of the data bytes [WTS_HEADER, len) of the file
+ * open as fd, read with pread in pieces (see sum_data). 0, or 1 with errno
+ * set when the file cannot be read whole. */
+static int wts_hash_fd_serial(int fd, size_t len, uint64_t *sum) {
+  unsigned char *buf = malloc(SUM_READ);
   if (!buf)
     return 1;
   Fnv f = {FNV_OFFSET, {0}, 0};
-  size_t at = WTS_HEADER;
-  while (at < len) {
-    size_t want = len - at < CHUNK ? len - at : CHUNK;
-    ssize_t got = pread(fd, buf, want, (off_t)at);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      if (got == 0)
-        errno = EIO; /* the file shrank under us */
+  for (size_t at = WTS_HEADER; at < len; at += SUM_READ) {
+    size_t want = len - at < SUM_READ ? len - at : SUM_READ;
+    int e = pread_full(fd, buf, want, at);
+    if (e) {
       free(buf);
-      return 1;
+      return errno = e, 1;
     }
-    fnv_update(&f, buf, (size_t)got);
-    at += (size_t)got;
+    fnv_update(&f, buf, want);
   }
   free(buf);
   *sum = fnv_final(&f);
@@ -195,9 +359,10 @@ static int wts_check(const unsigned char *img, size_t len, int fd, const RtModel
              WTS_VERSION);
     return wts_fail(err, errlen, label, msg);
   }
-  if (version != WTS_VERSION) {
-    snprintf(msg, sizeof msg, "packed-weights format version %u; this runtime reads version %u",
-             version, WTS_VERSION);
+  if (version != WTS_VERSION && version != WTS_VERSION_SERIAL) {
+    snprintf(msg, sizeof msg,
+             "packed-weights format version %u; this runtime reads versions %u and %u", version,
+             WTS_VERSION_SERIAL, WTS_VERSION);
     return wts_fail(err, errlen, label, msg);
   }
   const char *model = info->name ? info->name : "?";
@@ -226,16 +391,20 @@ static int wts_check(const unsigned char *img, size_t len, int fd, const RtModel
              (unsigned long long)n_floats);
     return wts_fail(err, errlen, label, msg);
   }
-  uint64_t sum, stored = load_le(img + 32, 8);
-  if (fd >= 0) {
-    if (wts_hash_fd(fd, want, &sum)) {
-      snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
-      return wts_fail(err, errlen, label, msg);
-    }
+  uint64_t sum = 0, stored = load_le(img + 32, 8);
+  int bad = 0;
+  if (version == WTS_VERSION) {
+    bad = sum_data(fd >= 0 ? NULL : img, fd, WTS_HEADER, n_floats, &sum);
+  } else if (fd >= 0) {
+    bad = wts_hash_fd_serial(fd, want, &sum);
   } else {
     Fnv f = {FNV_OFFSET, {0}, 0};
     fnv_update(&f, img + WTS_HEADER, want - WTS_HEADER);
     sum = fnv_final(&f);
+  }
+  if (bad) {
+    snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
+    return wts_fail(err, errlen, label, msg);
   }
   if (sum != stored) {
     snprintf(msg, sizeof msg,
@@ -389,22 +558,35 @@ int rt_weights_write_fd(int fd, const char *label, const RtModelInfo *info, cons
   unsigned char chunk[4096];
   enum { CHUNK_FLOATS = sizeof chunk / 4 };
 
-  Fnv f = {FNV_OFFSET, {0}, 0};
+  uint64_t sum = 0;
   if (le) {
-    fnv_update(&f, (const unsigned char *)data, n * 4);
-  } else {
-    for (size_t i = 0; i < n; i += CHUNK_FLOATS) {
-      size_t k = n - i < CHUNK_FLOATS ? n - i : CHUNK_FLOATS;
-      floats_to_le(chunk, data + i, k);
-      fnv_update(&f, chunk, k * 4);
+    if (sum_data((const unsigned char *)data, -1, 0, n, &sum))
+      return wts_fail(err, errlen, label, "out of memory taking the checksum");
+  } else { /* segment by segment, each in little-endian pieces */
+    size_t per_seg = SUM_SEGMENT / 4, n_seg = (n + per_seg - 1) / per_seg;
+    uint64_t *digest = malloc((n_seg ? n_seg : 1) * sizeof *digest);
+    if (!digest)
+      return wts_fail(err, errlen, label, "out of memory taking the checksum");
+    for (size_t g = 0; g < n_seg; g++) {
+      Seg sg;
+      seg_begin(&sg);
+      size_t end = n - g * per_seg < per_seg ? n : (g + 1) * per_seg;
+      for (size_t i = g * per_seg; i < end; i += CHUNK_FLOATS) {
+        size_t k = end - i < CHUNK_FLOATS ? end - i : CHUNK_FLOATS;
+        floats_to_le(chunk, data + i, k);
+        seg_take(&sg, chunk, k * 4);
+      }
+      digest[g] = seg_digest(&sg);
     }
+    sum = sum_fold(digest, n_seg, (uint64_t)n);
+    free(digest);
   }
   unsigned char head[WTS_HEADER] = {0};
   memcpy(head, wts_magic, sizeof wts_magic);
   store_le(head + 8, WTS_VERSION, 4);
   store_le(head + 16, info->layout_hash, 8);
   store_le(head + 24, (uint64_t)n, 8);
-  store_le(head + 32, fnv_final(&f), 8);
+  store_le(head + 32, sum, 8);
 
   int bad = rt_file_write_all(fd, head, sizeof head);
   if (le) {

@@ -41,16 +41,43 @@ static uint64_t le(const uint8_t *p, int n) {
   return v;
 }
 
-/* The checksum exactly as rt_weights.h defines it. */
-static uint64_t checksum(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
+static uint64_t step(uint64_t h, const uint8_t *p, size_t n) {
+  uint8_t w[8] = {0};
+  memcpy(w, p, n < 8 ? n : 8);
+  h = (h ^ le(w, 8)) * 0x100000001b3ull;
+  return h ^ (h >> 32);
+}
+
+/* The checksum exactly as rt_weights.h defines it for the version (2: one
+ * chain; 3: 8 lanes per 1 MiB segment, one segment at these sizes). */
+static uint64_t checksum(uint32_t version, const uint8_t *p, size_t n) {
+  const uint64_t o = 0xcbf29ce484222325ull;
+  uint64_t h = o, lane[8];
+  for (int j = 0; j < 8; j++)
+    lane[j] = o ^ (uint64_t)j;
   for (size_t i = 0; i < n; i += 8) {
-    uint8_t w[8] = {0};
-    memcpy(w, p + i, n - i < 8 ? n - i : 8);
-    h = (h ^ le(w, 8)) * 0x100000001b3ull;
-    h ^= h >> 32;
+    if (version == 2)
+      h = step(h, p + i, n - i);
+    else
+      lane[i / 8 % 8] = step(lane[i / 8 % 8], p + i, n - i);
   }
-  return h;
+  if (version == 2)
+    return h;
+  uint8_t b[8];
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 8; i++)
+      b[i] = (uint8_t)(lane[j] >> (8 * i));
+    h = step(h, b, 8); /* the segment's digest */
+  }
+  uint64_t d = h;
+  h = o;
+  for (int i = 0; i < 8; i++)
+    b[i] = (uint8_t)(d >> (8 * i));
+  if (n) /* no segment when there is no data */
+    h = step(h, b, 8);
+  for (int i = 0; i < 8; i++)
+    b[i] = (uint8_t)((uint64_t)(n / 4) >> (8 * i));
+  return step(h, b, 8); /* n_floats */
 }
 
 /* Returns 1 if accepted. */
@@ -65,7 +92,7 @@ static int try_image(const uint8_t *img, size_t size, const RtModelInfo *info) {
   check(w != NULL, "handle on success");
   check(size == 64 + 4 * (size_t)info->weights_floats, "exact size");
   check(memcmp(img, "TFMCWTS\0", 8) == 0, "magic");
-  check(le(img + 8, 4) == 2, "version");
+  check(le(img + 8, 4) == 2 || le(img + 8, 4) == 3, "version");
   check(le(img + 16, 8) == info->layout_hash, "layout hash");
   check(le(img + 24, 8) == (uint64_t)info->weights_floats, "float count");
   const float *d = rt_weights_data(w);
@@ -94,10 +121,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *copy = aligned_alloc(64, (size + 63) / 64 * 64);
   check(copy != NULL, "malloc");
   memcpy(copy, data, size);
-  uint64_t sum = checksum(copy + 64, size - 64);
+  uint32_t version = (uint32_t)le(copy + 8, 4);
+  uint64_t sum = checksum(version, copy + 64, size - 64);
   for (int i = 0; i < 8; i++)
     copy[32 + i] = (uint8_t)(sum >> (8 * i));
-  int header_ok = memcmp(copy, "TFMCWTS\0", 8) == 0 && le(copy + 8, 4) == 2 &&
+  int header_ok = memcmp(copy, "TFMCWTS\0", 8) == 0 && (version == 2 || version == 3) &&
                   le(copy + 16, 8) == info.layout_hash && le(copy + 24, 8) == 20 && size == 144;
   int accepted = try_image(copy, size, &info);
   check(accepted == header_ok, "a right header with a right checksum is accepted, only that");

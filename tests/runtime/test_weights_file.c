@@ -136,7 +136,7 @@ Test(weights, write_open_round_trip) {
   unsigned char *b = slurp(path, &len);
   cr_assert_eq(len, 64 + 20 * 4);
   cr_assert_eq(memcmp(b, "TFMCWTS\0", 8), 0);
-  cr_assert_eq(b[8], 2);
+  cr_assert_eq(b[8], 3);
   RtModelInfo info = small_info();
   cr_assert_eq(le64(b + 16), info.layout_hash);
   cr_assert_eq(le64(b + 24), 20);
@@ -228,7 +228,7 @@ Test(weights, checksum_matches_its_definition) {
   cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
   size_t len;
   unsigned char *b = slurp(path, &len);
-  cr_assert_eq(le64(b + 32), 0xe885be897cd27a46ull, "checksum %016llx",
+  cr_assert_eq(le64(b + 32), 0xa6907eaf1a2a5aaaull, "checksum %016llx",
                (unsigned long long)le64(b + 32));
   free(b);
 
@@ -237,8 +237,91 @@ Test(weights, checksum_matches_its_definition) {
   const float u[4] = {1.0f, -2.0f, 0.5f, 1e-3f};
   cr_assert_eq(rt_weights_write(path, &four, u, err, sizeof err), 0, "%s", err);
   b = slurp(path, &len);
-  cr_assert_eq(le64(b + 32), 0x4ed520c702c2e408ull, "checksum %016llx",
+  cr_assert_eq(le64(b + 32), 0x9416b4c699c0b7efull, "checksum %016llx",
                (unsigned long long)le64(b + 32));
+  free(b);
+}
+
+/* Two segments (1 MiB and 12 bytes, the last word half padding), verified
+ * from the file (pread, the segments shared by threads) and in memory; a
+ * byte changed in either segment is refused both ways. */
+Test(weights, checksum_over_segments) {
+  enum { N = (1 << 18) + 3 };
+  static const RtWeightInfo big[1] = {{"v", 1, {N}, 0}};
+  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
+                      .name = "big",
+                      .weights = big,
+                      .n_weights = 1,
+                      .weights_floats = N};
+  info.layout_hash = rt_model_layout_hash(big, 1);
+  float *v = malloc(sizeof(float) * N);
+  cr_assert_not_null(v);
+  for (int i = 0; i < N; i++)
+    v[i] = (float)(i % 1000) * 0.25f - 100.0f;
+  char err[512] = "";
+  const char *path = path_in("big.wts");
+  cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
+  size_t len;
+  unsigned char *b = slurp(path, &len);
+  cr_assert_eq(le64(b + 32), 0x4848fb9cf3bea584ull, "checksum %016llx",
+               (unsigned long long)le64(b + 32));
+  RtWeights *w = NULL;
+  cr_assert_eq(rt_weights_open(path, &info, &w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(memcmp(rt_weights_data(w), v, sizeof(float) * N), 0);
+  rt_weights_close(w);
+  w = NULL;
+  cr_assert_eq(rt_weights_from_memory(b, len, &info, &w, err, sizeof err), 0, "%s", err);
+  rt_weights_close(w);
+  const size_t at[] = {64 + 5, 64 + (1 << 20) - 1, 64 + (1 << 20) + 9};
+  for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+    b[at[i]] ^= 0x01;
+    const char *bad = path_in("bigbad.wts");
+    spit(bad, b, len);
+    expect_refused(bad, &info, "checksum mismatch: the file is corrupt");
+    w = (RtWeights *)&w;
+    cr_assert_neq(rt_weights_from_memory(b, len, &info, &w, err, sizeof err), 0);
+    cr_assert(strstr(err, "checksum mismatch"), "%s", err);
+    cr_assert_null(w);
+    b[at[i]] ^= 0x01;
+  }
+  free(b);
+  free(v);
+}
+
+/* Files of version 2 (one serial chain for the checksum, the rest the
+ * same) are still read, and checked by their own checksum. */
+Test(weights, reads_version_2) {
+  static const RtWeightInfo three[1] = {{"v", 1, {3}, 0}};
+  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
+                      .name = "three",
+                      .weights = three,
+                      .n_weights = 1,
+                      .weights_floats = 3};
+  info.layout_hash = rt_model_layout_hash(three, 1);
+  const float v[3] = {1.0f, 2.0f, 3.0f};
+  char err[512] = "";
+  const char *path = path_in("three.wts");
+  cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
+  size_t len;
+  unsigned char *b = slurp(path, &len);
+  b[8] = 2;
+  const char *old = path_in("three_v2.wts");
+  spit(old, b, len); /* version 2 with a version 3 checksum */
+  expect_refused(old, &info, "checksum mismatch: the file is corrupt");
+  uint64_t v2 = 0xe885be897cd27a46ull; /* the serial chain over 1, 2, 3 (and 4 zero bytes) */
+  for (int i = 0; i < 8; i++)
+    b[32 + i] = (unsigned char)(v2 >> (8 * i));
+  spit(old, b, len);
+  RtWeights *w = NULL;
+  cr_assert_eq(rt_weights_open(old, &info, &w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(memcmp(rt_weights_data(w), v, sizeof v), 0);
+  rt_weights_close(w);
+  w = NULL;
+  cr_assert_eq(rt_weights_from_memory(b, len, &info, &w, err, sizeof err), 0, "%s", err);
+  rt_weights_close(w);
+  b[64] ^= 0x40;
+  spit(old, b, len);
+  expect_refused(old, &info, "checksum mismatch: the file is corrupt");
   free(b);
 }
 
@@ -307,8 +390,8 @@ Test(weights, refuses_truncated_data) {
 }
 
 Test(weights, refuses_other_version) {
-  unsigned char v3[4] = {3, 0, 0, 0};
-  expect_patched_refused(8, v3, 4, "format version 3; this runtime reads version 2");
+  unsigned char v4[4] = {4, 0, 0, 0};
+  expect_patched_refused(8, v4, 4, "format version 4; this runtime reads versions 2 and 3");
 }
 
 /* Version 1 files listed a tied embedding twice (plain and packed): their
@@ -318,7 +401,7 @@ Test(weights, refuses_version_1_saying_to_pack_again) {
   unsigned char v1[4] = {1, 0, 0, 0};
   expect_patched_refused(8, v1, 4,
                          "packed-weights format version 1, written by an older tfmc (it stored "
-                         "a tied embedding twice); this runtime reads version 2: pack the "
+                         "a tied embedding twice); this runtime reads version 3: pack the "
                          "weights again with tfmc build");
 }
 
@@ -347,7 +430,8 @@ Test(weights, refuses_patched_float_count) {
 
 Test(weights, refuses_corrupt_data) {
   /* a flipped bit in any float is caught, and so are two sign flips in the
-   * high halves of two words (which a plain word-wise FNV would miss) */
+   * high halves of two words of one lane (which a plain word-wise FNV
+   * would miss) */
   unsigned char flip[1];
   for (size_t at = 64; at < 64 + 80; at += 9) {
     const char *good = write_small("good.wts");
@@ -360,8 +444,8 @@ Test(weights, refuses_corrupt_data) {
   const char *good = write_small("good.wts");
   size_t len;
   unsigned char *b = slurp(good, &len);
-  b[64 + 7] ^= 0x80;
-  b[64 + 15] ^= 0x80;
+  b[64 + 7] ^= 0x80; /* words 0 and 8: lane 0 */
+  b[64 + 71] ^= 0x80;
   const char *bad = path_in("signs.wts");
   spit(bad, b, len);
   free(b);
