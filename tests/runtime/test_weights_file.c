@@ -32,6 +32,17 @@ static RtModelInfo small_info(void) {
   return info;
 }
 
+/* a model of the one weight w, n floats (no weight when n is 0) */
+static RtModelInfo one_weight_info(const RtWeightInfo *w, const char *name, int64_t n) {
+  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
+                      .name = name,
+                      .weights = w,
+                      .n_weights = n > 0,
+                      .weights_floats = n};
+  info.layout_hash = rt_model_layout_hash(w, info.n_weights);
+  return info;
+}
+
 static float small_data[20];
 
 static void fill_data(void) {
@@ -100,6 +111,18 @@ static const char *write_small(const char *name) {
   const char *path = path_in(name);
   cr_assert_eq(rt_weights_write(path, &info, small_data, err, sizeof err), 0, "%s", err);
   return path;
+}
+
+/* v = {1, 2, 3}: an odd count (the checksum's last word is zero-padded),
+ * written to three.wts; returns the file's bytes (len) and its model */
+static const RtWeightInfo three_weights[1] = {{"v", 1, {3}, 0}};
+static const float three_data[3] = {1.0f, 2.0f, 3.0f};
+static unsigned char *write_three(RtModelInfo *info, size_t *len) {
+  *info = one_weight_info(three_weights, "three", 3);
+  char err[512] = "";
+  const char *path = path_in("three.wts");
+  cr_assert_eq(rt_weights_write(path, info, three_data, err, sizeof err), 0, "%s", err);
+  return slurp(path, len);
 }
 
 static void expect_refused(const char *path, const RtModelInfo *info, const char *frag) {
@@ -183,12 +206,7 @@ Test(weights, from_memory_aligned_and_unaligned) {
 
 Test(weights, zero_and_odd_float_counts) {
   static const RtWeightInfo none[1] = {{"x", 0, {0}, 0}};
-  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
-                      .name = "empty",
-                      .weights = none,
-                      .n_weights = 0,
-                      .weights_floats = 0};
-  info.layout_hash = rt_model_layout_hash(none, 0);
+  RtModelInfo info = one_weight_info(none, "empty", 0);
   char err[512] = "";
   const char *path = path_in("empty.wts");
   cr_assert_eq(rt_weights_write(path, &info, NULL, err, sizeof err), 0, "%s", err);
@@ -196,19 +214,10 @@ Test(weights, zero_and_odd_float_counts) {
   cr_assert_eq(rt_weights_open(path, &info, &w, err, sizeof err), 0, "%s", err);
   rt_weights_close(w);
 
-  /* 3 floats: the checksum's last word is zero-padded */
-  static const RtWeightInfo three[1] = {{"v", 1, {3}, 0}};
-  info = (RtModelInfo){.abi_version = RT_ABI_VERSION,
-                       .name = "three",
-                       .weights = three,
-                       .n_weights = 1,
-                       .weights_floats = 3};
-  info.layout_hash = rt_model_layout_hash(three, 1);
-  const float v[3] = {1.0f, 2.0f, 3.0f};
-  path = path_in("three.wts");
-  cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(rt_weights_open(path, &info, &w, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(memcmp(rt_weights_data(w), v, sizeof v), 0);
+  size_t len;
+  free(write_three(&info, &len));
+  cr_assert_eq(rt_weights_open(path_in("three.wts"), &info, &w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(memcmp(rt_weights_data(w), three_data, sizeof three_data), 0);
   rt_weights_close(w);
 }
 
@@ -216,18 +225,9 @@ Test(weights, zero_and_odd_float_counts) {
  * from the header comments) ---- */
 
 Test(weights, checksum_matches_its_definition) {
-  static const RtWeightInfo three[1] = {{"v", 1, {3}, 0}};
-  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
-                      .name = "three",
-                      .weights = three,
-                      .n_weights = 1,
-                      .weights_floats = 3};
-  const float v[3] = {1.0f, 2.0f, 3.0f};
-  char err[512] = "";
-  const char *path = path_in("three.wts");
-  cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
+  RtModelInfo info;
   size_t len;
-  unsigned char *b = slurp(path, &len);
+  unsigned char *b = write_three(&info, &len);
   cr_assert_eq(le64(b + 32), 0xa6907eaf1a2a5aaaull, "checksum %016llx",
                (unsigned long long)le64(b + 32));
   free(b);
@@ -235,6 +235,8 @@ Test(weights, checksum_matches_its_definition) {
   RtModelInfo four = info;
   four.weights_floats = 4;
   const float u[4] = {1.0f, -2.0f, 0.5f, 1e-3f};
+  const char *path = path_in("four.wts");
+  char err[512] = "";
   cr_assert_eq(rt_weights_write(path, &four, u, err, sizeof err), 0, "%s", err);
   b = slurp(path, &len);
   cr_assert_eq(le64(b + 32), 0x9416b4c699c0b7efull, "checksum %016llx",
@@ -248,12 +250,7 @@ Test(weights, checksum_matches_its_definition) {
 Test(weights, checksum_over_segments) {
   enum { N = (1 << 18) + 3 };
   static const RtWeightInfo big[1] = {{"v", 1, {N}, 0}};
-  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
-                      .name = "big",
-                      .weights = big,
-                      .n_weights = 1,
-                      .weights_floats = N};
-  info.layout_hash = rt_model_layout_hash(big, 1);
+  RtModelInfo info = one_weight_info(big, "big", N);
   float *v = malloc(sizeof(float) * N);
   cr_assert_not_null(v);
   for (int i = 0; i < N; i++)
@@ -291,19 +288,10 @@ Test(weights, checksum_over_segments) {
 /* Files of version 2 (one serial chain for the checksum, the rest the
  * same) are still read, and checked by their own checksum. */
 Test(weights, reads_version_2) {
-  static const RtWeightInfo three[1] = {{"v", 1, {3}, 0}};
-  RtModelInfo info = {.abi_version = RT_ABI_VERSION,
-                      .name = "three",
-                      .weights = three,
-                      .n_weights = 1,
-                      .weights_floats = 3};
-  info.layout_hash = rt_model_layout_hash(three, 1);
-  const float v[3] = {1.0f, 2.0f, 3.0f};
-  char err[512] = "";
-  const char *path = path_in("three.wts");
-  cr_assert_eq(rt_weights_write(path, &info, v, err, sizeof err), 0, "%s", err);
+  RtModelInfo info;
   size_t len;
-  unsigned char *b = slurp(path, &len);
+  unsigned char *b = write_three(&info, &len);
+  char err[512] = "";
   b[8] = 2;
   const char *old = path_in("three_v2.wts");
   spit(old, b, len); /* version 2 with a version 3 checksum */
@@ -314,7 +302,7 @@ Test(weights, reads_version_2) {
   spit(old, b, len);
   RtWeights *w = NULL;
   cr_assert_eq(rt_weights_open(old, &info, &w, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(memcmp(rt_weights_data(w), v, sizeof v), 0);
+  cr_assert_eq(memcmp(rt_weights_data(w), three_data, sizeof three_data), 0);
   rt_weights_close(w);
   w = NULL;
   cr_assert_eq(rt_weights_from_memory(b, len, &info, &w, err, sizeof err), 0, "%s", err);
