@@ -17,6 +17,8 @@
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -172,27 +174,94 @@ static int interp_run_timed(Arena *a, const Compiled *c, RtBound *b, const ExecO
   return rc;
 }
 
+/* One piece of backend_pack_weights: rows [q0, q1) of a weight in a
+ * panels layout (q0 a multiple of 16: the packing of rows [q0, n) is the
+ * packing of w + q0 K at the size of the first q0 rows, rt_gemm.h), or
+ * floats [q0, q1) of a plain one. */
+typedef struct PackPiece {
+  const LBuffer *lb;
+  const float *w;
+  float *dst; /* the buffer's start */
+  int64_t q0, q1;
+} PackPiece;
+
+typedef struct PackJob {
+  const PackPiece *pieces;
+  size_t n;
+  atomic_size_t next;
+} PackJob;
+
+static void pack_piece(const PackPiece *pc) {
+  const LBuffer *lb = pc->lb;
+  int64_t k = lb->cols, rows = pc->q1 - pc->q0;
+  const float *w = pc->w + pc->q0 * k;
+  switch ((LWLayout)lb->layout) {
+  case LW_PANELS: /* pack-weights: panels for rt_linear_packed */
+    rt_gemm_pack(rows, k, w, pc->dst + rt_gemm_packed_floats(pc->q0, k));
+    break;
+  case LW_PANELS_BF16: /* --weights-dtype bf16 */
+    rt_gemm_pack_bf16(rows, k, w, pc->dst + rt_gemm_packed_bf16_floats(pc->q0, k));
+    break;
+  case LW_PANELS_I8: /* --weights-dtype int8 */
+    rt_gemm_pack_i8(rows, k, w, pc->dst + rt_gemm_packed_i8_floats(pc->q0, k));
+    break;
+  case LW_PLAIN:
+  case LW_LAYOUT_COUNT:
+    memcpy(pc->dst + pc->q0, pc->w + pc->q0, (size_t)rows * 4);
+    break;
+  }
+}
+
+static void *pack_worker(void *arg) {
+  PackJob *job = arg;
+  for (size_t i; (i = atomic_fetch_add(&job->next, 1)) < job->n;) pack_piece(&job->pieces[i]);
+  return NULL;
+}
+
+/* The pieces go to threads (the online CPUs, at most 8; the calling one
+ * among them): packing is memory-bound and page-faulting, and a model's
+ * weights are hundreds of MB (gpt2-small 0.5 GB: ~1 s on one thread). The
+ * pieces, ~4 MB of floats each, cut every weight on panel boundaries, so
+ * the bytes written are those of one thread packing it whole. */
 void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) {
+  enum { PIECE_FLOATS = 1 << 20, MAX_THREADS = 8 };
+  size_t n = 0, cap = 64;
+  PackPiece *pieces = malloc(cap * sizeof *pieces);
+  TFMC_ASSERT(pieces);
   for (int b = 0; b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
     if (lb->kind != LB_WEIGHT) continue;
     const Weight *wt = ir_weights_find(w, lb->name);
     TFMC_ASSERT(wt); /* the program's params are the graph's, all loaded */
-    int64_t n = 1;
-    for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;
-    if (lb->layout == LW_PANELS) { /* pack-weights: panels for rt_linear_packed */
-      TFMC_ASSERT(lb->rows * lb->cols == n);
-      rt_gemm_pack(lb->rows, lb->cols, wt->data, dst + lb->offset);
-    } else if (lb->layout == LW_PANELS_BF16) { /* --weights-dtype bf16 */
-      TFMC_ASSERT(lb->rows * lb->cols == n);
-      rt_gemm_pack_bf16(lb->rows, lb->cols, wt->data, dst + lb->offset);
-    } else if (lb->layout == LW_PANELS_I8) { /* --weights-dtype int8 */
-      TFMC_ASSERT(lb->rows * lb->cols == n);
-      rt_gemm_pack_i8(lb->rows, lb->cols, wt->data, dst + lb->offset);
-    } else {
-      memcpy(dst + lb->offset, wt->data, (size_t)n * 4);
+    int64_t numel = 1;
+    for (int d = 0; d < wt->type.rank; d++) numel *= wt->type.dims[d].value;
+    int64_t total = numel, step = PIECE_FLOATS;
+    if (lb->layout != LW_PLAIN) {
+      TFMC_ASSERT(lb->rows * lb->cols == numel);
+      total = lb->rows;
+      step = PIECE_FLOATS / lb->cols / 16 * 16;
+      if (step < 16) step = 16;
+    }
+    for (int64_t q0 = 0; q0 < total; q0 += step) {
+      if (n == cap) {
+        cap *= 2;
+        pieces = realloc(pieces, cap * sizeof *pieces);
+        TFMC_ASSERT(pieces);
+      }
+      pieces[n++] = (PackPiece){lb, wt->data, dst + lb->offset, q0,
+                                total - q0 < step ? total : q0 + step};
     }
   }
+  PackJob job = {pieces, n};
+  atomic_init(&job.next, 0);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (size_t)cpus, started = 0;
+  pthread_t tid[MAX_THREADS];
+  for (; started + 1 < threads && started + 1 < n; started++)
+    if (pthread_create(&tid[started], NULL, pack_worker, &job) != 0) break; /* the rest take it */
+  pack_worker(&job);
+  for (size_t t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  free(pieces);
 }
 
 int backend_run(const char *backend, const Compiled *c, RtBound *b, const ExecOptions *opt,

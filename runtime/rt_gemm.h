@@ -80,7 +80,11 @@ void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float
  * columns, panel q holding w[16q + j, p] at [q * K * 16 + p * 16 + j],
  * columns past N zero. The layout is the same on every ISA (the kernels
  * read 1 or 4 panels at a time), so a packed file runs on any CPU.
- * rt_gemm_packed_floats is its size: ceil(N / 16) * 16 * K. */
+ * rt_gemm_packed_floats is its size: ceil(N / 16) * 16 * K. The panels
+ * lie in order, so for Q a multiple of 16 the packing of rows [Q, N) is
+ * that of w + Q K (N - Q rows) at dst + rt_gemm_packed_floats(Q, K): a
+ * matrix can be packed in row pieces, by several threads; the same holds
+ * for the bf16 and int8 packings with their own sizes. */
 int64_t rt_gemm_packed_floats(int64_t n, int64_t k);
 void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst);
 
