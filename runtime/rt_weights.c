@@ -19,10 +19,10 @@
 #include "runtime/rt_weights.h"
 
 #include "runtime/rt_file.h"
+#include "runtime/rt_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,7 +144,6 @@ static uint64_t fnv_final(Fnv *f) {
 #define SUM_LANES 8
 #define SUM_SEGMENT ((size_t)1 << 20)
 #define SUM_READ ((size_t)256 << 10) /* pread pieces: they stay in L2 */
-#define SUM_MAX_THREADS 8
 
 /* one segment being taken: bytes arrive in pieces that are multiples of
  * 64 bytes, except the data's last one */
@@ -204,13 +203,12 @@ static uint64_t sum_fold(const uint64_t *digest, size_t n_seg, uint64_t n_floats
 }
 
 /* Segments of the data [off, off + len) of an image in memory (img) or of
- * the file open as fd (img NULL), claimed one at a time by the threads. */
+ * the file open as fd (img NULL), taken by a pool's threads. */
 typedef struct SumJob {
   const unsigned char *img;
   int fd;
-  size_t off, len, n_seg;
+  size_t off, len;
   uint64_t *digest;
-  atomic_size_t next;
   atomic_int failed; /* errno of a failed read, or 0 */
 } SumJob;
 
@@ -229,18 +227,17 @@ static int pread_full(int fd, unsigned char *buf, size_t n, size_t off) {
   return 0;
 }
 
-static void *sum_worker(void *arg) {
-  SumJob *job = arg;
+/* the digests of segments [lo, hi) (an RtTaskFn) */
+static void sum_segments(void *ctx, int64_t lo, int64_t hi) {
+  SumJob *job = ctx;
   unsigned char *buf = NULL;
   if (!job->img && !(buf = malloc(SUM_READ))) {
     atomic_store(&job->failed, ENOMEM);
-    return NULL;
+    return;
   }
-  for (;;) {
-    size_t i = atomic_fetch_add(&job->next, 1);
-    if (i >= job->n_seg || atomic_load(&job->failed))
-      break;
-    size_t at = i * SUM_SEGMENT, end = job->len - at < SUM_SEGMENT ? job->len : at + SUM_SEGMENT;
+  for (int64_t i = lo; i < hi && !atomic_load(&job->failed); i++) {
+    size_t at = (size_t)i * SUM_SEGMENT;
+    size_t end = job->len - at < SUM_SEGMENT ? job->len : at + SUM_SEGMENT;
     Seg s;
     seg_begin(&s);
     if (job->img) {
@@ -259,37 +256,25 @@ static void *sum_worker(void *arg) {
     job->digest[i] = seg_digest(&s);
   }
   free(buf);
-  return NULL;
 }
 
 /* The version 3 checksum of n_floats little-endian floats at off in img or
- * fd, on up to SUM_MAX_THREADS threads (the online CPUs; the calling one
- * among them; fewer when threads cannot be started). 0, or 1 with errno
- * set. Reading with pread, not the mapping: hashing through the mapping
- * would make every page of the file resident in the process, where a run
- * touches only the weights it reads (a generation: the step's; a gather:
- * its rows). */
+ * fd, the segments on a pool of the online CPUs (made for the call: this
+ * runs once, at load). 0, or 1 with errno set. Reading with pread, not the
+ * mapping: hashing through the mapping would make every page of the file
+ * resident in the process, where a run touches only the weights it reads
+ * (a generation: the step's; a gather: its rows). */
 static int sum_data(const unsigned char *img, int fd, size_t off, uint64_t n_floats,
                     uint64_t *sum) {
   size_t len = (size_t)n_floats * 4, n_seg = (len + SUM_SEGMENT - 1) / SUM_SEGMENT;
   uint64_t one = 0, *digest = n_seg > 1 ? malloc(n_seg * sizeof *digest) : &one;
   if (!digest)
     return errno = ENOMEM, 1;
-  SumJob job = {.img = img, .fd = fd, .off = off, .len = len, .n_seg = n_seg, .digest = digest};
-  atomic_init(&job.next, 0);
+  SumJob job = {.img = img, .fd = fd, .off = off, .len = len, .digest = digest};
   atomic_init(&job.failed, 0);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus < 1 ? 1 : cpus > SUM_MAX_THREADS ? SUM_MAX_THREADS : (size_t)cpus;
-  if (threads > n_seg)
-    threads = n_seg ? n_seg : 1;
-  pthread_t tid[SUM_MAX_THREADS];
-  size_t started = 0;
-  for (; started + 1 < threads; started++)
-    if (pthread_create(&tid[started], NULL, sum_worker, &job) != 0)
-      break; /* the threads there are take every segment */
-  sum_worker(&job);
-  for (size_t t = 0; t < started; t++)
-    pthread_join(tid[t], NULL);
+  RtPool *pool = n_seg > 1 ? rt_pool_create(0) : NULL; /* NULL: this thread alone */
+  rt_pool_parallel_for(pool, (int64_t)n_seg, 1, sum_segments, &job);
+  rt_pool_destroy(pool);
   int failed = atomic_load(&job.failed);
   if (!failed)
     *sum = sum_fold(digest, n_seg, n_floats);
