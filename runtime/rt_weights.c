@@ -83,6 +83,15 @@ static void floats_from_le(float *dst, const unsigned char *src, size_t n) {
   }
 }
 
+/* The little-endian bytes of the n floats at src into buf. */
+static void floats_to_le(unsigned char *buf, const float *src, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &src[i], 4);
+    store_le(buf + 4 * i, u, 4);
+  }
+}
+
 /* ---- the checksums (rt_weights.h) ----
  * Both are built on one step, FNV-1a 64 over an 8-byte little-endian word
  * with an xor-shift fold after the multiply so every bit of a word reaches
@@ -202,10 +211,13 @@ static uint64_t sum_fold(const uint64_t *digest, size_t n_seg, uint64_t n_floats
   return fnv_word(h, n_floats);
 }
 
-/* Segments of the data [off, off + len) of an image in memory (img) or of
- * the file open as fd (img NULL), taken by a pool's threads. */
+/* Segments of the data [off, off + len) of an image in memory (img), of
+ * host-order floats to write (host: bytes of a big-endian host, taken in
+ * little-endian pieces), or of the file open as fd (neither), taken by a
+ * pool's threads. */
 typedef struct SumJob {
   const unsigned char *img;
+  const float *host;
   int fd;
   size_t off, len;
   uint64_t *digest;
@@ -231,7 +243,7 @@ static int pread_full(int fd, unsigned char *buf, size_t n, size_t off) {
 static void sum_segments(void *ctx, int64_t lo, int64_t hi) {
   SumJob *job = ctx;
   unsigned char *buf = NULL;
-  if (!job->img && !(buf = malloc(SUM_READ))) {
+  if (!job->img && !(buf = malloc(SUM_READ))) { /* pieces of host or fd */
     atomic_store(&job->failed, ENOMEM);
     return;
   }
@@ -245,7 +257,11 @@ static void sum_segments(void *ctx, int64_t lo, int64_t hi) {
     } else {
       for (; at < end; at += SUM_READ) {
         size_t n = end - at < SUM_READ ? end - at : SUM_READ;
-        int e = pread_full(job->fd, buf, n, job->off + at);
+        int e = 0;
+        if (job->host)
+          floats_to_le(buf, job->host + at / 4, n / 4);
+        else
+          e = pread_full(job->fd, buf, n, job->off + at);
         if (e) {
           atomic_store(&job->failed, e);
           break;
@@ -258,19 +274,19 @@ static void sum_segments(void *ctx, int64_t lo, int64_t hi) {
   free(buf);
 }
 
-/* The version 3 checksum of n_floats little-endian floats at off in img or
- * fd, the segments on a pool of the online CPUs (made for the call: this
+/* The version 3 checksum of n_floats little-endian floats at off in img,
+ * or host-order floats at host, or at off in fd, the segments on a pool of the online CPUs (made for the call: this
  * runs once, at load). 0, or 1 with errno set. Reading with pread, not the
  * mapping: hashing through the mapping would make every page of the file
  * resident in the process, where a run touches only the weights it reads
  * (a generation: the step's; a gather: its rows). */
-static int sum_data(const unsigned char *img, int fd, size_t off, uint64_t n_floats,
-                    uint64_t *sum) {
+static int sum_data(const unsigned char *img, const float *host, int fd, size_t off,
+                    uint64_t n_floats, uint64_t *sum) {
   size_t len = (size_t)n_floats * 4, n_seg = (len + SUM_SEGMENT - 1) / SUM_SEGMENT;
   uint64_t one = 0, *digest = n_seg > 1 ? malloc(n_seg * sizeof *digest) : &one;
   if (!digest)
     return errno = ENOMEM, 1;
-  SumJob job = {.img = img, .fd = fd, .off = off, .len = len, .digest = digest};
+  SumJob job = {.img = img, .host = host, .fd = fd, .off = off, .len = len, .digest = digest};
   atomic_init(&job.failed, 0);
   RtPool *pool = n_seg > 1 ? rt_pool_create(0) : NULL; /* NULL: this thread alone */
   rt_pool_parallel_for(pool, (int64_t)n_seg, 1, sum_segments, &job);
@@ -379,7 +395,7 @@ static int wts_check(const unsigned char *img, size_t len, int fd, const RtModel
   uint64_t sum = 0, stored = load_le(img + 32, 8);
   int bad = 0;
   if (version == WTS_VERSION) {
-    bad = sum_data(fd >= 0 ? NULL : img, fd, WTS_HEADER, n_floats, &sum);
+    bad = sum_data(fd >= 0 ? NULL : img, NULL, fd, WTS_HEADER, n_floats, &sum);
   } else if (fd >= 0) {
     bad = wts_hash_fd_serial(fd, want, &sum);
   } else {
@@ -523,15 +539,6 @@ void rt_weights_close(RtWeights *w) {
 
 /* ---- writing ---- */
 
-/* The little-endian bytes of floats [i, i+n) in buf (at most 1024). */
-static void floats_to_le(unsigned char *buf, const float *src, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &src[i], 4);
-    store_le(buf + 4 * i, u, 4);
-  }
-}
-
 int rt_weights_write_fd(int fd, const char *label, const RtModelInfo *info, const float *data,
                         char *err, size_t errlen) {
   if (!info)
@@ -543,29 +550,9 @@ int rt_weights_write_fd(int fd, const char *label, const RtModelInfo *info, cons
   unsigned char chunk[4096];
   enum { CHUNK_FLOATS = sizeof chunk / 4 };
 
-  uint64_t sum = 0;
-  if (le) {
-    if (sum_data((const unsigned char *)data, -1, 0, n, &sum))
-      return wts_fail(err, errlen, label, "out of memory taking the checksum");
-  } else { /* segment by segment, each in little-endian pieces */
-    size_t per_seg = SUM_SEGMENT / 4, n_seg = (n + per_seg - 1) / per_seg;
-    uint64_t *digest = malloc((n_seg ? n_seg : 1) * sizeof *digest);
-    if (!digest)
-      return wts_fail(err, errlen, label, "out of memory taking the checksum");
-    for (size_t g = 0; g < n_seg; g++) {
-      Seg sg;
-      seg_begin(&sg);
-      size_t end = n - g * per_seg < per_seg ? n : (g + 1) * per_seg;
-      for (size_t i = g * per_seg; i < end; i += CHUNK_FLOATS) {
-        size_t k = end - i < CHUNK_FLOATS ? end - i : CHUNK_FLOATS;
-        floats_to_le(chunk, data + i, k);
-        seg_take(&sg, chunk, k * 4);
-      }
-      digest[g] = seg_digest(&sg);
-    }
-    sum = sum_fold(digest, n_seg, (uint64_t)n);
-    free(digest);
-  }
+  uint64_t sum = 0; /* on a big-endian host, over the bytes as written */
+  if (sum_data(le ? (const unsigned char *)data : NULL, le ? NULL : data, -1, 0, n, &sum))
+    return wts_fail(err, errlen, label, "out of memory taking the checksum");
   unsigned char head[WTS_HEADER] = {0};
   memcpy(head, wts_magic, sizeof wts_magic);
   store_le(head + 8, WTS_VERSION, 4);
