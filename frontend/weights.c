@@ -479,7 +479,6 @@ static bool tensor_read(Loader *L, const RtStTensor *t, float *dst,
   return false;
 }
 
-/* Scratch for transforms that read a whole stored tensor first. */
 /* dst[o*in + k] = src[k*ld + o] for o < out, k < in: the first out
  * columns of src [in, ld] as rows of dst [out, in]. By 8 x 8 tiles, so the
  * strided side of a tile stays in L1 (32 x 32 tiles did not: at ld = 3072
@@ -498,6 +497,7 @@ static void transpose_cols(float *dst, const float *src, int64_t in, int64_t out
     }
 }
 
+/* Scratch for transforms that read a whole stored tensor first. */
 static float *scratch_alloc(Loader *L, int64_t n, const char *param, IrLoc loc,
                             const char *name) {
   float *p = n > 0 && (uint64_t)n < SIZE_MAX / sizeof(float)
