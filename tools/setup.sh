@@ -11,10 +11,12 @@ cd "$(dirname "$0")/.."
 # gcc-arm-none-eabi + libnewlib-arm-none-eabi and qemu-system-arm: the tests of
 # `emit-c --static` build the sort model for a Cortex-M4F and run it on QEMU's
 # mps2-an386 board; valgrind: they check the static library uses no heap.
+# ccache: the tests compile the emitted projects' shared runtime once, not
+# once per project (tests/CMakeLists.txt).
 PKGS="build-essential cmake pkg-config libcriterion-dev libopenblas-dev llvm-14-dev clang
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross
       qemu-user libxml2-utils librsvg2-bin graphviz
-      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm valgrind"
+      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm valgrind ccache"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -219,16 +219,20 @@ typedef struct CtTool {
 
 /* Compiles the copied runtime of project dir `proj` into LIBDIR/librt.a
  * with tool t (C11, the generated Makefile's flags plus -Werror), and the
- * driver into LIBDIR/driver.o. */
+ * driver into LIBDIR/driver.o. The runtime is compiled inside proj by
+ * relative paths, as its Makefile does, so the preprocessed sources do not
+ * name the project's directory and the tests' compile cache
+ * (tests/CMakeLists.txt) serves every project the same objects. */
 static inline void ct_build_runtime(const CtTool *t, const char *proj, const char *libdir) {
   char path[1024];
   snprintf(path, sizeof path, "%.900s/driver.c", libdir);
   ct_write_text(path, ct_driver_src);
-  CT_RUN("cd %s && for f in %s/runtime/rt_*.c; do %s -std=c11 " CT_WARN
-         " -O2 -I%s -D_POSIX_C_SOURCE=200809L %s -c $f -o $(basename $f .c).o || exit 1; done && "
-         "%s rcs librt.a rt_*.o && %s -std=c11 " CT_WARN
+  CT_RUN("cd %s && for f in runtime/rt_*.c; do %s -std=c11 " CT_WARN
+         " -O2 -I. -D_POSIX_C_SOURCE=200809L %s -c $f -o %s/$(basename $f .c).o || exit 1; done",
+         proj, t->cc, t->no_blas ? "-DTFMC_NO_BLAS" : "", libdir);
+  CT_RUN("cd %s && %s rcs librt.a rt_*.o && %s -std=c11 " CT_WARN
          " -O2 -I%s -D_POSIX_C_SOURCE=200809L -c driver.c -o driver.o",
-         libdir, proj, t->cc, proj, t->no_blas ? "-DTFMC_NO_BLAS" : "", t->ar, t->cc, proj);
+         libdir, t->ar, t->cc, proj);
 }
 
 /* Compiles proj/model.c (C99, -Werror) and links it with the driver and
