@@ -146,12 +146,17 @@ LLVMTargetMachineRef llvm_target_machine_create(const LlvmTarget *t, LLVMRelocMo
 
 int llvm_module_optimise(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level, char *err,
                          size_t errlen) {
-  static const char *pipelines[4] = {"default<O0>", "default<O1>", "default<O2>", "default<O3>"};
+  /* level 1 (the JIT's): LLVM's O1, whose pipeline has no vectorisers,
+   * then the loop and SLP vectorisers and a clean-up of what they leave;
+   * llvm_backend.h says why */
+  static const char *pipelines[4] = {
+      "default<O0>", "default<O1>,function(loop-vectorize,slp-vectorizer,instcombine,simplifycfg)",
+      "default<O2>", "default<O3>"};
   if (opt_level < 0 || opt_level > 3)
     return llvm_fail(err, errlen, "llvm: optimisation level %d is not in 0..3", opt_level);
   LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions(); /* ours: dispose below */
-  LLVMPassBuilderOptionsSetLoopVectorization(o, opt_level >= 2);
-  LLVMPassBuilderOptionsSetSLPVectorization(o, opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopVectorization(o, opt_level >= 1);
+  LLVMPassBuilderOptionsSetSLPVectorization(o, opt_level >= 1);
   LLVMPassBuilderOptionsSetLoopInterleaving(o, opt_level >= 2);
   LLVMPassBuilderOptionsSetLoopUnrolling(o, opt_level >= 2);
   LLVMErrorRef e = LLVMRunPasses(m, pipelines[opt_level], tm, o);

@@ -157,7 +157,8 @@ int llvm_jit_compile(const LoopProgram *p, const LlvmOptions *opt, LlvmJit **jit
   *jit_out = NULL;
   *run = NULL;
   LlvmTarget t;
-  if (llvm_target_init(&t, opt, err, errlen))
+  const LlvmOptions jit_default = {.opt_level = 1}; /* llvm_backend.h: why 1 */
+  if (llvm_target_init(&t, opt ? opt : &jit_default, err, errlen))
     return 1; /* t: ours, fini below */
 
   int rc = 1;
