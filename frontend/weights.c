@@ -23,13 +23,16 @@
  *   - problems are collected and reported all at once, one diag_error each
  *     (the same missing tensor wanted by q, k and v is one error naming the
  *     three); weights_load returns NULL if there was any;
- *   - everything returned lives in the arena; scratch buffers for transposes
- *     and splits are malloc'd and freed before returning.
+ *   - everything returned lives in the arena; stored tensors are read
+ *     straight from the mapped file into it (transposed or sliced on the
+ *     way), queued while the params are resolved and done at the end on a
+ *     pool of the online CPUs (reads_run).
  *
  * The `root` of a preset is applied by the parser (to the preset's sources
  * and ignore patterns) when it expands the preset into rules, so rule
  * sources and ignore patterns here are final checkpoint names. */
 #include "frontend/spec.h"
+#include "runtime/rt_pool.h"
 #include "runtime/rt_weights.h" /* rt_weights_advise_huge */
 
 #include <math.h>
@@ -277,6 +280,11 @@ typedef struct Loader {
   bool *rule_bad;     /* reported once; params it covers are skipped */
   Problem *probs;
   int n_probs, cap_probs;
+  /* reads of stored tensors, queued while the params are resolved and
+   * done at the end (reads_run) */
+  struct Read *reads;
+  int n_reads, cap_reads;
+  int cur; /* the param being resolved */
 } Loader;
 
 static void problem_add(Loader *L, ProbKind kind, IrLoc loc, const char *key,
@@ -470,34 +478,112 @@ static const RtStTensor *tensor_fetch(Loader *L, const char *name,
   return t;
 }
 
-static bool tensor_read(Loader *L, const RtStTensor *t, float *dst,
-                        const char *param, IrLoc loc) {
-  char err[512];
-  if (rt_st_read_f32(t, dst, err, sizeof err) == 0) return true;
-  problem_add(L, PROB_READ, loc, t->name, NULL, NULL, t->dtype, param,
-              arena_strdup(L->a, err));
-  return false;
+/* ---- reads: queued while the params are resolved, done on a pool ---- */
+
+/* A block of a stored tensor into a param's data (rt_st_read_f32_block:
+ * rows [r0, +nr) x columns [c0, +nc) of t as a matrix, transposed or not),
+ * straight from the mapped file. */
+typedef struct Read {
+  const RtStTensor *t;
+  int64_t r0, nr, c0, nc;
+  int transpose;
+  float *dst;
+  int param; /* index into L->params */
+  IrLoc loc;
+} Read;
+
+static void read_block(Loader *L, const RtStTensor *t, int64_t r0, int64_t nr, int64_t c0,
+                       int64_t nc, int transpose, float *dst, IrLoc loc) {
+  arena_grow(L->a, (void **)&L->reads, &L->cap_reads, L->n_reads + 1, sizeof *L->reads);
+  L->reads[L->n_reads++] = (Read){t, r0, nr, c0, nc, transpose, dst, L->cur, loc};
 }
 
-/* dst[o*in + k] = src[k*ld + o] for o < out, k < in: the first out
- * columns of src [in, ld] as rows of dst [out, in]. By 8 x 8 tiles, so the
- * strided side of a tile stays in L1 (32 x 32 tiles did not: at ld = 3072
- * the tile's 32 rows of src share one L1 set). Element by element, GPT-2's
- * Conv1D weights (85M floats) took ~1 s of `tfmc run`; one thread, from
- * memory, ns per element, 8 x 8 tiles against element by element: 768 x
- * 3072 2.5-2.8 vs 5.6-6.1, 3072 x 768 2.0-3.2 vs 5.3-6.7, 768 x 2304 as
- * before (1.8-2.9 vs 2.3-2.4). */
-static void transpose_cols(float *dst, const float *src, int64_t in, int64_t out, int64_t ld) {
-  enum { T = 8 };
-  for (int64_t o0 = 0; o0 < out; o0 += T)
-    for (int64_t k0 = 0; k0 < in; k0 += T) {
-      int64_t o1 = out - o0 < T ? out : o0 + T, k1 = in - k0 < T ? in : k0 + T;
-      for (int64_t o = o0; o < o1; o++)
-        for (int64_t k = k0; k < k1; k++) dst[o * in + k] = src[k * ld + o];
-    }
+/* the whole tensor, as it is stored */
+static void tensor_read(Loader *L, const RtStTensor *t, float *dst, IrLoc loc) {
+  int64_t rows = t->rank ? t->shape[0] : 1;
+  read_block(L, t, 0, rows, 0, rows ? rt_st_numel(t) / rows : 0, 0, dst, loc);
 }
 
-/* Scratch for transforms that read a whole stored tensor first. */
+/* A piece of a read: its block's rows [lo, hi), or columns when it
+ * transposes (the rows of dst either way). */
+typedef struct ReadPiece {
+  const Read *r;
+  int64_t lo, hi;
+  int failed;
+  char err[256];
+} ReadPiece;
+
+/* pieces [lo, hi) (an RtTaskFn) */
+static void read_pieces(void *ctx, int64_t lo, int64_t hi) {
+  ReadPiece *pieces = ctx;
+  for (int64_t i = lo; i < hi; i++) {
+    ReadPiece *pc = &pieces[i];
+    const Read *r = pc->r;
+    int64_t n = pc->hi - pc->lo;
+    if (r->transpose) /* columns [lo, hi): dst rows of nr */
+      pc->failed = rt_st_read_f32_block(r->t, r->r0, r->nr, r->c0 + pc->lo, n, 1,
+                                        r->dst + pc->lo * r->nr, pc->err, sizeof pc->err);
+    else /* rows [lo, hi): dst rows of nc */
+      pc->failed = rt_st_read_f32_block(r->t, r->r0 + pc->lo, n, r->c0, r->nc, 0,
+                                        r->dst + pc->lo * r->nc, pc->err, sizeof pc->err);
+  }
+}
+
+/* Does the queued reads, cut into pieces of ~4 MB of floats, on a pool of
+ * the online CPUs' threads made for the call (one thread for less than a
+ * piece in all): converting, transposing and faulting in a checkpoint's
+ * pages is most of a `tfmc run`'s start (gpt2-small, 500 MB). A read that
+ * fails is a problem of its param (reported once, not per piece). */
+enum { PIECE_FLOATS = 1 << 20 };
+
+/* A read's length in dst rows (*len) and the dst rows per piece: ~4 MB,
+ * a multiple of 8 (the transposing tiles' height) */
+static int64_t read_step(const Read *r, int64_t *len) {
+  int64_t width = r->transpose ? r->nr : r->nc;
+  *len = r->transpose ? r->nc : r->nr;
+  return width > 0 && PIECE_FLOATS / width > 8 ? PIECE_FLOATS / width / 8 * 8 : 8;
+}
+
+static void reads_run(Loader *L) {
+  int64_t n = 0, total = 0, len;
+  for (int i = 0; i < L->n_reads; i++) {
+    int64_t step = read_step(&L->reads[i], &len);
+    n += len > 0 ? (len + step - 1) / step : 1;
+    total += L->reads[i].nr * L->reads[i].nc;
+  }
+  ReadPiece *pieces = n ? calloc((size_t)n, sizeof *pieces) : NULL;
+  TFMC_ASSERT(pieces || !n);
+  int64_t k = 0;
+  for (int i = 0; i < L->n_reads; i++) {
+    const Read *r = &L->reads[i];
+    int64_t step = read_step(r, &len), lo = 0;
+    do {
+      int64_t hi = len - lo < step ? len : lo + step;
+      pieces[k].r = r;
+      pieces[k].lo = lo;
+      pieces[k++].hi = hi;
+      lo = hi;
+    } while (lo < len);
+  }
+  TFMC_ASSERT(k == n);
+  RtPool *pool = total > PIECE_FLOATS ? rt_pool_create(0) : NULL; /* NULL: this thread */
+  rt_pool_parallel_for(pool, n, 1, read_pieces, pieces);
+  rt_pool_destroy(pool);
+  const Read *reported = NULL;
+  for (int64_t i = 0; i < n; i++) {
+    const Read *r = pieces[i].r;
+    if (!pieces[i].failed || r == reported) continue;
+    reported = r;
+    Param *p = &L->params[r->param];
+    problem_add(L, PROB_READ, r->loc, r->t->name, NULL, NULL, r->t->dtype, p->name,
+                arena_strdup(L->a, pieces[i].err));
+    p->ok = false;
+  }
+  free(pieces);
+  L->n_reads = 0;
+}
+
+/* Scratch memory (the tied check's row), or a problem when there is none. */
 static float *scratch_alloc(Loader *L, int64_t n, const char *param, IrLoc loc,
                             const char *name) {
   float *p = n > 0 && (uint64_t)n < SIZE_MAX / sizeof(float)
@@ -739,7 +825,7 @@ static int rule_for(Loader *L, const Param *p, int *slot) {
 static void load_canonical(Loader *L, Param *p, const char *note) {
   const RtStTensor *t =
       tensor_fetch(L, p->name, &p->shape, p->name, (IrLoc){0}, note, NULL);
-  if (t) tensor_read(L, t, p->data, p->name, (IrLoc){0});
+  if (t) tensor_read(L, t, p->data, (IrLoc){0});
 }
 
 /* A shape mismatch that looks like the other layout gets a hint. */
@@ -779,7 +865,7 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
       return;
     }
     const RtStTensor *t = tensor_fetch(L, src, &p->shape, p->name, loc, NULL, NULL);
-    if (t) tensor_read(L, t, p->data, p->name, loc);
+    if (t) tensor_read(L, t, p->data, loc);
     return;
   }
   if (!is_w && !is_b) {
@@ -810,25 +896,21 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
   case WX_NORM: {
     const char *hint = transpose_hint(L, name, &p->shape, x);
     const RtStTensor *t = tensor_fetch(L, name, &p->shape, p->name, loc, NULL, hint);
-    if (t) tensor_read(L, t, p->data, p->name, loc);
+    if (t) tensor_read(L, t, p->data, loc);
     return;
   }
   case WX_CONV1D: {
     if (is_b) {
       const RtStTensor *t = tensor_fetch(L, name, &p->shape, p->name, loc, NULL, NULL);
-      if (t) tensor_read(L, t, p->data, p->name, loc);
+      if (t) tensor_read(L, t, p->data, loc);
       return;
     }
     int64_t out = p->shape.dims[0], in = p->shape.dims[1];
     Shape want = shape2(in, out);
     const char *hint = transpose_hint(L, name, &want, x);
     const RtStTensor *t = tensor_fetch(L, name, &want, p->name, loc, NULL, hint);
-    if (!t) return;
-    float *tmp = scratch_alloc(L, in * out, p->name, loc, name);
-    if (!tmp) return;
-    if (tensor_read(L, t, tmp, p->name, loc)) /* stored [in,out] -> [out,in] */
-      transpose_cols(p->data, tmp, in, out, out);
-    free(tmp);
+    if (t) /* stored [in,out] -> [out,in] */
+      read_block(L, t, 0, in, 0, out, 1, p->data, loc);
     return;
   }
   case WX_HEADS: {
@@ -847,7 +929,7 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
     for (int64_t h = 0; h < H; h++) { /* heads concatenated along dim 0 */
       const char *hn = subst(L->a, name, "{h}", h);
       const RtStTensor *t = tensor_fetch(L, hn, &want, p->name, loc, NULL, NULL);
-      if (t) tensor_read(L, t, p->data + h * dh * row, p->name, loc);
+      if (t) tensor_read(L, t, p->data + h * dh * row, loc);
     }
     return;
   }
@@ -862,15 +944,10 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
     const char *hint = transpose_hint(L, name, &want, x);
     const RtStTensor *t = tensor_fetch(L, name, &want, p->name, loc, NULL, hint);
     if (!t) return;
-    float *tmp = scratch_alloc(L, 3 * d * in, p->name, loc, name);
-    if (!tmp) return;
-    if (tensor_read(L, t, tmp, p->name, loc)) {
-      if (!is_w || x == WX_SPLIT) /* rows [slot*d, (slot+1)*d) of [3d,in] */
-        memcpy(p->data, tmp + slot * d * in, (size_t)(d * in) * sizeof(float));
-      else /* columns [slot*d, (slot+1)*d) of [in,3d], transposed to [d,in] */
-        transpose_cols(p->data, tmp + slot * d, in, d, 3 * d);
-    }
-    free(tmp);
+    if (!is_w || x == WX_SPLIT) /* rows [slot*d, (slot+1)*d) of [3d,in] (or of [3d]) */
+      read_block(L, t, slot * d, d, 0, in, 0, p->data, loc);
+    else /* columns [slot*d, (slot+1)*d) of [in,3d], transposed to [d,in] */
+      read_block(L, t, 0, in, slot * d, d, 1, p->data, loc);
     return;
   }
   case WX_TENSOR:
@@ -904,32 +981,40 @@ static void check_tied(Loader *L) {
   const char *who = arena_printf(L->a, "head.weight, tied to %s", emb->name);
   const RtStTensor *t = tensor_fetch(L, name, &emb->shape, who, loc, NULL, NULL);
   if (!t || !emb->ok) return;
-  int64_t n = shape_numel(&emb->shape);
-  float *tmp = scratch_alloc(L, n, who, loc, name);
-  if (!tmp) return;
-  if (tensor_read(L, t, tmp, who, loc)) {
-    double maxd = 0;
-    int64_t at = -1;
-    for (int64_t k = 0; k < n; k++) {
-      if (tmp[k] == emb->data[k]) continue;
-      double dd = fabs((double)tmp[k] - (double)emb->data[k]);
+  /* row by row through one row's buffer: a scratch copy of the whole
+   * matrix (GPT-2's stored lm_head: 154 MB) faulted in that many fresh
+   * pages */
+  int64_t rows = emb->shape.rank ? emb->shape.dims[0] : 1;
+  int64_t cols = rows ? shape_numel(&emb->shape) / rows : 0;
+  float *row = scratch_alloc(L, cols > 0 ? cols : 1, who, loc, name);
+  if (!row) return;
+  double maxd = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < rows; i++) {
+    char err[256];
+    if (rt_st_read_f32_block(t, i, 1, 0, cols, 0, row, err, sizeof err)) {
+      problem_add(L, PROB_READ, loc, t->name, NULL, NULL, t->dtype, who, arena_strdup(L->a, err));
+      free(row);
+      return;
+    }
+    const float *e = emb->data + i * cols;
+    for (int64_t k = 0; k < cols; k++) {
+      if (row[k] == e[k]) continue;
+      double dd = fabs((double)row[k] - (double)e[k]);
       if (at < 0 || dd > maxd || isnan(dd)) {
         maxd = dd;
-        at = k;
+        at = i * cols + k;
       }
     }
-    if (at >= 0) {
-      int64_t cols = emb->shape.dims[emb->shape.rank - 1];
-      diag_error(L->d, loc,
-                 "%s: stored copy of a tied weight differs from %s (max "
-                 "|diff| %g at [%lld,%lld]); the model ties the head to the "
-                 "embedding, so the checkpoint's head is not the one it was "
-                 "trained with",
-                 name, emb->name, maxd, (long long)(at / cols),
-                 (long long)(at % cols));
-    }
   }
-  free(tmp);
+  free(row);
+  if (at >= 0)
+    diag_error(L->d, loc,
+               "%s: stored copy of a tied weight differs from %s (max "
+               "|diff| %g at [%lld,%lld]); the model ties the head to the "
+               "embedding, so the checkpoint's head is not the one it was "
+               "trained with",
+               name, emb->name, maxd, (long long)(at / cols), (long long)(at % cols));
 }
 
 /* The naming convention a checkpoint's tensor names point to, by a name
@@ -1102,6 +1187,7 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
     }
     int probs0 = 0;
     for (int k = 0; k < L.n_probs; k++) probs0 += L.probs[k].n_params;
+    L.cur = i;
     int slot = -1, ri = L.map ? rule_for(&L, p, &slot) : -1;
     if (ri >= 0 && L.rule_bad[ri]) continue; /* already reported */
     if (ri >= 0)
@@ -1118,6 +1204,7 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
     for (int k = 0; k < L.n_probs; k++) probs1 += L.probs[k].n_params;
     p->ok = probs1 == probs0;
   }
+  reads_run(&L);
   check_tied(&L);
   summary_report(&L);
   problems_report(&L);

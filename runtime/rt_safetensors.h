@@ -79,6 +79,13 @@ int64_t rt_st_numel(const RtStTensor *t);
 /* Converts to f32 (F32, F16, BF16, F64 accepted); dst holds numel floats.
  * Returns 0, or non-zero with a message for other dtypes. */
 int rt_st_read_f32(const RtStTensor *t, float *dst, char *err, size_t errlen);
+/* The same for a block of t seen as a matrix [shape[0], the rest's
+ * product] (a scalar is [1, 1]): rows [r0, r0 + nr) x columns [c0, c0 +
+ * nc), into dst as [nr, nc], or transposed as [nc, nr] (dst[j * nr + i] =
+ * t[r0 + i, c0 + j]). A block outside the matrix is refused. Reads straight
+ * from the mapped file: no copy of the whole tensor. */
+int rt_st_read_f32_block(const RtStTensor *t, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                         int transpose, float *dst, char *err, size_t errlen);
 /* Converts integer tensors (I64, I32, I16, I8, U8, BOOL) to int32; values
  * outside [lo, hi] are refused with a message naming the tensor, the index
  * and the value. */

@@ -375,6 +375,51 @@ Test(weights, conv1d_transposes_in_out) {
   assert_floats(get(ws, "dec.0.ffn.w1.bias"), bias, FF, "bias");
 }
 
+/* got == want everywhere; one assertion naming the first difference */
+static void assert_floats_fast(const float *got, const float *want, int64_t n, const char *what) {
+  int64_t k = 0;
+  while (k < n && got[k] == want[k]) k++;
+  cr_assert_eq(k, n, "%s[%lld]: got %g want %g", what, (long long)k,
+               k < n ? (double)got[k] : 0.0, k < n ? (double)want[k] : 0.0);
+}
+
+/* Weights of more than a read piece (2^20 floats): read in pieces on a
+ * pool, transposed (conv1d, split_conv1d) and not (linear), every value
+ * where it belongs. */
+Test(weights, large_weights_read_in_pieces) {
+  enum { IN = 1100, OUT = 1000, QD = 600, QIN = 700 };
+  PDef ps[] = {{"dec.0.ffn.w1.weight", 2, OUT, IN},  {"dec.0.ffn.w1.bias", 1, OUT, 0},
+               {"dec.0.ffn.w2.weight", 2, OUT, IN},  {"dec.0.ffn.w2.bias", 1, OUT, 0},
+               {"enc.0.attn.q.weight", 2, QD, QIN}, {"enc.0.attn.q.bias", 1, QD, 0},
+               {"enc.0.attn.k.weight", 2, QD, QIN}, {"enc.0.attn.k.bias", 1, QD, 0},
+               {"enc.0.attn.v.weight", 2, QD, QIN}, {"enc.0.attn.v.bias", 1, QD, 0}};
+  IrGraph *g = graph_of(ps, 10);
+  Ck ck = {0};
+  float *c1 = ck_add_seq(&ck, "h.0.mlp.c_fc.weight", 2, IN, OUT, 1); /* [in,out] */
+  ck_add_seq(&ck, "h.0.mlp.c_fc.bias", 1, OUT, 0, 2);
+  float *l2 = ck_add_seq(&ck, "l.0.w2.weight", 2, OUT, IN, 3); /* [out,in] */
+  ck_add_seq(&ck, "l.0.w2.bias", 1, OUT, 0, 4);
+  float *qkv = ck_add_seq(&ck, "h.0.attn.c_attn.weight", 2, QIN, 3 * QD, 5); /* [in,3d] */
+  float *qkv_b = ck_add_seq(&ck, "h.0.attn.c_attn.bias", 1, 3 * QD, 0, 6);
+  WeightRule r[] = {rule("dec[i].ffn.w1", WX_CONV1D, "h.{i}.mlp.c_fc"),
+                    rule("dec[i].ffn.w2", WX_LINEAR, "l.{i}.w2"),
+                    rule("enc[i].attn.qkv", WX_SPLIT_CONV1D, "h.{i}.attn.c_attn")};
+  WeightSet *ws = weights_load(A, g, spec_of(model_encoder(1, false), map_of(r, 3, NULL, 0)),
+                               ck_open(&ck), &diags);
+  cr_assert_not_null(ws, "%s", captured());
+  assert_floats_fast(get(ws, "dec.0.ffn.w1.weight"), transpose(c1, IN, OUT), (int64_t)IN * OUT,
+                     "w1");
+  assert_floats_fast(get(ws, "dec.0.ffn.w2.weight"), l2, (int64_t)IN * OUT, "w2");
+  float *qkv_t = transpose(qkv, QIN, 3 * QD); /* [3d,in]: q rows, then k, then v */
+  static const char *const s[] = {"q", "k", "v"};
+  for (int k = 0; k < 3; k++) {
+    assert_floats_fast(get(ws, arena_printf(A, "enc.0.attn.%s.weight", s[k])),
+                       qkv_t + (int64_t)k * QD * QIN, (int64_t)QD * QIN, s[k]);
+    assert_floats_fast(get(ws, arena_printf(A, "enc.0.attn.%s.bias", s[k])), qkv_b + k * QD, QD,
+                       s[k]);
+  }
+}
+
 Test(weights, heads_concatenate_along_output_dim) {
   PDef ps[] = {{"enc.0.attn.k.weight", 2, D, D}, {"enc.0.attn.k.bias", 1, D, 0}};
   IrGraph *g = graph_of(ps, 2);

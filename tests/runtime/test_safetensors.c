@@ -390,6 +390,85 @@ Test(st_convert, f64_and_unaligned_f32) {
   free(b);
 }
 
+/* rt_st_read_f32_block against element-by-element reads of the whole
+ * tensor: rows and columns, transposed or not, for every float dtype, a
+ * rank-3 tensor seen as [d0, d1 * d2] and a scalar as [1, 1]; blocks
+ * outside the matrix refused. */
+Test(st_convert, read_block_rows_columns_transposed) {
+  const char *json = "{\"f\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]},"
+                     "\"b\":{\"dtype\":\"BF16\",\"shape\":[5,7],\"data_offsets\":[140,210]},"
+                     "\"h\":{\"dtype\":\"F16\",\"shape\":[5,7],\"data_offsets\":[210,280]},"
+                     "\"d\":{\"dtype\":\"F64\",\"shape\":[2,3,4],\"data_offsets\":[280,472]},"
+                     "\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[472,476]},"
+                     "\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[476,484]}}";
+  unsigned char data[484] = {0};
+  for (int k = 0; k < 35; k++) {
+    float v = (float)k - 10.5f; /* exact in bf16 and f16 */
+    uint32_t u = f32_bits(v);
+    for (int i = 0; i < 4; i++) data[4 * k + i] = (unsigned char)(u >> (8 * i));
+    data[140 + 2 * k] = (unsigned char)(u >> 16);
+    data[140 + 2 * k + 1] = (unsigned char)(u >> 24);
+  }
+  for (int k = 0; k < 35; k++) { /* f16 of k - 10.5: sign, 5-bit exponent, 10-bit mantissa */
+    double a = fabs((double)k - 10.5);
+    int e = 0;
+    while (a >= 2.0) { a /= 2; e++; }
+    while (a < 1.0) { a *= 2; e--; }
+    uint16_t h = (uint16_t)(((double)k - 10.5 < 0 ? 0x8000 : 0) | (unsigned)(e + 15) << 10 |
+                            (unsigned)((a - 1.0) * 1024));
+    data[210 + 2 * k] = (unsigned char)h;
+    data[210 + 2 * k + 1] = (unsigned char)(h >> 8);
+  }
+  for (int k = 0; k < 24; k++) put_f64(data + 280 + 8 * k, 0.25 * k - 3);
+  uint32_t sv = f32_bits(42.0f);
+  for (int i = 0; i < 4; i++) data[472 + i] = (unsigned char)(sv >> (8 * i));
+  size_t len;
+  unsigned char *b = mk(json, data, sizeof data, &len);
+  RtSafetensors *st = parse_ok(b, len);
+  char err[256];
+  static const char *const names[] = {"f", "b", "h", "d"};
+  for (int t = 0; t < 4; t++) {
+    const RtStTensor *x = rt_st_find(st, names[t]);
+    int64_t rows = x->shape[0], cols = rt_st_numel(x) / rows;
+    float whole[35], blk[35];
+    cr_assert_eq(rt_st_read_f32(x, whole, err, sizeof err), 0, "%s", err);
+    for (int tr = 0; tr < 2; tr++)
+      for (int64_t r0 = 0; r0 < rows; r0++)
+        for (int64_t nr = 0; r0 + nr <= rows; nr++)
+          for (int64_t c0 = 0; c0 < cols; c0 += 2)
+            for (int64_t nc = 0; c0 + nc <= cols; nc += 3) {
+              memset(blk, 0xff, sizeof blk);
+              cr_assert_eq(rt_st_read_f32_block(x, r0, nr, c0, nc, tr, blk, err, sizeof err), 0,
+                           "%s", err);
+              for (int64_t i = 0; i < nr; i++)
+                for (int64_t j = 0; j < nc; j++)
+                  cr_assert_eq(tr ? blk[j * nr + i] : blk[i * nc + j],
+                               whole[(r0 + i) * cols + c0 + j],
+                               "%s rows %lld+%lld cols %lld+%lld transposed %d at [%lld, %lld]",
+                               names[t], (long long)r0, (long long)nr, (long long)c0,
+                               (long long)nc, tr, (long long)i, (long long)j);
+              if (nr * nc < 35) /* nothing past the block written */
+                cr_assert_eq(((uint32_t *)blk)[nr * nc], 0xffffffffu);
+            }
+  }
+  float one = 0;
+  cr_assert_eq(rt_st_read_f32_block(rt_st_find(st, "s"), 0, 1, 0, 1, 1, &one, err, sizeof err), 0,
+               "%s", err);
+  cr_assert_eq(one, 42.0f);
+  float out[40];
+  const RtStTensor *f = rt_st_find(st, "f");
+  cr_assert_neq(rt_st_read_f32_block(f, 3, 3, 0, 7, 0, out, err, sizeof err), 0);
+  cr_assert(strstr(err, "rows [3, +3) x columns [0, +7) of tensor 'f' ([5, 7] as a matrix)"),
+            "%s", err);
+  cr_assert_neq(rt_st_read_f32_block(f, 0, 5, 5, 3, 1, out, err, sizeof err), 0);
+  cr_assert_neq(rt_st_read_f32_block(f, -1, 1, 0, 1, 0, out, err, sizeof err), 0);
+  cr_assert_neq(rt_st_read_f32_block(f, 0, 1, 0, -1, 0, out, err, sizeof err), 0);
+  cr_assert_neq(rt_st_read_f32_block(rt_st_find(st, "i"), 0, 2, 0, 1, 0, out, err, sizeof err), 0);
+  cr_assert(strstr(err, "tensor 'i' has dtype I32"), "%s", err);
+  rt_st_close(st);
+  free(b);
+}
+
 Test(st_convert, signed_integers_sign_extend) {
   const char *json = "{\"a\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]},"
                      "\"b\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[2,6]},"
