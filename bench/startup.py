@@ -8,7 +8,9 @@ model and runs it once, as a user running it per request sees it.
 For each workload bench/run.sh prepared (bert_b1, gpt2_prefill; run it
 first), side by side in interleaved rounds (a slow stretch of a shared
 machine hits every configuration alike; the first round is a warm-up that
-also fills the page cache, not counted):
+also fills the page cache, not counted; each round runs the
+configurations in its own seeded random order, so no row always follows
+the same one):
 
   tfmc exe   the executable `tfmc build` writes (built here, with --tfmc,
              into WORK/startup/): map the packed-weights file, verify its
@@ -32,6 +34,7 @@ Whole-process wall time from outside (medians, min-max), 2 threads each
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -90,9 +93,13 @@ def main():
         for tfmc, tag, edir in [(a.tfmc, "", sdir), (a.vs_tfmc, " (--vs-tfmc)", os.path.join(
                 sdir, "vs"))][:2 if a.vs_tfmc else 1]:
             exe = os.path.join(edir, model, model)
-            if not os.path.exists(exe):  # built once, not timed
-                os.makedirs(os.path.dirname(exe), exist_ok=True)
-                run([tfmc, "build", spec, "--weights", weights, "-o", exe], log)
+            # built by this tfmc on every call (not timed): an executable
+            # left by an earlier call may come from another commit
+            os.makedirs(os.path.dirname(exe), exist_ok=True)
+            for old in (exe, exe + ".weights"):
+                if os.path.lexists(old):
+                    os.unlink(old)
+            run([tfmc, "build", spec, "--weights", weights, "-o", exe], log)
             configs += [
                 (wname, "tfmc exe" + tag,
                  [exe, "--inputs", inputs, "--outputs", o("exe"), "--threads", t]),
@@ -105,7 +112,15 @@ def main():
     ort_first = {i: [] for i in range(len(configs))}
     load0 = open("/proc/loadavg").read().split()[:3]
     for r in range(a.rounds + 1):
-        for i, (_, label, cmd) in enumerate(configs):
+        # each round in its own order (seeded): on a KVM guest that hands
+        # freed pages back to the host, a process that allocates soon after
+        # another freed gigabytes finds them backed, one that allocates
+        # seconds later pays the host's faults (tfmc run bert-base: ~1 s
+        # more); a fixed order would charge that to the same rows
+        order = list(range(len(configs)))
+        random.Random(r).shuffle(order)
+        for i in order:
+            _, label, cmd = configs[i]
             wall, so = run(cmd, log)
             if r == 0:
                 continue  # warm-up: page cache, node's modules
