@@ -64,7 +64,10 @@ static int nonfinite_weights(Diags *d, const char *file, const WeightSet *w, boo
     const Weight *x = &w->items[i];
     int64_t n = 1, count = 0;
     for (int k = 0; k < x->type.rank; k++) n *= x->type.dims[k].value;
-    for (int64_t k = 0; k < n; k++) count += !isfinite(x->data[k]);
+    if (w->nonfinite) /* counted while the checkpoint was read */
+      count = w->nonfinite[i];
+    else
+      for (int64_t k = 0; k < n; k++) count += !isfinite(x->data[k]);
     if (!count || bad++ >= SHOWN) continue;
     (strict ? diag_error : diag_warning)(d, at, "weight '%s' has %lld NaN or Inf value%s (of %lld)",
                                          x->name, (long long)count, count == 1 ? "" : "s",

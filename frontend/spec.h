@@ -259,7 +259,9 @@ IrGraph *spec_lower(Arena *a, const Spec *spec, const LowerOptions *opt,
 /* Loads every param of g from the checkpoint through the spec's weight map
  * (or canonical names when the spec has none). On mismatch reports, in one
  * message list, every missing, unexpected and mis-shaped tensor by name
- * (expected vs found) and returns NULL. */
+ * (expected vs found) and returns NULL. The set's nonfinite counts each
+ * weight's NaN and Inf values (NaN/Inf are loaded as they are; the caller
+ * decides what they mean). */
 WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
                         const RtSafetensors *st, Diags *d);
 /* Deterministic random init for runs without a checkpoint (same seed, same

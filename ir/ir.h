@@ -298,6 +298,9 @@ typedef struct Weight {
 typedef struct WeightSet {
   Weight *items;
   int n;
+  /* per item, its NaN and Inf values as read from a checkpoint (counted
+   * by weights_load while it reads); NULL when nobody counted them */
+  int64_t *nonfinite;
 } WeightSet;
 
 /* The weight of that name, or NULL (also for NULL arguments). */

@@ -420,6 +420,42 @@ Test(weights, large_weights_read_in_pieces) {
   }
 }
 
+/* NaN and Inf values are loaded as they are and counted per weight,
+ * transposed or not, one weight from several reads (heads) summed. */
+Test(weights, nonfinite_values_are_counted_per_weight) {
+  PDef ps[] = {{"dec.0.ffn.w1.weight", 2, FF, D}, {"dec.0.ffn.w1.bias", 1, FF, 0},
+               {"enc.0.attn.k.weight", 2, D, D}, {"enc.0.attn.k.bias", 1, D, 0}};
+  IrGraph *g = graph_of(ps, 4);
+  Ck ck = {0};
+  float *c = ck_add_seq(&ck, "h.0.mlp.c_fc.weight", 2, D, FF, 1); /* [in,out] */
+  c[3] = NAN;
+  c[D * FF - 1] = INFINITY;
+  c[7] = -INFINITY;
+  ck_add_seq(&ck, "h.0.mlp.c_fc.bias", 1, FF, 0, 5);
+  float *h1 = ck_add_seq(&ck, "l.0.heads.1.k.weight", 2, D / H, D, 2);
+  h1[0] = NAN;
+  ck_add_seq(&ck, "l.0.heads.0.k.weight", 2, D / H, D, 1)[5] = -NAN;
+  ck_add_seq(&ck, "l.0.heads.0.k.bias", 1, D / H, 0, 3);
+  ck_add_seq(&ck, "l.0.heads.1.k.bias", 1, D / H, 0, 4);
+  WeightRule r[] = {rule("dec[i].ffn.w1", WX_CONV1D, "h.{i}.mlp.c_fc"),
+                    rule("enc[i].attn.k", WX_HEADS, "l.{i}.heads.{h}.k")};
+  WeightSet *ws = weights_load(A, g, spec_of(model_encoder(1, false), map_of(r, 2, NULL, 0)),
+                               ck_open(&ck), &diags);
+  cr_assert_not_null(ws, "%s", captured());
+  cr_assert_not_null(ws->nonfinite);
+  static const char *const names[] = {"dec.0.ffn.w1.weight", "dec.0.ffn.w1.bias",
+                                      "enc.0.attn.k.weight", "enc.0.attn.k.bias"};
+  static const int64_t want[] = {3, 0, 2, 0};
+  for (int i = 0; i < 4; i++) {
+    const Weight *w = ir_weights_find(ws, names[i]);
+    cr_assert_not_null(w);
+    cr_assert_eq(ws->nonfinite[w - ws->items], want[i], "%s: %lld", names[i],
+                 (long long)ws->nonfinite[w - ws->items]);
+  }
+  const float *w1 = get(ws, "dec.0.ffn.w1.weight"); /* [out,in]: stored [i][o] at [o][i] */
+  cr_assert(isnan(w1[3 * D + 0]) && isinf(w1[(FF - 1) * D + D - 1]) && isinf(w1[7 * D]));
+}
+
 Test(weights, heads_concatenate_along_output_dim) {
   PDef ps[] = {{"enc.0.attn.k.weight", 2, D, D}, {"enc.0.attn.k.bias", 1, D, 0}};
   IrGraph *g = graph_of(ps, 2);
