@@ -1503,8 +1503,10 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
   if (gen)
     gen->step.prog = NULL; /* none: not a generating spec */
   if (!rc && gen && spec_generates(c->spec)) {
-    /* the generation programs too, as `tfmc run --generate` compiles them (the
-     * checkpoint is read again: the same weights, as run gets them); with
+    /* the generation programs too, as `tfmc run --generate` compiles them,
+     * on the weights the forward program loaded (every param of the model,
+     * checked against it): reading the checkpoint again cost gpt2-small
+     * 0.4-1.2 s and another 500 MB, and repeated its NaN/Inf warnings; with
      * --attention of one decoder layer its step outputs that layer's rows */
     const char *layer = dopt.attention;
     DriverOptions gopt = {.attention = layer && strncmp(layer, "decoder.", 8) == 0 ? layer : NULL,
@@ -1514,7 +1516,8 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
                           .pass_ctx = &pctx,
                           .stage = DRIVER_PACKED,
                           .strict = dopt.strict,
-                          .step_rows = max_beams};
+                          .step_rows = max_beams,
+                          .weight_set = c->w};
     rc = driver_compile_generation(a, d, args->pos[0], &gopt, gen, err, sizeof err) ? EXIT_USER : 0;
     if (rc)
       compile_failed(err);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define SORT TFMC_SOURCE_DIR "/examples/sort"
+#define ADD TFMC_SOURCE_DIR "/examples/add"
 #define TFMC TFMC_BINARY_DIR "/tfmc"
 
 static char dir[256];
@@ -175,11 +176,14 @@ Test(resources, arena_follows_the_run_s_dims) {
   cr_assert_neq(sh("ls out.safetensors"), 0, "a refused run wrote its outputs");
 }
 
-/* The sort checkpoint with NaN and Inf written into two weights. */
-static void poisoned_checkpoint(void) {
+/* The checkpoint of the example in model_dir with NaN and Inf written
+ * into its first two matrices whose names lack `spare` (NULL: any), as
+ * bad.safetensors; float tensors are written as f32, others as they are. */
+static void poisoned_checkpoint(const char *model_dir, const char *spare) {
   RtSafetensors *st;
   char err[1024], path[512];
-  cr_assert_eq(rt_st_open(SORT "/weights.safetensors", &st, err, sizeof err), 0, "%s", err);
+  snprintf(path, sizeof path, "%s/weights.safetensors", model_dir);
+  cr_assert_eq(rt_st_open(path, &st, err, sizeof err), 0, "%s", err);
   int n = rt_st_count(st);
   RtStWrite *w = calloc((size_t)n, sizeof *w);
   float **data = calloc((size_t)n, sizeof *data);
@@ -188,10 +192,16 @@ static void poisoned_checkpoint(void) {
     const RtStTensor *t = rt_st_get(st, i);
     int64_t numel = rt_st_numel(t);
     data[i] = malloc((size_t)numel * sizeof(float) + 4);
-    cr_assert_eq(rt_st_read_f32(t, data[i], err, sizeof err), 0, "%s", err);
-    w[i] = (RtStWrite){t->name, RT_F32, t->rank, {0}, data[i]};
+    int is_float = t->dtype == RT_F32 || t->dtype == RT_F16 || t->dtype == RT_BF16 ||
+                   t->dtype == RT_F64;
+    if (is_float)
+      cr_assert_eq(rt_st_read_f32(t, data[i], err, sizeof err), 0, "%s", err);
+    else /* the mask buffers GPT-2 checkpoints carry: bytes, kept */
+      cr_assert(rt_dtype_size(t->dtype) == 1, "%s", t->name);
+    w[i] = (RtStWrite){t->name, is_float ? RT_F32 : t->dtype, t->rank, {0},
+                       is_float ? (const void *)data[i] : t->data};
     memcpy(w[i].shape, t->shape, sizeof t->shape);
-    if (t->rank == 2 && poisoned < 2) {
+    if (is_float && t->rank == 2 && poisoned < 2 && !(spare && strstr(t->name, spare))) {
       data[i][0] = poisoned ? INFINITY : NAN;
       if (!poisoned) data[i][numel - 1] = -INFINITY;
       poisoned++;
@@ -207,7 +217,7 @@ static void poisoned_checkpoint(void) {
 }
 
 Test(resources, nonfinite_weights_warned_or_refused) {
-  poisoned_checkpoint();
+  poisoned_checkpoint(SORT, NULL);
   cr_assert_eq(sh(TFMC " run " SORT "/model.tfm --weights bad.safetensors --tokens '3 1 2'"), 0,
                "%s", err_text);
   cr_assert(strstr(err_text, "warning: weight '"), "%s", err_text);
@@ -227,4 +237,22 @@ Test(resources, nonfinite_weights_warned_or_refused) {
                        "/weights.safetensors --tokens '3 1 2' --strict"),
                0, "%s", err_text);
   cr_assert(!strstr(err_text, "NaN"), "%s", err_text);
+}
+
+/* A generating spec's build compiles the forward and the generation
+ * programs on one read of the checkpoint: each poisoned weight is named
+ * once. */
+Test(resources, nonfinite_weights_warned_once_by_a_generating_build) {
+  poisoned_checkpoint(ADD, "lm_head"); /* a copy of the tied embedding */
+  cr_assert_eq(sh(TFMC " build " ADD "/model.tfm --weights bad.safetensors -o exe"), 0, "%s",
+               err_text);
+  /* c_attn's first and last values land in q and v, c_proj's first in o */
+  int warnings = 0;
+  for (const char *at = err_text; (at = strstr(at, "warning: weight '")); at++) warnings++;
+  cr_assert_eq(warnings, 3, "%s", err_text);
+  static const char *const named[] = {"'dec.0.attn.q.weight' has 1 NaN or Inf value",
+                                      "'dec.0.attn.v.weight' has 1 NaN or Inf value",
+                                      "'dec.0.attn.o.weight' has 1 NaN or Inf value"};
+  for (int i = 0; i < 3; i++) cr_assert(strstr(err_text, named[i]), "%s", err_text);
+  cr_assert(strstr(err_text, "it generates"), "%s", err_text);
 }
