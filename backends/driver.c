@@ -11,7 +11,6 @@
 #include "runtime/rt_safetensors.h"
 #include "runtime/rt_weights.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,14 +59,11 @@ static int nonfinite_weights(Diags *d, const char *file, const WeightSet *w, boo
   enum { SHOWN = 20 };
   int bad = 0;
   IrLoc at = {file, 0, 0};
+  TFMC_ASSERT(w->nonfinite); /* weights_load counts them while it reads */
   for (int i = 0; i < w->n; i++) {
     const Weight *x = &w->items[i];
-    int64_t n = 1, count = 0;
+    int64_t n = 1, count = w->nonfinite[i];
     for (int k = 0; k < x->type.rank; k++) n *= x->type.dims[k].value;
-    if (w->nonfinite) /* counted while the checkpoint was read */
-      count = w->nonfinite[i];
-    else
-      for (int64_t k = 0; k < n; k++) count += !isfinite(x->data[k]);
     if (!count || bad++ >= SHOWN) continue;
     (strict ? diag_error : diag_warning)(d, at, "weight '%s' has %lld NaN or Inf value%s (of %lld)",
                                          x->name, (long long)count, count == 1 ? "" : "s",

@@ -299,7 +299,7 @@ typedef struct WeightSet {
   Weight *items;
   int n;
   /* per item, its NaN and Inf values as read from a checkpoint (counted
-   * by weights_load while it reads); NULL when nobody counted them */
+   * by weights_load while it reads); NULL for other sets */
   int64_t *nonfinite;
 } WeightSet;
 
