@@ -143,6 +143,34 @@ static RtModelInfo *model_info(Arena *a, const Compiled *c, const DriverOptions 
   return m;
 }
 
+/* The next weight buffer of p from index *b on (advancing *b past it), or
+ * NULL when none is left. */
+static const LBuffer *next_weight_buf(const LoopProgram *p, int *b) {
+  for (; *b < p->n_bufs; (*b)++)
+    if (p->bufs[*b].kind == LB_WEIGHT) return &p->bufs[(*b)++];
+  return NULL;
+}
+
+/* Whether packing c's weights would write exactly what was packed for x:
+ * the same weight buffers in the same order (name, layout, matrix shape,
+ * offset) over the same data (the same Weight data pointers: loaded
+ * weights are never written after the load). */
+static bool packs_alike(const Compiled *x, const Compiled *c) {
+  if (!x || !x->packed || !x->prog || !x->w || !c->w ||
+      x->prog->weights_floats != c->prog->weights_floats)
+    return false;
+  int bx = 0, bc = 0;
+  for (;;) {
+    const LBuffer *u = next_weight_buf(x->prog, &bx), *v = next_weight_buf(c->prog, &bc);
+    if (!u || !v) return !u && !v;
+    if (strcmp(u->name, v->name) != 0 || u->offset != v->offset || u->layout != v->layout ||
+        u->rows != v->rows || u->cols != v->cols)
+      return false;
+    const Weight *wu = ir_weights_find(x->w, u->name), *wv = ir_weights_find(c->w, v->name);
+    if (!wu || !wv || wu->data != wv->data || !ir_type_eq(&wu->type, &wv->type)) return false;
+  }
+}
+
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,
                    size_t errlen) {
   /* 2. weights (checked against this graph once, when they were loaded) */
@@ -173,6 +201,10 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   c->info = model_info(a, c, o);
   if (o->stage == DRIVER_PACKED) {
     TFMC_ASSERT(c->w);
+    if (packs_alike(o->packed_like, c)) { /* gpt2-small's step: 0.5 GB not packed twice */
+      c->packed = o->packed_like->packed;
+      return 0;
+    }
     /* 64-byte aligned: compiled code may assume each tensor's alignment */
     uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)c->prog->weights_floats * 4 + 128);
     if (!raw) {
@@ -276,6 +308,7 @@ int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const Dri
  * step do): then one block of the image serves both. */
 static int same_weight_block(const Compiled *x, const Compiled *y) {
   const RtModelInfo *a = x->info, *b = y->info;
+  if (x->packed == y->packed && a->weights_floats == b->weights_floats) return 1; /* packed_like */
   if (a->n_weights != b->n_weights || a->weights_floats != b->weights_floats)
     return 0;
   for (int i = 0; i < a->n_weights; i++) {
@@ -340,16 +373,24 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   w->weights_floats = end;
   w->layout_hash = rt_model_layout_hash(ws, w->n_weights);
   gi->weights = w;
-  uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)end * 4 + 128);
-  if (!raw) {
-    snprintf(err, errlen, "out of memory: the weights image needs %lld bytes", (long long)end * 4);
-    return 1;
+  bool one_block = forward != NULL; /* every other block is the forward pass's */
+  for (int k = 1; k < 3; k++) one_block &= !block[k] || alias[k];
+  float *img;
+  if (one_block) {
+    img = forward->packed; /* that block as it is: no copy */
+  } else {
+    uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)end * 4 + 128);
+    if (!raw) {
+      snprintf(err, errlen, "out of memory: the weights image needs %lld bytes",
+               (long long)end * 4);
+      return 1;
+    }
+    img = (float *)((raw + 63) & ~(uintptr_t)63);
+    memset(img, 0, (size_t)end * 4);
+    for (int k = 0; k < 3; k++)
+      if (block[k] && !alias[k])
+        memcpy(img + start[k], block[k]->packed, (size_t)block[k]->info->weights_floats * 4);
   }
-  float *img = (float *)((raw + 63) & ~(uintptr_t)63);
-  memset(img, 0, (size_t)end * 4);
-  for (int k = 0; k < 3; k++)
-    if (block[k] && !alias[k])
-      memcpy(img + start[k], block[k]->packed, (size_t)block[k]->info->weights_floats * 4);
   /* the step's state tensors (KV caches) f32[rows, positions, width]: where
    * the plan put them, for beam search's row reordering */
   const IrGraph *g = st->g;

@@ -61,6 +61,11 @@ typedef struct DriverOptions {
   WeightSet *weight_set;      /* NULL; or weights loaded by an earlier compile of the same
                                  spec (its Compiled.w), used instead of loading them again:
                                  one checkpoint read for many pipelines (tfmc bench) */
+  const struct Compiled *packed_like; /* NULL; or a program compiled to DRIVER_PACKED earlier
+                                 on the same weights: where this program's weight buffers are
+                                 its buffers (names, layouts, shapes, offsets) over the very
+                                 same weight data, its packed block is this one's too, not
+                                 packed again (a decoder's step and its forward pass) */
 } DriverOptions;
 
 typedef struct Compiled {

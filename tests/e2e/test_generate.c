@@ -123,13 +123,17 @@ static const float *full_last_encdec(Arena *a, const Compiled *full, const int32
   return (const float *)out[0].data + (nt - 1) * V;
 }
 
-/* The generation programs of spec at -O2 with seed 11 (the weights
- * compile() makes), and when fwd is not NULL the forward pass with the
- * same options. */
-static void compile_generation(Arena *a, const char *spec, DriverStage stage,
-                               CompiledGeneration *gen, Compiled *fwd) {
-  static PassPipeline pl;
+/* The generation programs of spec at -O<level> (pass_pipeline_level)
+ * with seed 11 (the weights compile() makes), and when fwd is not NULL
+ * the forward pass at -O2 with the same options; with AS_WEIGHTS on the
+ * forward pass's weights (weight_set), with AS_PACKED packed like it where
+ * they can be (packed_like): both, as tfmc build compiles them. */
+enum { AS_WEIGHTS = 1, AS_PACKED = 2, AS_BUILD = 3 };
+static void compile_generation_as(Arena *a, const char *spec, DriverStage stage, int level,
+                                  int as, CompiledGeneration *gen, Compiled *fwd) {
+  static PassPipeline pl, gl;
   cr_assert(pass_pipeline_level(2, &pl));
+  cr_assert(pass_pipeline_level(level, &gl));
   Diags d;
   diags_init(&d, a, NULL);
   PassContext pctx = {.diags = &d};
@@ -138,8 +142,16 @@ static void compile_generation(Arena *a, const char *spec, DriverStage stage,
   if (fwd)
     cr_assert_eq(driver_compile_file(a, &d, spec, &o, fwd, err, sizeof err), 0, "%s %s", err,
                  d.captured ? d.captured : "");
+  o.passes = &gl;
+  if (as & AS_WEIGHTS) o.weight_set = fwd->w;
+  if (as & AS_PACKED) o.packed_like = fwd;
   cr_assert_eq(driver_compile_generation(a, &d, spec, &o, gen, err, sizeof err), 0, "%s %s", err,
                d.captured ? d.captured : "");
+}
+
+static void compile_generation(Arena *a, const char *spec, DriverStage stage,
+                               CompiledGeneration *gen, Compiled *fwd) {
+  compile_generation_as(a, spec, stage, 2, 0, gen, fwd);
 }
 
 static void check_encdec(const char *spec, const char *backend) {
@@ -336,20 +348,29 @@ Test(generate, beam_loop) {
 }
 
 /* The weights image a generating executable or project carries
- * (driver_generation_info, on programs compiled as tfmc build compiles
- * them): a decoder's step reads the forward pass's very weights, so it
- * shares that block (offset 0, an image of the forward pass's size, the
- * same bytes); an encoder_decoder's encoder and step read blocks of their
- * own after the forward pass's. */
-static void check_image(const char *spec, bool shared) {
+ * (driver_generation_info): a decoder's step reads the forward pass's very
+ * weights, so it shares that block (offset 0: the image is that block,
+ * no copy); an encoder_decoder's encoder and step read
+ * blocks of their own after the forward pass's. The step compiled on
+ * weights of its own (the same values: the same seed) shares the block by
+ * its bytes; compiled as tfmc build compiles it (as_build: the forward
+ * pass's weights, packed_like) it is not packed at all: its packed block
+ * and the image are the forward pass's, no copy. */
+static void check_image(const char *spec, bool shared, bool as_build) {
   Arena *a = arena_create();
   Compiled fwd;
   CompiledGeneration gen;
-  compile_generation(a, spec, DRIVER_PACKED, &gen, &fwd);
+  compile_generation_as(a, spec, DRIVER_PACKED, 2, as_build ? AS_BUILD : 0, &gen, &fwd);
   char err[1024] = "";
   RtGenInfo *gi;
   float *image;
   cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
+  /* the same block by pointer exactly when it is shared and was not
+   * packed again; the image is the forward pass's block whenever every
+   * other block is that block */
+  cr_assert_eq(gen.step.packed == fwd.packed, shared && as_build);
+  cr_assert_eq(image == fwd.packed, shared);
+  if (!shared) cr_assert_neq(gen.encode.packed, fwd.packed);
   cr_assert_eq(rt_gen_info_check(gi, err, sizeof err), 0, "%s", err);
   int64_t f = fwd.info->weights_floats, s = gen.step.info->weights_floats;
   cr_assert_eq(memcmp(image, fwd.packed, (size_t)f * 4), 0);
@@ -373,8 +394,37 @@ static void check_image(const char *spec, bool shared) {
 }
 
 Test(generate, image_decoder_step_shares_the_forward_block) {
-  check_image(SPEC_DIR "gpt2_tiny.tfm", true);
+  check_image(SPEC_DIR "gpt2_tiny.tfm", true, false);
+  check_image(SPEC_DIR "gpt2_tiny.tfm", true, true);
 }
 Test(generate, image_encoder_decoder_blocks) {
-  check_image(SPEC_DIR "seq2seq_tiny.tfm", false);
+  check_image(SPEC_DIR "seq2seq_tiny.tfm", false, false);
+  check_image(SPEC_DIR "seq2seq_tiny.tfm", false, true);
+}
+
+/* packed_like shares only a block that packing would write alike from the
+ * very same weights: a step packed like the forward pass but from weights
+ * of its own (equal values: the same seed; not the same data) packs its
+ * own block; a step at -O1 (no pack-weights: plain weights, not panels) on
+ * the forward pass's weights packs its own block, and the image holds
+ * both. */
+Test(generate, packed_like_declines_other_weights_or_layout) {
+  Arena *a = arena_create();
+  Compiled fwd;
+  CompiledGeneration gen;
+  compile_generation_as(a, SPEC_DIR "gpt2_tiny.tfm", DRIVER_PACKED, 2, AS_PACKED, &gen, &fwd);
+  cr_assert_neq(gen.step.packed, fwd.packed);
+  cr_assert_eq(memcmp(gen.step.packed, fwd.packed, (size_t)fwd.info->weights_floats * 4), 0);
+  compile_generation_as(a, SPEC_DIR "gpt2_tiny.tfm", DRIVER_PACKED, 1, AS_BUILD, &gen, &fwd);
+  cr_assert_neq(gen.step.packed, fwd.packed);
+  char err[1024] = "";
+  RtGenInfo *gi;
+  float *image;
+  cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
+  cr_assert_neq(image, fwd.packed);
+  cr_assert_geq(gi->step_offset, fwd.info->weights_floats);
+  cr_assert_eq(memcmp(image + gi->step_offset, gen.step.packed,
+                      (size_t)gen.step.info->weights_floats * 4),
+               0);
+  arena_destroy(a);
 }
