@@ -143,36 +143,67 @@ static RtModelInfo *model_info(Arena *a, const Compiled *c, const DriverOptions 
   return m;
 }
 
-/* The next weight buffer of p from index *b on (advancing *b past it), or
- * NULL when none is left. */
-static const LBuffer *next_weight_buf(const LoopProgram *p, int *b) {
-  for (; *b < p->n_bufs; (*b)++)
-    if (p->bufs[*b].kind == LB_WEIGHT) return &p->bufs[(*b)++];
+/* x's buffer holding what v holds: the same weight (the very same Weight
+ * data: loaded weights are never written after the load) in the same
+ * layout and shape; NULL when x has none. */
+static const LBuffer *twin_buffer(const Compiled *x, const WeightSet *w, const LBuffer *v) {
+  const Weight *wv = ir_weights_find(w, v->name);
+  for (int b = 0; wv && b < x->prog->n_bufs; b++) {
+    const LBuffer *u = &x->prog->bufs[b];
+    if (u->kind != LB_WEIGHT || strcmp(u->name, v->name) != 0 || u->layout != v->layout ||
+        u->rows != v->rows || u->cols != v->cols || u->elem != v->elem)
+      continue;
+    const Weight *wu = ir_weights_find(x->w, u->name);
+    if (wu && wu->data == wv->data && ir_type_eq(&wu->type, &wv->type)) return u;
+  }
   return NULL;
 }
 
-/* Whether packing c's weights would write exactly what was packed for x:
- * the same weight buffers in the same order (name, layout, matrix shape,
- * offset) over the same data (the same Weight data pointers: loaded
- * weights are never written after the load). */
-static bool packs_alike(const Compiled *x, const Compiled *c) {
-  if (!x || !x->packed || !x->prog || !x->w || !c->w ||
-      x->prog->weights_floats != c->prog->weights_floats)
-    return false;
-  int bx = 0, bc = 0;
-  for (;;) {
-    const LBuffer *u = next_weight_buf(x->prog, &bx), *v = next_weight_buf(c->prog, &bc);
-    if (!u || !v) return !u && !v;
-    if (strcmp(u->name, v->name) != 0 || u->offset != v->offset || u->layout != v->layout ||
-        u->rows != v->rows || u->cols != v->cols)
-      return false;
-    const Weight *wu = ir_weights_find(x->w, u->name), *wv = ir_weights_find(c->w, v->name);
-    if (!wu || !wv || wu->data != wv->data || !ir_type_eq(&wu->type, &wv->type)) return false;
-  }
+static int64_t weight_buf_floats(const LBuffer *b, const WeightSet *w) {
+  if (b->layout != LW_PLAIN) return loop_weight_layout_floats(b);
+  const Weight *wt = ir_weights_find(w, b->name);
+  int64_t n = 1;
+  for (int d = 0; wt && d < wt->type.rank; d++) n *= wt->type.dims[d].value;
+  return n;
 }
 
-static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char *err,
-                   size_t errlen) {
+/* Moves each weight buffer of c's program that has a twin in x's
+ * (twin_buffer) to its twin's offset, and the others after x's block from
+ * *end on (rounded up to 16 floats; *end 0: x's weights_floats), advancing
+ * *end past them; c->packed_from is the first of those, c->prog's
+ * weights_floats their end (x's without any). Changes nothing and returns
+ * false when no buffer has a twin. */
+static bool weights_relocate(const Compiled *x, Compiled *c, int64_t *end) {
+  if (!x || !x->packed || !x->prog || !x->w || !c->w || x->packed_base) return false;
+  LoopProgram *p = c->prog;
+  bool any = false;
+  for (int b = 0; b < p->n_bufs && !any; b++)
+    any = p->bufs[b].kind == LB_WEIGHT && twin_buffer(x, c->w, &p->bufs[b]);
+  if (!any) return false;
+  if (*end < x->prog->weights_floats) *end = x->prog->weights_floats;
+  int64_t from = (*end + 15) / 16 * 16, ofs = from;
+  for (int b = 0; b < p->n_bufs; b++) {
+    LBuffer *v = &p->bufs[b];
+    if (v->kind != LB_WEIGHT) continue;
+    const LBuffer *u = twin_buffer(x, c->w, v);
+    if (u) {
+      v->offset = u->offset;
+    } else {
+      v->offset = ofs;
+      ofs = (ofs + weight_buf_floats(v, c->w) + 15) / 16 * 16;
+    }
+  }
+  c->packed_base = x;
+  c->packed_from = ofs > from ? from : 0;
+  p->weights_floats = ofs > from ? ofs : x->prog->weights_floats;
+  if (ofs > from) *end = ofs;
+  return true;
+}
+
+/* reloc_end: where weights of the program's own go after o->packed_like's
+ * block (weights_relocate; NULL: right after it) */
+static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, int64_t *reloc_end,
+                   char *err, size_t errlen) {
   /* 2. weights (checked against this graph once, when they were loaded) */
   if (!c->w && !o->no_weights && o->weight_set) c->w = o->weight_set;
   if (!c->w && !o->no_weights && !(c->w = weights_get(a, d, c->g, c->spec, o, err, errlen)))
@@ -197,26 +228,36 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, char
   }
   /* 5. loop passes */
   if (run_passes && !pass_pipeline_run_loop(c->prog, o->passes, pctx)) return 1;
+  /* 5b. weights another program packed already: read where they are
+   * (gpt2-small's step: 0.5 GB not packed twice) */
+  int64_t own_end = 0;
+  if (o->stage == DRIVER_PACKED &&
+      weights_relocate(o->packed_like, c, reloc_end ? reloc_end : &own_end) &&
+      !loop_program_verify(c->prog, verr, sizeof verr)) {
+    snprintf(err, errlen, "internal error: weights moved to another program's: %s", verr);
+    return 1;
+  }
   /* 6. the run-time description and the packed weights */
   c->info = model_info(a, c, o);
+  if (c->packed_base && !c->packed_from) { /* nothing of its own */
+    c->packed = c->packed_base->packed;
+    return 0;
+  }
   if (o->stage == DRIVER_PACKED) {
     TFMC_ASSERT(c->w);
-    if (packs_alike(o->packed_like, c)) { /* gpt2-small's step: 0.5 GB not packed twice */
-      c->packed = o->packed_like->packed;
-      return 0;
-    }
     /* 64-byte aligned: compiled code may assume each tensor's alignment */
-    uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)c->prog->weights_floats * 4 + 128);
+    int64_t floats = c->prog->weights_floats - c->packed_from;
+    uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)floats * 4 + 128);
     if (!raw) {
       snprintf(err, errlen,
                "out of memory: packing the weights needs another %lld bytes (%.1f GB)",
-               (long long)c->prog->weights_floats * 4, (double)c->prog->weights_floats * 4e-9);
+               (long long)floats * 4, (double)floats * 4e-9);
       return 1;
     }
     c->packed = (float *)((raw + 63) & ~(uintptr_t)63);
     /* huge pages before the packer first writes it */
-    rt_weights_advise_huge(c->packed, (size_t)c->prog->weights_floats * 4);
-    backend_pack_weights(c->prog, c->w, c->packed);
+    rt_weights_advise_huge(c->packed, (size_t)floats * 4);
+    backend_pack_weights(c->prog, c->w, c->packed, c->packed_from);
   }
   return 0;
 }
@@ -227,7 +268,7 @@ int driver_compile_file(Arena *a, Diags *d, const char *path, const DriverOption
   if (errlen) *err = 0;
   /* 1. front end */
   if (!(c->g = front_end(a, d, path, o, &c->spec, err, errlen))) return 1;
-  return compile(a, d, o, c, err, errlen);
+  return compile(a, d, o, c, NULL, err, errlen);
 }
 
 int driver_compile_generation(Arena *a, Diags *d, const char *path, const DriverOptions *o,
@@ -252,7 +293,7 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
   gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
   gen->step.spec = gen->encode.spec = spec;
   if (!(gen->step.g = spec_lower(a, spec, &step, d)) || !ir_graph_verify(gen->step.g, d)) return 1;
-  if (!gen->encoder_decoder) return compile(a, d, o, &gen->step, err, errlen);
+  if (!gen->encoder_decoder) return compile(a, d, o, &gen->step, NULL, err, errlen);
   if (!(gen->encode.g = spec_lower(a, spec, &encode, d)) || !ir_graph_verify(gen->encode.g, d))
     return 1;
   /* 2. weights: checked against the whole model (neither graph alone uses
@@ -264,8 +305,11 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
       return 1;
   }
   gen->encode.w = gen->step.w = w;
-  /* 3.-6. for each */
-  return compile(a, d, o, &gen->encode, err, errlen) || compile(a, d, o, &gen->step, err, errlen);
+  /* 3.-6. for each (weights of their own after packed_like's block: the
+   * encoder's, then the step's) */
+  int64_t end = 0;
+  return compile(a, d, o, &gen->encode, &end, err, errlen) ||
+         compile(a, d, o, &gen->step, &end, err, errlen);
 }
 
 int driver_compile_loop_file(Arena *a, Diags *d, const char *path, const DriverOptions *o,
@@ -300,7 +344,7 @@ int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const Dri
   if (!ir_graph_verify(g, d)) return 1;
   c->g = g;
   c->w = w;
-  return compile(a, d, o, c, err, errlen);
+  return compile(a, d, o, c, NULL, err, errlen);
 }
 
 /* Whether two compiled programs read the same weights in the same layout at
@@ -308,7 +352,6 @@ int driver_compile_graph(Arena *a, Diags *d, IrGraph *g, WeightSet *w, const Dri
  * step do): then one block of the image serves both. */
 static int same_weight_block(const Compiled *x, const Compiled *y) {
   const RtModelInfo *a = x->info, *b = y->info;
-  if (x->packed == y->packed && a->weights_floats == b->weights_floats) return 1; /* packed_like */
   if (a->n_weights != b->n_weights || a->weights_floats != b->weights_floats)
     return 0;
   for (int i = 0; i < a->n_weights; i++) {
@@ -341,9 +384,13 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   gi->eos = m->eos_id;
   /* the image: the forward pass's weights, the encoder's, the step's, each
    * block starting 64-byte aligned; a block equal to the forward pass's is
-   * that block (decoder-only models: the image is half the size) */
+   * that block (decoder-only models: the image is half the size). Programs
+   * moved onto the forward pass's block (packed_like: tfmc build) start at
+   * 0 too and add only their own weights, which follow it. */
   const Compiled *block[3] = {forward, en, st};
-  int64_t start[3], end = 0;
+  bool based = forward != NULL; /* every other program reads the forward block */
+  for (int k = 1; k < 3; k++) based &= !block[k] || block[k]->packed_base == forward;
+  int64_t start[3] = {0, 0, 0}, end = 0, from[3] = {0, 0, 0};
   int alias[3] = {0, 0, 0};
   RtModelInfo *w = arena_alloc(a, sizeof *w);
   memset(w, 0, sizeof *w);
@@ -351,14 +398,23 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   w->name = st->info->name;
   w->pad_id = -1;
   for (int k = 0; k < 3; k++) {
-    if (k > 0 && forward && block[k] && same_weight_block(forward, block[k])) {
+    if (!block[k]) continue;
+    if (based) { /* the forward block's weights, then each one's own from packed_from */
+      from[k] = k ? block[k]->packed_from : 0;
+      alias[k] = k && !from[k];
+      if (block[k]->info->weights_floats > end) end = block[k]->info->weights_floats;
+      for (int i = 0; !alias[k] && i < block[k]->info->n_weights; i++)
+        w->n_weights += block[k]->info->weights[i].offset >= from[k];
+      continue;
+    }
+    if (k > 0 && forward && same_weight_block(forward, block[k])) {
       alias[k] = 1;
       start[k] = start[0];
       continue;
     }
     start[k] = (end + 15) / 16 * 16;
-    end = start[k] + (block[k] ? block[k]->info->weights_floats : 0);
-    w->n_weights += block[k] ? block[k]->info->n_weights : 0;
+    end = start[k] + block[k]->info->weights_floats;
+    w->n_weights += block[k]->info->n_weights;
   }
   gi->encode_offset = start[1];
   gi->step_offset = start[2];
@@ -366,6 +422,7 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   int n_w = 0;
   for (int k = 0; k < 3; k++)
     for (int i = 0; block[k] && !alias[k] && i < block[k]->info->n_weights; i++) {
+      if (block[k]->info->weights[i].offset < from[k]) continue; /* the forward block's */
       ws[n_w] = block[k]->info->weights[i];
       ws[n_w++].offset += start[k];
     }
@@ -373,8 +430,8 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   w->weights_floats = end;
   w->layout_hash = rt_model_layout_hash(ws, w->n_weights);
   gi->weights = w;
-  bool one_block = forward != NULL; /* every other block is the forward pass's */
-  for (int k = 1; k < 3; k++) one_block &= !block[k] || alias[k];
+  bool one_block = forward != NULL && (!based || end == forward->info->weights_floats);
+  for (int k = 1; k < 3 && !based; k++) one_block &= !block[k] || alias[k];
   float *img;
   if (one_block) {
     img = forward->packed; /* that block as it is: no copy */
@@ -389,7 +446,8 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
     memset(img, 0, (size_t)end * 4);
     for (int k = 0; k < 3; k++)
       if (block[k] && !alias[k])
-        memcpy(img + start[k], block[k]->packed, (size_t)block[k]->info->weights_floats * 4);
+        memcpy(img + start[k] + from[k], block[k]->packed,
+               (size_t)(block[k]->info->weights_floats - from[k]) * 4);
   }
   /* the step's state tensors (KV caches) f32[rows, positions, width]: where
    * the plan put them, for beam search's row reordering */

@@ -62,10 +62,15 @@ typedef struct DriverOptions {
                                  spec (its Compiled.w), used instead of loading them again:
                                  one checkpoint read for many pipelines (tfmc bench) */
   const struct Compiled *packed_like; /* NULL; or a program compiled to DRIVER_PACKED earlier
-                                 on the same weights: where this program's weight buffers are
-                                 its buffers (names, layouts, shapes, offsets) over the very
-                                 same weight data, its packed block is this one's too, not
-                                 packed again (a decoder's step and its forward pass) */
+                                 on the same weights: this program's weight buffers that are
+                                 buffers of it (the same weight data, layout and shape) move
+                                 to its offsets and are read from its packed block, not
+                                 packed again; the others, if any, go after that block (and
+                                 after those of earlier programs of the same generation),
+                                 and only they are packed (Compiled.packed_base). A decoder's
+                                 step needs none; an encoder_decoder's encoder its cross-
+                                 attention keys' and values' (fused in the forward pass):
+                                 tfmc build's image is the forward block and those */
 } DriverOptions;
 
 typedef struct Compiled {
@@ -74,7 +79,14 @@ typedef struct Compiled {
   WeightSet *w;      /* NULL with no_weights */
   LoopProgram *prog; /* NULL at DRIVER_GRAPH */
   RtModelInfo *info; /* the run-time description of g (and prog) */
-  float *packed;     /* DRIVER_PACKED: info->weights_floats floats, 64-byte aligned */
+  float *packed;     /* DRIVER_PACKED: info->weights_floats floats, 64-byte aligned; for a
+                        program moved onto another's block (packed_base) the floats
+                        [packed_from, info->weights_floats) only: its own weights */
+  const struct Compiled *packed_base; /* NULL; or DriverOptions.packed_like, when this
+                        program reads its weights at offsets < packed_from from that
+                        program's packed block (and packed is that block when it
+                        needs no weights of its own: packed_from 0) */
+  int64_t packed_from;
 } Compiled;
 
 /* Compiles a spec (.tfm) or a textual graph (.tfir, by its extension).
@@ -113,7 +125,10 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
  * weights image (*image: gi->weights->weights_floats floats, 64-byte
  * aligned: the forward pass's packed weights, the encoder's at
  * gi->encode_offset, the step's at gi->step_offset; a program reading the
- * forward pass's very weights shares its block, offset 0). Everything
+ * forward pass's very weights shares its block, offset 0; programs compiled
+ * with packed_like = forward start at 0 and add only their own weights,
+ * after the forward block; when they add none the image is forward->packed
+ * itself, not a copy). Everything
  * lives in a. Returns 0, or 1 + message. */
 int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGeneration *gen,
                            RtGenInfo **gi, float **image, char *err, size_t errlen);

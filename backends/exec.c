@@ -216,14 +216,14 @@ static void pack_pieces(void *ctx, int64_t lo, int64_t hi) {
  * on two). The pieces, ~4 MB of floats each, cut every weight on panel
  * boundaries, so the bytes written are those of one thread packing it
  * whole. */
-void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) {
+void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, int64_t from) {
   enum { PIECE_FLOATS = 1 << 20 };
   size_t n = 0, cap = 64;
   PackPiece *pieces = malloc(cap * sizeof *pieces);
   TFMC_ASSERT(pieces);
   for (int b = 0; b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
-    if (lb->kind != LB_WEIGHT) continue;
+    if (lb->kind != LB_WEIGHT || lb->offset < from) continue;
     const Weight *wt = ir_weights_find(w, lb->name);
     TFMC_ASSERT(wt); /* the program's params are the graph's, all loaded */
     int64_t numel = 1;
@@ -241,7 +241,7 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst) 
         pieces = realloc(pieces, cap * sizeof *pieces);
         TFMC_ASSERT(pieces);
       }
-      pieces[n++] = (PackPiece){lb, wt->data, dst + lb->offset, q0,
+      pieces[n++] = (PackPiece){lb, wt->data, dst + (lb->offset - from), q0,
                                 total - q0 < step ? total : q0 + step};
     }
   }

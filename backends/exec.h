@@ -102,9 +102,12 @@ int backend_run_tensors(const char *backend, const IrGraph *g, const WeightSet *
 
 /* Copies every param of w into dst at the loop program's weight offsets:
  * the packed layout compiled code addresses (LoopProgram.weights_floats
- * floats; the same layout RtModelInfo.weights describes). */
+ * floats; the same layout RtModelInfo.weights describes). from > 0: only
+ * the weight buffers at offset >= from, dst holding floats [from,
+ * weights_floats) (the rest another program packed: driver.c). */
 struct LoopProgram;
-void backend_pack_weights(const struct LoopProgram *p, const WeightSet *w, float *dst);
+void backend_pack_weights(const struct LoopProgram *p, const WeightSet *w, float *dst,
+                          int64_t from);
 
 /* ---- build.c: standalone executables (tfmc build) ---- */
 

@@ -1506,10 +1506,11 @@ static int compile_model(Arena *a, Diags *d, const char *cmd, const Args *args, 
     /* the generation programs too, as `tfmc run --generate` compiles them,
      * on the weights the forward program loaded (every param of the model,
      * checked against it): reading the checkpoint again cost gpt2-small
-     * 0.4-1.2 s and another 500 MB, and repeated its NaN/Inf warnings; a
-     * step packed as the forward program is shares its packed block, which
-     * is then the image (a decoder's: packing it again and copying it into
-     * an image cost gpt2-small 1 GB more and 1.5 s); with
+     * 0.4-1.2 s and another 500 MB, and repeated its NaN/Inf warnings; the
+     * programs read the forward program's packed weights where they are
+     * (packed_like) and pack only what it lacks: a decoder's step nothing,
+     * so its image is the forward block (packing it again and copying it
+     * into an image cost gpt2-small 1 GB more and 1.5 s); with
      * --attention of one decoder layer its step outputs that layer's rows */
     const char *layer = dopt.attention;
     DriverOptions gopt = {.attention = layer && strncmp(layer, "decoder.", 8) == 0 ? layer : NULL,

@@ -347,84 +347,128 @@ Test(generate, beam_loop) {
   cr_assert(strstr(err, "more than the model's max_len 1"), "%s", err);
 }
 
-/* The weights image a generating executable or project carries
- * (driver_generation_info): a decoder's step reads the forward pass's very
- * weights, so it shares that block (offset 0: the image is that block,
- * no copy); an encoder_decoder's encoder and step read
- * blocks of their own after the forward pass's. The step compiled on
- * weights of its own (the same values: the same seed) shares the block by
- * its bytes; compiled as tfmc build compiles it (as_build: the forward
- * pass's weights, packed_like) it is not packed at all: its packed block
- * and the image are the forward pass's, no copy. */
-static void check_image(const char *spec, bool shared, bool as_build) {
-  Arena *a = arena_create();
-  Compiled fwd;
-  CompiledGeneration gen;
-  compile_generation_as(a, spec, DRIVER_PACKED, 2, as_build ? AS_BUILD : 0, &gen, &fwd);
-  char err[1024] = "";
-  RtGenInfo *gi;
-  float *image;
-  cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
-  /* the same block by pointer exactly when it is shared and was not
-   * packed again; the image is the forward pass's block whenever every
-   * other block is that block */
-  cr_assert_eq(gen.step.packed == fwd.packed, shared && as_build);
-  cr_assert_eq(image == fwd.packed, shared);
-  if (!shared) cr_assert_neq(gen.encode.packed, fwd.packed);
-  cr_assert_eq(rt_gen_info_check(gi, err, sizeof err), 0, "%s", err);
-  int64_t f = fwd.info->weights_floats, s = gen.step.info->weights_floats;
-  cr_assert_eq(memcmp(image, fwd.packed, (size_t)f * 4), 0);
-  cr_assert_eq(memcmp(image + gi->step_offset, gen.step.packed, (size_t)s * 4), 0);
-  if (shared) {
-    cr_assert_eq(gi->step_offset, 0);
-    cr_assert_eq(gi->weights->weights_floats, f);
-    cr_assert_eq(gi->weights->n_weights, fwd.info->n_weights);
-  } else {
-    int64_t e = gen.encode.info->weights_floats;
-    cr_assert_geq(gi->encode_offset, f);
-    cr_assert_geq(gi->step_offset, gi->encode_offset + e);
-    cr_assert_eq(gi->weights->weights_floats, gi->step_offset + s);
-    cr_assert_eq(memcmp(image + gi->encode_offset, gen.encode.packed, (size_t)e * 4), 0);
+/* Every weight buffer program c reads, at image + base + its offset,
+ * holds what packing c's weights on their own writes there. */
+static void check_image_holds(const float *image, int64_t base, const Compiled *c) {
+  const LoopProgram *p = c->prog;
+  float *own = malloc((size_t)(p->weights_floats + 1) * 4);
+  cr_assert(own);
+  backend_pack_weights(p, c->w, own, 0);
+  for (int b = 0; b < p->n_bufs; b++) {
+    const LBuffer *lb = &p->bufs[b];
+    if (lb->kind != LB_WEIGHT) continue;
+    int64_t n = loop_weight_layout_floats(lb);
+    if (lb->layout == LW_PLAIN) {
+      const Weight *wt = ir_weights_find(c->w, lb->name);
+      cr_assert(wt);
+      n = 1;
+      for (int d = 0; d < wt->type.rank; d++) n *= wt->type.dims[d].value;
+    }
+    cr_assert_eq(memcmp(image + base + lb->offset, own + lb->offset, (size_t)n * 4), 0,
+                 "weight %s at %lld", lb->name, (long long)lb->offset);
   }
-  /* a block that leaves the image is refused */
-  RtGenInfo bad = *gi;
-  bad.step_offset = gi->weights->weights_floats - s + 16;
-  cr_assert_neq(rt_gen_info_check(&bad, err, sizeof err), 0);
-  arena_destroy(a);
+  free(own);
+}
+
+/* The weights image a generating executable or project carries
+ * (driver_generation_info), of a spec compiled twice. On weights of their
+ * own (the same values: the same seed), a decoder's step reads the forward
+ * pass's weights in the same layout, so it shares that block by its bytes
+ * (offset 0: the image is that block, no copy); an encoder_decoder's
+ * encoder and step read blocks of their own after the forward pass's. As
+ * tfmc build compiles them (on the forward pass's weights, packed_like),
+ * every program reads what the forward block holds from it (offset 0) and
+ * packs only the rest, after it: a decoder's image is the forward block,
+ * no copy; an encoder_decoder's grows by its encoder's cross-attention keys
+ * and values only (the forward pass fuses them), smaller than the three
+ * blocks. Every program finds its weights in the image either way. */
+static void check_image(const char *spec, bool decoder) {
+  int64_t image_floats[2];
+  for (int as_build = 0; as_build < 2; as_build++) {
+    Arena *a = arena_create();
+    Compiled fwd;
+    CompiledGeneration gen;
+    compile_generation_as(a, spec, DRIVER_PACKED, 2, as_build ? AS_BUILD : 0, &gen, &fwd);
+    cr_assert_eq(gen.encoder_decoder, !decoder);
+    char err[1024] = "";
+    RtGenInfo *gi;
+    float *image;
+    cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(rt_gen_info_check(gi, err, sizeof err), 0, "%s", err);
+    int64_t f = fwd.info->weights_floats, s = gen.step.info->weights_floats;
+    image_floats[as_build] = gi->weights->weights_floats;
+    cr_assert_eq(image == fwd.packed, decoder);
+    cr_assert_eq(gen.step.packed == fwd.packed, as_build);
+    cr_assert_eq(gen.step.packed_base == &fwd, as_build);
+    check_image_holds(image, 0, &fwd);
+    check_image_holds(image, gi->step_offset, &gen.step);
+    if (!decoder) check_image_holds(image, gi->encode_offset, &gen.encode);
+    if (decoder) {
+      cr_assert_eq(gi->step_offset, 0);
+      cr_assert_eq(gi->weights->weights_floats, f);
+      cr_assert_eq(gi->weights->n_weights, fwd.info->n_weights);
+    } else if (as_build) {
+      cr_assert_eq(gen.encode.packed_base, &fwd);
+      cr_assert_eq(gi->encode_offset, 0);
+      cr_assert_eq(gi->step_offset, 0);
+      cr_assert_geq(gen.encode.packed_from, f); /* cross-attention k and v */
+      cr_assert_eq(gen.step.packed, fwd.packed); /* nothing the forward pass lacks */
+      cr_assert_eq(gi->weights->weights_floats, gen.encode.info->weights_floats);
+    } else {
+      int64_t e = gen.encode.info->weights_floats;
+      cr_assert_geq(gi->encode_offset, f);
+      cr_assert_geq(gi->step_offset, gi->encode_offset + e);
+      cr_assert_eq(gi->weights->weights_floats, gi->step_offset + s);
+    }
+    /* a block that leaves the image is refused */
+    RtGenInfo bad = *gi;
+    bad.step_offset = gi->weights->weights_floats - s + 16;
+    cr_assert_neq(rt_gen_info_check(&bad, err, sizeof err), 0);
+    arena_destroy(a);
+  }
+  if (decoder)
+    cr_assert_eq(image_floats[1], image_floats[0]);
+  else
+    cr_assert_lt(image_floats[1], image_floats[0]);
 }
 
 Test(generate, image_decoder_step_shares_the_forward_block) {
-  check_image(SPEC_DIR "gpt2_tiny.tfm", true, false);
-  check_image(SPEC_DIR "gpt2_tiny.tfm", true, true);
+  check_image(SPEC_DIR "gpt2_tiny.tfm", true);
 }
 Test(generate, image_encoder_decoder_blocks) {
-  check_image(SPEC_DIR "seq2seq_tiny.tfm", false, false);
-  check_image(SPEC_DIR "seq2seq_tiny.tfm", false, true);
+  check_image(SPEC_DIR "seq2seq_tiny.tfm", false);
+  check_image(SPEC_DIR "annotated_tiny.tfm", false);
 }
 
-/* packed_like shares only a block that packing would write alike from the
- * very same weights: a step packed like the forward pass but from weights
- * of its own (equal values: the same seed; not the same data) packs its
- * own block; a step at -O1 (no pack-weights: plain weights, not panels) on
- * the forward pass's weights packs its own block, and the image holds
+/* packed_like moves only buffers that hold the very same weights in the
+ * same layout: a step packed like the forward pass but from weights of
+ * its own (equal values: the same seed; not the same data) packs its own
+ * block, as without packed_like; a step at -O1 (no pack-weights: its
+ * linears' weights plain, not in panels) on the forward pass's weights
+ * reads the plain weights they share (norms, biases, embeddings) from the
+ * forward block and packs the rest after it, into an image that holds
  * both. */
 Test(generate, packed_like_declines_other_weights_or_layout) {
   Arena *a = arena_create();
   Compiled fwd;
   CompiledGeneration gen;
   compile_generation_as(a, SPEC_DIR "gpt2_tiny.tfm", DRIVER_PACKED, 2, AS_PACKED, &gen, &fwd);
+  cr_assert_null(gen.step.packed_base);
   cr_assert_neq(gen.step.packed, fwd.packed);
   cr_assert_eq(memcmp(gen.step.packed, fwd.packed, (size_t)fwd.info->weights_floats * 4), 0);
   compile_generation_as(a, SPEC_DIR "gpt2_tiny.tfm", DRIVER_PACKED, 1, AS_BUILD, &gen, &fwd);
-  cr_assert_neq(gen.step.packed, fwd.packed);
+  cr_assert_eq(gen.step.packed_base, &fwd);
+  cr_assert_geq(gen.step.packed_from, fwd.info->weights_floats);
   char err[1024] = "";
   RtGenInfo *gi;
   float *image;
   cr_assert_eq(driver_generation_info(a, &fwd, &gen, &gi, &image, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rt_gen_info_check(gi, err, sizeof err), 0, "%s", err);
   cr_assert_neq(image, fwd.packed);
-  cr_assert_geq(gi->step_offset, fwd.info->weights_floats);
-  cr_assert_eq(memcmp(image + gi->step_offset, gen.step.packed,
-                      (size_t)gen.step.info->weights_floats * 4),
-               0);
+  cr_assert_eq(gi->step_offset, 0);
+  cr_assert_eq(gi->weights->weights_floats, gen.step.info->weights_floats);
+  check_image_holds(image, 0, &fwd);
+  check_image_holds(image, 0, &gen.step);
   arena_destroy(a);
 }
