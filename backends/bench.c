@@ -118,7 +118,10 @@ int bench_run(Arena *a, Diags *d, const BenchOptions *o, BenchResult *r, char *e
     PassContext pctx = {.diags = d};
     DriverOptions dopt = {.weights = o->weights, .seed = o->seed, .passes = &v[i].pipeline,
                           .pass_ctx = &pctx, .stage = DRIVER_PACKED,
-                          .weight_set = i ? c[0].w : NULL};
+                          .weight_set = i ? c[0].w : NULL,
+                          /* a variant whose weights the first variant packed alike
+                           * runs on its block: one packed copy, not one per variant */
+                          .packed_like = i ? &c[0] : NULL};
     if (o->progress) {
       char pl[512];
       pipeline_str(pl, sizeof pl, &v[i].pipeline);

@@ -172,14 +172,20 @@ static int64_t weight_buf_floats(const LBuffer *b, const WeightSet *w) {
  * *end on (rounded up to 16 floats; *end 0: x's weights_floats), advancing
  * *end past them; c->packed_from is the first of those, c->prog's
  * weights_floats their end (x's without any). Changes nothing and returns
- * false when no buffer has a twin. */
+ * false when no buffer has a twin, or, with end NULL (the program runs on
+ * its packed block alone: a JIT session), when one has none. */
 static bool weights_relocate(const Compiled *x, Compiled *c, int64_t *end) {
   if (!x || !x->packed || !x->prog || !x->w || !c->w || x->packed_base) return false;
   LoopProgram *p = c->prog;
-  bool any = false;
-  for (int b = 0; b < p->n_bufs && !any; b++)
-    any = p->bufs[b].kind == LB_WEIGHT && twin_buffer(x, c->w, &p->bufs[b]);
-  if (!any) return false;
+  int twins = 0, weights = 0;
+  for (int b = 0; b < p->n_bufs; b++)
+    if (p->bufs[b].kind == LB_WEIGHT) {
+      weights++;
+      twins += twin_buffer(x, c->w, &p->bufs[b]) != NULL;
+    }
+  if (!twins || (!end && twins < weights)) return false;
+  int64_t none = 0;
+  if (!end) end = &none;
   if (*end < x->prog->weights_floats) *end = x->prog->weights_floats;
   int64_t from = (*end + 15) / 16 * 16, ofs = from;
   for (int b = 0; b < p->n_bufs; b++) {
@@ -201,7 +207,8 @@ static bool weights_relocate(const Compiled *x, Compiled *c, int64_t *end) {
 }
 
 /* reloc_end: where weights of the program's own go after o->packed_like's
- * block (weights_relocate; NULL: right after it) */
+ * block (weights_relocate; NULL: it may have none, as it runs on that
+ * block alone) */
 static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, int64_t *reloc_end,
                    char *err, size_t errlen) {
   /* 2. weights (checked against this graph once, when they were loaded) */
@@ -230,9 +237,7 @@ static int compile(Arena *a, Diags *d, const DriverOptions *o, Compiled *c, int6
   if (run_passes && !pass_pipeline_run_loop(c->prog, o->passes, pctx)) return 1;
   /* 5b. weights another program packed already: read where they are
    * (gpt2-small's step: 0.5 GB not packed twice) */
-  int64_t own_end = 0;
-  if (o->stage == DRIVER_PACKED &&
-      weights_relocate(o->packed_like, c, reloc_end ? reloc_end : &own_end) &&
+  if (o->stage == DRIVER_PACKED && weights_relocate(o->packed_like, c, reloc_end) &&
       !loop_program_verify(c->prog, verr, sizeof verr)) {
     snprintf(err, errlen, "internal error: weights moved to another program's: %s", verr);
     return 1;
@@ -293,7 +298,8 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
   gen->encoder_decoder = spec->model->arch == ARCH_ENCODER_DECODER;
   gen->step.spec = gen->encode.spec = spec;
   if (!(gen->step.g = spec_lower(a, spec, &step, d)) || !ir_graph_verify(gen->step.g, d)) return 1;
-  if (!gen->encoder_decoder) return compile(a, d, o, &gen->step, NULL, err, errlen);
+  int64_t end = 0; /* weights of their own after packed_like's block: the encoder's, the step's */
+  if (!gen->encoder_decoder) return compile(a, d, o, &gen->step, &end, err, errlen);
   if (!(gen->encode.g = spec_lower(a, spec, &encode, d)) || !ir_graph_verify(gen->encode.g, d))
     return 1;
   /* 2. weights: checked against the whole model (neither graph alone uses
@@ -305,9 +311,7 @@ int driver_compile_generation(Arena *a, Diags *d, const char *path, const Driver
       return 1;
   }
   gen->encode.w = gen->step.w = w;
-  /* 3.-6. for each (weights of their own after packed_like's block: the
-   * encoder's, then the step's) */
-  int64_t end = 0;
+  /* 3.-6. for each */
   return compile(a, d, o, &gen->encode, &end, err, errlen) ||
          compile(a, d, o, &gen->step, &end, err, errlen);
 }

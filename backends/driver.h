@@ -65,12 +65,15 @@ typedef struct DriverOptions {
                                  on the same weights: this program's weight buffers that are
                                  buffers of it (the same weight data, layout and shape) move
                                  to its offsets and are read from its packed block, not
-                                 packed again; the others, if any, go after that block (and
-                                 after those of earlier programs of the same generation),
-                                 and only they are packed (Compiled.packed_base). A decoder's
-                                 step needs none; an encoder_decoder's encoder its cross-
-                                 attention keys' and values' (fused in the forward pass):
-                                 tfmc build's image is the forward block and those */
+                                 packed again. driver_compile_generation: the others, if
+                                 any, go after that block (and after those of earlier
+                                 programs of the same generation), and only they are packed
+                                 (Compiled.packed_base); a decoder's step needs none, an
+                                 encoder_decoder's encoder its cross-attention keys' and
+                                 values' (fused in the forward pass): tfmc build's image is
+                                 the forward block and those. driver_compile_file and _graph:
+                                 only when every buffer has one, so that the program runs on
+                                 that block alone (tfmc bench's variants) */
 } DriverOptions;
 
 typedef struct Compiled {

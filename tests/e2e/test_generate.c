@@ -472,3 +472,66 @@ Test(generate, packed_like_declines_other_weights_or_layout) {
   check_image_holds(image, 0, &gen.step);
   arena_destroy(a);
 }
+
+/* tfmc bench's variants: a forward program compiled with packed_like on
+ * the first one's weights runs on that block when every weight buffer it
+ * reads is there (-O2 without flash-attention: the same weights packed
+ * alike), with the very outputs of the same pipeline compiled on its own;
+ * one that needs weights of its own (-O1: its linears' weights plain) is
+ * packed as before, since a JIT session runs on one block. */
+static void forward_compile(Arena *a, const PassPipeline *pl, const Compiled *like, Compiled *c) {
+  Diags d;
+  diags_init(&d, a, NULL);
+  PassContext pctx = {.diags = &d};
+  DriverOptions o = {.seed = 11, .stage = DRIVER_PACKED, .passes = pl, .pass_ctx = &pctx,
+                     .weight_set = like ? like->w : NULL, .packed_like = like};
+  char err[1024] = "";
+  cr_assert_eq(driver_compile_file(a, &d, SPEC_DIR "gpt2_tiny.tfm", &o, c, err, sizeof err), 0,
+               "%s %s", err, d.captured ? d.captured : "");
+}
+
+static void forward_logits(const Compiled *c, float *out, int64_t n) {
+  int32_t ids[7] = {3, 14, 15, 9, 26, 5, 35};
+  uint8_t mask[7] = {1, 1, 1, 1, 1, 1, 1};
+  Tensor in[2] = {{.name = "tokens", .dtype = IR_I32, .rank = 2, .dims = {1, 7}, .data = ids},
+                  {.name = "mask", .dtype = IR_BOOL, .rank = 2, .dims = {1, 7}, .data = mask}};
+  RtBound b;
+  char err[512] = "";
+  int n_in = 0;
+  for (int i = 0; i < c->info->n_inputs; i++)
+    for (int k = 0; k < 2; k++)
+      if (strcmp(c->info->inputs[i].name, in[k].name) == 0) in[n_in++] = in[k];
+  cr_assert_eq(backend_bind_tensors(c->info, in, n_in, &b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(backend_run("jit", c, &b, NULL, NULL, err, sizeof err), 0, "%s", err);
+  int64_t numel = 1;
+  for (int k = 0; k < c->info->outputs[0].rank; k++) numel *= b.output_dims[0][k];
+  cr_assert_eq(numel, n);
+  memcpy(out, b.outputs[0], (size_t)n * sizeof(float));
+  rt_model_unbind(c->info, &b);
+}
+
+Test(generate, packed_like_forward_runs_on_the_shared_block) {
+  Arena *a = arena_create();
+  PassPipeline o2, part, o1;
+  char err[256];
+  cr_assert(pass_pipeline_level(2, &o2));
+  part = o2;
+  cr_assert(pass_pipeline_disable(&part, "flash-attention", err, sizeof err), "%s", err);
+  cr_assert(pass_pipeline_level(1, &o1));
+  Compiled first, shared, alone, own;
+  forward_compile(a, &o2, NULL, &first);
+  forward_compile(a, &part, &first, &shared);
+  forward_compile(a, &part, NULL, &alone);
+  forward_compile(a, &o1, &first, &own);
+  cr_assert_eq(shared.packed_base, &first);
+  cr_assert_eq(shared.packed, first.packed);
+  cr_assert_null(alone.packed_base);
+  cr_assert_null(own.packed_base);
+  cr_assert_neq(own.packed, first.packed);
+  enum { N = 7 * 61 };
+  float x[N], y[N];
+  forward_logits(&shared, x, N);
+  forward_logits(&alone, y, N);
+  cr_assert_eq(memcmp(x, y, sizeof x), 0);
+  arena_destroy(a);
+}
