@@ -434,11 +434,9 @@ int driver_generation_info(Arena *a, const Compiled *forward, const CompiledGene
   w->weights_floats = end;
   w->layout_hash = rt_model_layout_hash(ws, w->n_weights);
   gi->weights = w;
-  bool one_block = forward != NULL && (!based || end == forward->info->weights_floats);
-  for (int k = 1; k < 3 && !based; k++) one_block &= !block[k] || alias[k];
   float *img;
-  if (one_block) {
-    img = forward->packed; /* that block as it is: no copy */
+  if (forward && end == forward->info->weights_floats) {
+    img = forward->packed; /* every other block is in it: that block as it is, no copy */
   } else {
     uintptr_t raw = (uintptr_t)arena_try_alloc(a, (size_t)end * 4 + 128);
     if (!raw) {
