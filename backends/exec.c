@@ -174,19 +174,73 @@ static int interp_run_timed(Arena *a, const Compiled *c, RtBound *b, const ExecO
 
 /* One piece of backend_pack_weights: rows [q0, q1) of a weight in a
  * panels layout (q0 a multiple of 16: the packing of rows [q0, n) is the
- * packing of w + q0 K at the size of the first q0 rows, rt_gemm.h), or
+ * packing of w + q0 K at the size of the first q0 rows, rt_gemm.h), steps
+ * [p0, p1) of K of them (all of K but for a weight viewed transposed), or
  * floats [q0, q1) of a plain one. */
 typedef struct PackPiece {
   const LBuffer *lb;
-  const float *w;
-  float *dst; /* the buffer's start */
-  int64_t q0, q1;
+  const WeightSet *set;
+  const Weight *wt; /* its data, or (none) read from the set's source */
+  const float *v;   /* NULL, or the source's view of it (WeightSource.view) */
+  int64_t rs, cs;   /* the view's strides */
+  float *dst;       /* the buffer's start */
+  int64_t q0, q1, p0, p1;
+  int failed;
+  char err[200];
 } PackPiece;
 
-static void pack_piece(const PackPiece *pc) {
+/* a view's floats [a, b) done with (WeightSource.drop) */
+static void view_drop(const PackPiece *pc, const float *a, const float *b) {
+  const WeightSource *src = pc->set->src;
+  if (src->drop && b > a) src->drop(src, a, (size_t)(b - a) * sizeof(float));
+}
+
+/* *scratch (*cap floats) grown to n floats; false when out of memory */
+static bool scratch_reserve(float **scratch, int64_t *cap, int64_t n) {
+  if (n <= *cap) return true;
+  free(*scratch);
+  *scratch = malloc((size_t)n * sizeof(float));
+  *cap = *scratch ? n : 0;
+  return *scratch != NULL;
+}
+
+static void pack_piece(PackPiece *pc, float **scratch, int64_t *cap) {
   const LBuffer *lb = pc->lb;
   int64_t k = lb->cols, rows = pc->q1 - pc->q0;
-  const float *w = pc->w + pc->q0 * k;
+  const float *w = pc->wt->data ? pc->wt->data + pc->q0 * k : NULL;
+  if (!w && pc->v && lb->layout == LW_PANELS) { /* from the checkpoint's pages as they lie */
+    const float *v = pc->v + pc->q0 * pc->rs;
+    rt_gemm_pack_strided(rows, k, pc->p0, pc->p1, v, pc->rs, pc->cs,
+                         pc->dst + rt_gemm_packed_floats(pc->q0, k));
+    if (pc->cs == 1) /* rows [q0, q1) as stored */
+      view_drop(pc, v, v + (rows - 1) * pc->rs + k);
+    else /* stored rows [p0, p1) of the transpose (the piece has every column) */
+      view_drop(pc, v + pc->p0 * pc->cs, v + (pc->p1 - 1) * pc->cs + rows);
+    return;
+  }
+  if (!w && pc->v && lb->layout == LW_PLAIN) { /* floats [q0, q1) in one run */
+    memcpy(pc->dst + pc->q0, pc->v + pc->q0, (size_t)rows * 4);
+    view_drop(pc, pc->v + pc->q0, pc->v + pc->q1);
+    return;
+  }
+  const float *viewed = NULL; /* rows in one run: the bf16 and int8 packers read them in place */
+  if (!w && pc->v) w = viewed = pc->v + pc->q0 * k;
+  if (!w && lb->layout == LW_PLAIN) { /* straight from the checkpoint into place */
+    pc->failed = ir_weight_read(pc->set, pc->wt, pc->q0, pc->q1, pc->dst + pc->q0, pc->err,
+                                sizeof pc->err);
+    return;
+  }
+  if (!w) { /* the piece's rows from the checkpoint into a scratch kept in cache */
+    if (!scratch_reserve(scratch, cap, rows * k)) {
+      pc->failed = 1;
+      snprintf(pc->err, sizeof pc->err, "out of memory");
+      return;
+    }
+    pc->failed = ir_weight_read(pc->set, pc->wt, pc->q0 * k, pc->q1 * k, *scratch, pc->err,
+                                sizeof pc->err);
+    if (pc->failed) return;
+    w = *scratch;
+  }
   switch ((LWLayout)lb->layout) {
   case LW_PANELS: /* pack-weights: panels for rt_linear_packed */
     rt_gemm_pack(rows, k, w, pc->dst + rt_gemm_packed_floats(pc->q0, k));
@@ -199,15 +253,19 @@ static void pack_piece(const PackPiece *pc) {
     break;
   case LW_PLAIN:
   case LW_LAYOUT_COUNT:
-    memcpy(pc->dst + pc->q0, pc->w + pc->q0, (size_t)rows * 4);
+    memcpy(pc->dst + pc->q0, pc->wt->data + pc->q0, (size_t)rows * 4);
     break;
   }
+  if (viewed) view_drop(pc, viewed, viewed + rows * k);
 }
 
 /* pieces [lo, hi) (an RtTaskFn) */
 static void pack_pieces(void *ctx, int64_t lo, int64_t hi) {
-  const PackPiece *pieces = ctx;
-  for (int64_t i = lo; i < hi; i++) pack_piece(&pieces[i]);
+  PackPiece *pieces = ctx;
+  float *scratch = NULL;
+  int64_t cap = 0;
+  for (int64_t i = lo; i < hi; i++) pack_piece(&pieces[i], &scratch, &cap);
+  free(scratch);
 }
 
 /* The pieces go to a pool of the online CPUs' threads, made for the call:
@@ -216,7 +274,8 @@ static void pack_pieces(void *ctx, int64_t lo, int64_t hi) {
  * on two). The pieces, ~4 MB of floats each, cut every weight on panel
  * boundaries, so the bytes written are those of one thread packing it
  * whole. */
-void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, int64_t from) {
+int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, int64_t from,
+                         char *err, size_t errlen) {
   enum { PIECE_FLOATS = 1 << 20 };
   size_t n = 0, cap = 64;
   PackPiece *pieces = malloc(cap * sizeof *pieces);
@@ -235,20 +294,53 @@ void backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, 
       step = PIECE_FLOATS / lb->cols / 16 * 16;
       if (step < 16) step = 16;
     }
-    for (int64_t q0 = 0; q0 < total; q0 += step) {
+    /* a weight without data: the checkpoint's own f32 block where the
+     * source has one in the layout the packer reads (plain: one run) */
+    const float *v = NULL;
+    int64_t rs = 0, cs = 0, kk = lb->layout == LW_PLAIN ? 1 : lb->cols;
+    if (!wt->data && w->src && w->src->view && numel > 0) {
+      int64_t cols = lb->layout != LW_PLAIN ? lb->cols
+                     : wt->type.rank        ? wt->type.dims[wt->type.rank - 1].value
+                                            : 1;
+      v = w->src->view(w->src, (int)(wt - w->items), cols, &rs, &cs);
+      if (v && lb->layout != LW_PANELS && !(cs == 1 && rs == cols)) v = NULL;
+    }
+    /* pieces of rows with all of K; viewed transposed, pieces of K with
+     * every row instead, so that each piece reads, and drops, stored rows
+     * of its own */
+    int by_k = v && lb->layout == LW_PANELS && cs != 1;
+    int64_t kstep = by_k && lb->rows > 0 ? PIECE_FLOATS / lb->rows : kk;
+    if (kstep < 1) kstep = 1;
+    for (int64_t q0 = 0, p0 = 0; q0 < total;) {
       if (n == cap) {
         cap *= 2;
         pieces = realloc(pieces, cap * sizeof *pieces);
         TFMC_ASSERT(pieces);
       }
-      pieces[n++] = (PackPiece){lb, wt->data, dst + (lb->offset - from), q0,
-                                total - q0 < step ? total : q0 + step};
+      int64_t q1 = by_k || total - q0 < step ? total : q0 + step;
+      int64_t p1 = by_k && kk - p0 > kstep ? p0 + kstep : kk;
+      pieces[n++] =
+          (PackPiece){lb, w, wt, v, rs, cs, dst + (lb->offset - from), q0, q1, p0, p1, 0, ""};
+      if (p1 < kk) {
+        p0 = p1;
+      } else {
+        q0 = q1;
+        p0 = 0;
+      }
     }
   }
   RtPool *pool = n > 1 ? rt_pool_create(0) : NULL; /* NULL: this thread alone */
   rt_pool_parallel_for(pool, (int64_t)n, 1, pack_pieces, pieces);
   rt_pool_destroy(pool);
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc; i++)
+    if (pieces[i].failed) {
+      snprintf(err, errlen, "reading weight '%s' for packing: %s", pieces[i].wt->name,
+               pieces[i].err);
+      rc = 1;
+    }
   free(pieces);
+  return rc;
 }
 
 int backend_run(const char *backend, const Compiled *c, RtBound *b, const ExecOptions *opt,

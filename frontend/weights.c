@@ -488,27 +488,40 @@ typedef struct Read {
   const RtStTensor *t;
   int64_t r0, nr, c0, nc;
   int transpose;
-  float *dst;
-  int param; /* index into L->params */
+  int64_t off; /* where the block goes in its param's data, in floats */
+  int param;   /* index into L->params */
   IrLoc loc;
 } Read;
 
+/* The block into the current param's data from float off on. */
 static void read_block(Loader *L, const RtStTensor *t, int64_t r0, int64_t nr, int64_t c0,
-                       int64_t nc, int transpose, float *dst, IrLoc loc) {
+                       int64_t nc, int transpose, int64_t off, IrLoc loc) {
   arena_grow(L->a, (void **)&L->reads, &L->cap_reads, L->n_reads + 1, sizeof *L->reads);
-  L->reads[L->n_reads++] = (Read){t, r0, nr, c0, nc, transpose, dst, L->cur, loc};
+  L->reads[L->n_reads++] = (Read){t, r0, nr, c0, nc, transpose, off, L->cur, loc};
 }
 
 /* the whole tensor, as it is stored */
-static void tensor_read(Loader *L, const RtStTensor *t, float *dst, IrLoc loc) {
+static void tensor_read(Loader *L, const RtStTensor *t, int64_t off, IrLoc loc) {
   int64_t rows = t->rank ? t->shape[0] : 1;
-  read_block(L, t, 0, rows, 0, rows ? rt_st_numel(t) / rows : 0, 0, dst, loc);
+  read_block(L, t, 0, rows, 0, rows ? rt_st_numel(t) / rows : 0, 0, off, loc);
+}
+
+/* A read's dst rows [lo, hi) (rows of its block, or columns when it
+ * transposes) into dst: 0, or 1 with a message. */
+static int read_rows(const Read *r, int64_t lo, int64_t hi, float *dst, char *err, size_t errlen) {
+  if (r->transpose) /* columns [lo, hi) */
+    return rt_st_read_f32_block(r->t, r->r0, r->nr, r->c0 + lo, hi - lo, 1, dst, err, errlen);
+  return rt_st_read_f32_block(r->t, r->r0 + lo, hi - lo, r->c0, r->nc, 0, dst, err, errlen);
 }
 
 /* A piece of a read: its block's rows [lo, hi), or columns when it
- * transposes (the rows of dst either way). */
+ * transposes (the rows of dst either way), into its param's data; for a
+ * mapped set (dst NULL) the block's stored rows [lo, hi) either way, only
+ * counted. */
 typedef struct ReadPiece {
   const Read *r;
+  float *dst;              /* the param's data (NULL: a mapped set's, only counted) */
+  const RtSafetensors *st; /* a mapped set's checkpoint (its pages dropped when counted) */
   int64_t lo, hi;
   int failed;
   int64_t nonfinite; /* NaN and Inf values among those read */
@@ -526,25 +539,124 @@ static int64_t count_nonfinite(const float *x, int64_t n) {
   return c;
 }
 
+/* NaN and Inf among a stored block's values (rows r0.., columns c0.. of
+ * the tensor seen as [shape[0], rest]), counted on the stored bits where
+ * the dtype allows (f32, f16, bf16: the exponent all ones; the file is
+ * little-endian, so byte by byte on any host); -1 for other dtypes. */
+static int64_t count_nonfinite_stored(const RtStTensor *t, int64_t r0, int64_t nr, int64_t c0,
+                                      int64_t nc) {
+  int64_t rows = t->rank ? t->shape[0] : 1, rest = rows ? rt_st_numel(t) / rows : 0;
+  const unsigned char *base = t->data;
+  int64_t c = 0;
+  for (int64_t r = r0; r < r0 + nr; r++) {
+    int64_t at = r * rest + c0;
+    switch (t->dtype) {
+    /* whole words on a little-endian host (the loops vectorise: byte by
+     * byte this count took 15% of a gpt2-small run), bytes elsewhere */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    case RT_F32: {
+      const unsigned char *b = base + at * 4;
+      for (int64_t k = 0; k < nc; k++) {
+        uint32_t u;
+        memcpy(&u, b + 4 * k, 4);
+        c += (u & 0x7f800000u) == 0x7f800000u;
+      }
+      break;
+    }
+    case RT_F16:
+    case RT_BF16: {
+      const uint16_t mask = t->dtype == RT_F16 ? 0x7c00u : 0x7f80u;
+      const unsigned char *b = base + at * 2;
+      for (int64_t k = 0; k < nc; k++) {
+        uint16_t u;
+        memcpy(&u, b + 2 * k, 2);
+        c += (u & mask) == mask;
+      }
+      break;
+    }
+#else
+    case RT_F32: {
+      const unsigned char *b = base + at * 4;
+      for (int64_t k = 0; k < nc; k++)
+        c += ((b[4 * k + 3] & 0x7f) == 0x7f) & ((b[4 * k + 2] & 0x80) != 0);
+      break;
+    }
+    case RT_F16: {
+      const unsigned char *b = base + at * 2;
+      for (int64_t k = 0; k < nc; k++) c += (b[2 * k + 1] & 0x7c) == 0x7c;
+      break;
+    }
+    case RT_BF16: {
+      const unsigned char *b = base + at * 2;
+      for (int64_t k = 0; k < nc; k++)
+        c += ((b[2 * k + 1] & 0x7f) == 0x7f) & ((b[2 * k] & 0x80) != 0);
+      break;
+    }
+#endif
+    case RT_F64:
+    case RT_I64:
+    case RT_I32:
+    case RT_I16:
+    case RT_I8:
+    case RT_U8:
+    case RT_BOOL:
+    case RT_DTYPE_COUNT:
+      return -1;
+    }
+  }
+  return c;
+}
+
+/* The pages of a read's stored rows [lo, hi) (of its block) out of the
+ * process (rt_st_drop; nothing when st is NULL) */
+static void drop_stored_rows(const RtSafetensors *st, const Read *r, int64_t lo, int64_t hi) {
+  int64_t rows = r->t->rank ? r->t->shape[0] : 1, rest = rows ? rt_st_numel(r->t) / rows : 0;
+  size_t es = rt_dtype_size(r->t->dtype);
+  if (st && hi > lo && r->nc > 0)
+    rt_st_drop(st, (const unsigned char *)r->t->data + (size_t)((r->r0 + lo) * rest + r->c0) * es,
+               (size_t)((hi - lo - 1) * rest + r->nc) * es);
+}
+
 /* pieces [lo, hi) (an RtTaskFn) */
 static void read_pieces(void *ctx, int64_t lo, int64_t hi) {
   ReadPiece *pieces = ctx;
+  float *scratch = NULL; /* a mapped set's pieces of other dtypes: read to be counted */
+  int64_t scratch_floats = 0;
   for (int64_t i = lo; i < hi; i++) {
     ReadPiece *pc = &pieces[i];
     const Read *r = pc->r;
     int64_t n = pc->hi - pc->lo;
     int64_t width = r->transpose ? r->nr : r->nc; /* dst rows [lo, hi) of this width */
-    float *dst = r->dst + pc->lo * width;
-    if (r->transpose) /* columns [lo, hi) */
-      pc->failed = rt_st_read_f32_block(r->t, r->r0, r->nr, r->c0 + pc->lo, n, 1, dst, pc->err,
-                                        sizeof pc->err);
-    else /* rows [lo, hi) */
-      pc->failed = rt_st_read_f32_block(r->t, r->r0 + pc->lo, n, r->c0, r->nc, 0, dst, pc->err,
-                                        sizeof pc->err);
+    float *dst = pc->dst ? pc->dst + r->off + pc->lo * width : NULL;
+    if (!dst) { /* a mapped set: its stored rows [lo, hi) only counted, then dropped */
+      pc->nonfinite = count_nonfinite_stored(r->t, r->r0 + pc->lo, n, r->c0, r->nc);
+      if (pc->nonfinite < 0) { /* other dtypes: converted to be counted */
+        pc->nonfinite = 0;
+        if (n * r->nc > scratch_floats) {
+          free(scratch);
+          scratch_floats = n * r->nc;
+          scratch = malloc((size_t)scratch_floats * sizeof(float));
+          if (!scratch) {
+            scratch_floats = 0;
+            pc->failed = 1;
+            snprintf(pc->err, sizeof pc->err, "out of memory");
+            continue;
+          }
+        }
+        pc->failed = rt_st_read_f32_block(r->t, r->r0 + pc->lo, n, r->c0, r->nc, 0, scratch,
+                                          pc->err, sizeof pc->err);
+        pc->nonfinite = pc->failed ? 0 : count_nonfinite(scratch, n * r->nc);
+      }
+      /* the packer faults them back from the page cache, a piece at a time */
+      drop_stored_rows(pc->st, r, pc->lo, pc->hi);
+      continue;
+    }
+    pc->failed = read_rows(r, pc->lo, pc->hi, dst, pc->err, sizeof pc->err);
     /* counted here, on all cores, while the piece is in cache: a pass of
      * its own over gpt2-small's 500 MB took ~85 ms */
     pc->nonfinite = pc->failed ? 0 : count_nonfinite(dst, n * width);
   }
+  free(scratch);
 }
 
 /* Does the queued reads, cut into pieces of ~4 MB of floats, on a pool of
@@ -556,16 +668,16 @@ enum { PIECE_FLOATS = 1 << 20 };
 
 /* A read's length in dst rows (*len) and the dst rows per piece: ~4 MB,
  * a multiple of 8 (the transposing tiles' height) */
-static int64_t read_step(const Read *r, int64_t *len) {
-  int64_t width = r->transpose ? r->nr : r->nc;
-  *len = r->transpose ? r->nc : r->nr;
+static int64_t read_step(const Read *r, bool stored, int64_t *len) {
+  int64_t width = r->transpose && !stored ? r->nr : r->nc;
+  *len = r->transpose && !stored ? r->nc : r->nr;
   return width > 0 && PIECE_FLOATS / width > 8 ? PIECE_FLOATS / width / 8 * 8 : 8;
 }
 
-static void reads_run(Loader *L) {
+static void reads_run(Loader *L, bool mapped) {
   int64_t n = 0, total = 0, len;
   for (int i = 0; i < L->n_reads; i++) {
-    int64_t step = read_step(&L->reads[i], &len);
+    int64_t step = read_step(&L->reads[i], mapped, &len);
     n += len > 0 ? (len + step - 1) / step : 1;
     total += L->reads[i].nr * L->reads[i].nc;
   }
@@ -574,10 +686,12 @@ static void reads_run(Loader *L) {
   int64_t k = 0;
   for (int i = 0; i < L->n_reads; i++) {
     const Read *r = &L->reads[i];
-    int64_t step = read_step(r, &len), lo = 0;
+    int64_t step = read_step(r, mapped, &len), lo = 0;
     do {
       int64_t hi = len - lo < step ? len : lo + step;
       pieces[k].r = r;
+      pieces[k].dst = L->params[r->param].data;
+      pieces[k].st = mapped ? L->st : NULL;
       pieces[k].lo = lo;
       pieces[k++].hi = hi;
       lo = hi;
@@ -599,7 +713,6 @@ static void reads_run(Loader *L) {
     p->ok = false;
   }
   free(pieces);
-  L->n_reads = 0;
 }
 
 /* Scratch memory (the tied check's row), or a problem when there is none. */
@@ -844,7 +957,7 @@ static int rule_for(Loader *L, const Param *p, int *slot) {
 static void load_canonical(Loader *L, Param *p, const char *note) {
   const RtStTensor *t =
       tensor_fetch(L, p->name, &p->shape, p->name, (IrLoc){0}, note, NULL);
-  if (t) tensor_read(L, t, p->data, (IrLoc){0});
+  if (t) tensor_read(L, t, 0, (IrLoc){0});
 }
 
 /* A shape mismatch that looks like the other layout gets a hint. */
@@ -884,7 +997,7 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
       return;
     }
     const RtStTensor *t = tensor_fetch(L, src, &p->shape, p->name, loc, NULL, NULL);
-    if (t) tensor_read(L, t, p->data, loc);
+    if (t) tensor_read(L, t, 0, loc);
     return;
   }
   if (!is_w && !is_b) {
@@ -915,13 +1028,13 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
   case WX_NORM: {
     const char *hint = transpose_hint(L, name, &p->shape, x);
     const RtStTensor *t = tensor_fetch(L, name, &p->shape, p->name, loc, NULL, hint);
-    if (t) tensor_read(L, t, p->data, loc);
+    if (t) tensor_read(L, t, 0, loc);
     return;
   }
   case WX_CONV1D: {
     if (is_b) {
       const RtStTensor *t = tensor_fetch(L, name, &p->shape, p->name, loc, NULL, NULL);
-      if (t) tensor_read(L, t, p->data, loc);
+      if (t) tensor_read(L, t, 0, loc);
       return;
     }
     int64_t out = p->shape.dims[0], in = p->shape.dims[1];
@@ -929,7 +1042,7 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
     const char *hint = transpose_hint(L, name, &want, x);
     const RtStTensor *t = tensor_fetch(L, name, &want, p->name, loc, NULL, hint);
     if (t) /* stored [in,out] -> [out,in] */
-      read_block(L, t, 0, in, 0, out, 1, p->data, loc);
+      read_block(L, t, 0, in, 0, out, 1, 0, loc);
     return;
   }
   case WX_HEADS: {
@@ -948,7 +1061,7 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
     for (int64_t h = 0; h < H; h++) { /* heads concatenated along dim 0 */
       const char *hn = subst(L->a, name, "{h}", h);
       const RtStTensor *t = tensor_fetch(L, hn, &want, p->name, loc, NULL, NULL);
-      if (t) tensor_read(L, t, p->data + h * dh * row, loc);
+      if (t) tensor_read(L, t, h * dh * row, loc);
     }
     return;
   }
@@ -964,9 +1077,9 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
     const RtStTensor *t = tensor_fetch(L, name, &want, p->name, loc, NULL, hint);
     if (!t) return;
     if (!is_w || x == WX_SPLIT) /* rows [slot*d, (slot+1)*d) of [3d,in] (or of [3d]) */
-      read_block(L, t, slot * d, d, 0, in, 0, p->data, loc);
+      read_block(L, t, slot * d, d, 0, in, 0, 0, loc);
     else /* columns [slot*d, (slot+1)*d) of [in,3d], transposed to [d,in] */
-      read_block(L, t, 0, in, slot * d, d, 1, p->data, loc);
+      read_block(L, t, 0, in, slot * d, d, 1, 0, loc);
     return;
   }
   case WX_TENSOR:
@@ -979,7 +1092,124 @@ static void load_by_rule(Loader *L, Param *p, int ri, int slot) {
 
 /* A tied head: the checkpoint may hold a copy of the embedding under the
  * rule's name (or "head.weight" without a rule); it must be identical. */
-static void check_tied(Loader *L) {
+/* A mapped set's source: each item's reads (those of its param, in
+ * order), from the checkpoint kept open. */
+typedef struct MappedSource {
+  WeightSource base;
+  RtSafetensors *st;
+  const Read *reads;
+  int *first, *count; /* per item: its reads */
+  bool *covered;      /* per item: its reads write every float (else the rest is 0) */
+} MappedSource;
+
+static int mapped_read(const WeightSource *s, int item, int64_t f0, int64_t f1, float *dst,
+                       char *err, size_t errlen) {
+  const MappedSource *m = (const MappedSource *)(const void *)s;
+  if (!m->covered[item]) memset(dst, 0, (size_t)(f1 - f0) * sizeof(float));
+  for (int i = m->first[item]; i < m->first[item] + m->count[item]; i++) {
+    const Read *r = &m->reads[i];
+    int64_t width = r->transpose ? r->nr : r->nc, len = r->transpose ? r->nc : r->nr;
+    int64_t end = r->off + width * len;
+    int64_t a = f0 > r->off ? f0 : r->off, b = f1 < end ? f1 : end;
+    if (a >= b || width <= 0) continue;
+    /* the dst rows that hold [a, b): whole rows straight into dst, else
+     * through a copy of those rows */
+    int64_t lo = (a - r->off) / width, hi = (b - r->off + width - 1) / width;
+    if ((a - r->off) % width == 0 && (b - r->off) % width == 0) {
+      if (read_rows(r, lo, hi, dst + (a - f0), err, errlen)) return 1;
+    } else {
+      float *rows = malloc((size_t)((hi - lo) * width) * sizeof(float));
+      if (!rows) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+      }
+      int bad = read_rows(r, lo, hi, rows, err, errlen);
+      if (!bad)
+        memcpy(dst + (a - f0), rows + (a - r->off - lo * width), (size_t)(b - a) * sizeof(float));
+      free(rows);
+      if (bad) return 1;
+    }
+    /* stored rows read (a transposing read's columns share theirs with
+     * the rest of the block: left to release) */
+    if (!r->transpose) drop_stored_rows(m->st, r, lo, hi);
+  }
+  return 0;
+}
+
+static void mapped_close(void *st) { rt_st_close(st); }
+
+static void mapped_release(const WeightSource *s) {
+  rt_st_release(((const MappedSource *)(const void *)s)->st);
+}
+
+/* An item that is one f32 block of one tensor, as it lies in the mapping
+ * (WeightSource.view): rows of the block as stored, the transpose of a
+ * transposing read, or the tensor whole seen as rows of cols floats. The
+ * file is little-endian: no view on other hosts. */
+static const float *mapped_view(const WeightSource *s, int item, int64_t cols, int64_t *rs,
+                                int64_t *cs) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const MappedSource *m = (const MappedSource *)(const void *)s;
+  if (m->count[item] != 1 || !m->covered[item] || cols <= 0) return NULL;
+  const Read *r = &m->reads[m->first[item]];
+  if (r->t->dtype != RT_F32 || r->off != 0) return NULL;
+  int64_t rows = r->t->rank ? r->t->shape[0] : 1, rest = rows ? rt_st_numel(r->t) / rows : 0;
+  const unsigned char *v = (const unsigned char *)r->t->data + (size_t)(r->r0 * rest + r->c0) * 4;
+  if ((uintptr_t)v % _Alignof(float) != 0) return NULL;
+  if (r->transpose) { /* item row i: column c0 + i of the block */
+    if (r->nr != cols) return NULL;
+    *rs = 1;
+    *cs = rest;
+  } else if (r->nc == cols) {
+    *rs = rest;
+    *cs = 1;
+  } else if (r->c0 == 0 && r->nc == rest) { /* whole rows: one contiguous run */
+    *rs = cols;
+    *cs = 1;
+  } else {
+    return NULL;
+  }
+  return (const float *)(const void *)v;
+#else
+  (void)s, (void)item, (void)cols, (void)rs, (void)cs;
+  return NULL;
+#endif
+}
+
+static void mapped_drop(const WeightSource *s, const void *p, size_t bytes) {
+  rt_st_drop(((const MappedSource *)(const void *)s)->st, p, bytes);
+}
+
+/* A mapped set's source over L's reads (st kept open by the caller) */
+static MappedSource *mapped_source(Loader *L) {
+  Arena *a = L->a;
+  MappedSource *m = arena_alloc(a, sizeof *m);
+  m->base.read = mapped_read;
+  m->base.release = mapped_release;
+  m->base.view = mapped_view;
+  m->base.drop = mapped_drop;
+  m->st = (RtSafetensors *)L->st;
+  m->reads = L->reads;
+  m->first = arena_alloc(a, (size_t)(L->n_params + 1) * sizeof *m->first);
+  m->count = arena_alloc(a, (size_t)(L->n_params + 1) * sizeof *m->count);
+  m->covered = arena_alloc(a, (size_t)(L->n_params + 1) * sizeof *m->covered);
+  int64_t *floats = arena_alloc(a, (size_t)(L->n_params + 1) * sizeof *floats);
+  for (int i = L->n_reads - 1; i >= 0; i--) { /* a param's reads are queued together */
+    const Read *r = &L->reads[i];
+    m->first[r->param] = i;
+    m->count[r->param]++;
+    floats[r->param] += r->nr * r->nc;
+  }
+  for (int i = 0; i < L->n_params; i++) {
+    for (int k = m->first[i]; k < m->first[i] + m->count[i]; k++)
+      TFMC_ASSERT(L->reads[k].param == i);
+    m->covered[i] = floats[i] == shape_numel(&L->params[i].shape);
+  }
+  return m;
+}
+
+/* m: a mapped load's source (the embedding has no data), else NULL */
+static void check_tied(Loader *L, const MappedSource *m) {
   if (!model_head_tied(L)) return;
   const Param *emb = NULL;
   for (int i = 0; i < L->n_params && !emb; i++)
@@ -1002,21 +1232,24 @@ static void check_tied(Loader *L) {
   if (!t || !emb->ok) return;
   /* row by row through one row's buffer: a scratch copy of the whole
    * matrix (GPT-2's stored lm_head: 154 MB) faulted in that many fresh
-   * pages */
+   * pages; a mapped load's embedding row through a second one */
   int64_t rows = emb->shape.rank ? emb->shape.dims[0] : 1;
   int64_t cols = rows ? shape_numel(&emb->shape) / rows : 0;
-  float *row = scratch_alloc(L, cols > 0 ? cols : 1, who, loc, name);
+  float *row = scratch_alloc(L, 2 * (cols > 0 ? cols : 1), who, loc, name);
   if (!row) return;
+  float *erow = row + (cols > 0 ? cols : 1);
   double maxd = 0;
   int64_t at = -1;
   for (int64_t i = 0; i < rows; i++) {
     char err[256];
-    if (rt_st_read_f32_block(t, i, 1, 0, cols, 0, row, err, sizeof err)) {
+    if (rt_st_read_f32_block(t, i, 1, 0, cols, 0, row, err, sizeof err) ||
+        (m && mapped_read(&m->base, (int)(emb - L->params), i * cols, (i + 1) * cols, erow, err,
+                          sizeof err))) {
       problem_add(L, PROB_READ, loc, t->name, NULL, NULL, t->dtype, who, arena_strdup(L->a, err));
       free(row);
       return;
     }
-    const float *e = emb->data + i * cols;
+    const float *e = m ? erow : emb->data + i * cols;
     for (int64_t k = 0; k < cols; k++) {
       if (row[k] == e[k]) continue;
       double dd = fabs((double)row[k] - (double)e[k]);
@@ -1175,8 +1408,9 @@ int64_t weights_bytes(const IrGraph *g) {
   return total;
 }
 
-WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
-                        const RtSafetensors *st, Diags *d) {
+
+static WeightSet *load(Arena *a, const IrGraph *g, const Spec *spec, const RtSafetensors *st,
+                       Diags *d, bool mapped) {
   int errors0 = d->n_errors;
   Loader L;
   memset(&L, 0, sizeof L);
@@ -1196,25 +1430,29 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
    * of each (its unaligned ends) on 4 KiB pages, ~150 MB of gpt2-small's */
   size_t total = 0;
   bool fits = true;
-  for (int i = 0; i < L.n_params; i++) {
+  for (int i = 0; i < L.n_params && !mapped; i++) {
     size_t bytes = ((size_t)shape_numel(&L.params[i].shape) * sizeof(float) + 63) & ~(size_t)63;
     fits = fits && bytes <= SIZE_MAX - 64 - total;
     total += fits ? bytes : 0;
   }
-  unsigned char *block = fits ? arena_try_alloc(a, total + 64) : NULL;
-  if (!block) {
+  unsigned char *block = mapped ? NULL : fits ? arena_try_alloc(a, total + 64) : NULL;
+  if (!block && !mapped) {
     diag_error(d, (IrLoc){0},
                "out of memory: the weights of '%s' need %lld bytes as f32, more than this "
                "process can allocate",
                g->name, (long long)weights_bytes(g));
     return NULL;
   }
-  block = (unsigned char *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
-  rt_weights_advise_huge(block, total);
+  if (block) {
+    block = (unsigned char *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    rt_weights_advise_huge(block, total);
+  }
   for (int i = 0; i < L.n_params; i++) {
     Param *p = &L.params[i];
-    p->data = (float *)(void *)block;
-    block += ((size_t)shape_numel(&p->shape) * sizeof(float) + 63) & ~(size_t)63;
+    if (block) {
+      p->data = (float *)(void *)block;
+      block += ((size_t)shape_numel(&p->shape) * sizeof(float) + 63) & ~(size_t)63;
+    }
     int probs0 = 0;
     for (int k = 0; k < L.n_probs; k++) probs0 += L.probs[k].n_params;
     L.cur = i;
@@ -1234,8 +1472,11 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
     for (int k = 0; k < L.n_probs; k++) probs1 += L.probs[k].n_params;
     p->ok = probs1 == probs0;
   }
-  reads_run(&L);
-  check_tied(&L);
+  reads_run(&L, mapped);
+  MappedSource *m = mapped ? mapped_source(&L) : NULL;
+  check_tied(&L, m);
+  /* what the tied check read (two vocab x d matrices), out again */
+  if (m) rt_st_release(m->st);
   summary_report(&L);
   problems_report(&L);
   report_unexpected(&L);
@@ -1248,7 +1489,21 @@ WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec,
     ws->items[i] = (Weight){L.params[i].name, L.params[i].type, L.params[i].data};
     ws->nonfinite[i] = L.params[i].nonfinite;
   }
+  if (m) {
+    ws->src = &m->base;
+    arena_on_destroy(a, mapped_close, m->st);
+  }
   return ws;
+}
+
+WeightSet *weights_load(Arena *a, const IrGraph *g, const Spec *spec, const RtSafetensors *st,
+                        Diags *d) {
+  return load(a, g, spec, st, d, false);
+}
+
+WeightSet *weights_load_mapped(Arena *a, const IrGraph *g, const Spec *spec, RtSafetensors *st,
+                               Diags *d) {
+  return load(a, g, spec, st, d, true);
 }
 
 /* ---- random init ----

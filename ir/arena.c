@@ -18,8 +18,15 @@ typedef struct Chunk {
   _Alignas(16) unsigned char data[];
 } Chunk;
 
+typedef struct Hook {
+  struct Hook *next;
+  void (*fn)(void *);
+  void *ctx;
+} Hook;
+
 struct Arena {
   Chunk *head;
+  Hook *hooks; /* arena_on_destroy's, the last one first */
 };
 
 _Noreturn void tfmc_assert_fail(const char *file, int line, const char *what) {
@@ -36,6 +43,7 @@ Arena *arena_create(void) {
 
 void arena_destroy(Arena *a) {
   if (!a) return;
+  for (Hook *h = a->hooks; h; h = h->next) h->fn(h->ctx);
   Chunk *c = a->head;
   while (c) {
     Chunk *n = c->next;
@@ -117,4 +125,10 @@ void arena_grow(Arena *a, void **arr, int *cap, int need, size_t elem) {
   if (*arr) memcpy(p, *arr, (size_t)*cap * elem);
   *arr = p;
   *cap = nc;
+}
+
+void arena_on_destroy(Arena *a, void (*fn)(void *), void *ctx) {
+  Hook *h = arena_alloc(a, sizeof *h);
+  *h = (Hook){a->hooks, fn, ctx};
+  a->hooks = h;
 }

@@ -39,7 +39,8 @@ bool ir_param_concat_compute(const IrGraph *g, int id, const WeightSet *w, float
   for (int k = 0; k < n->n_operands; k++) {
     const IrNode *p = &g->nodes[n->operands[k]];
     src[k] = ir_weights_find(w, p->attrs.name);
-    if (!src[k] || !ir_type_eq(&src[k]->type, &p->type) || (numel(&p->type) && !src[k]->data)) {
+    if (!src[k] || !ir_type_eq(&src[k]->type, &p->type) ||
+        (numel(&p->type) && !src[k]->data && !w->src)) {
       snprintf(err, errlen, "derived param '%s' needs weight '%s' as %s", n->attrs.name,
                p->attrs.name, src[k] ? "the graph declares it" : "loaded");
       return false;
@@ -48,7 +49,9 @@ bool ir_param_concat_compute(const IrGraph *g, int id, const WeightSet *w, float
   for (int64_t o = 0; o < outer; o++)
     for (int k = 0; k < n->n_operands; k++) {
       int64_t chunk = src[k]->type.dims[axis].value * inner;
-      if (chunk) memcpy(dst + row, src[k]->data + o * chunk, (size_t)chunk * sizeof(float));
+      /* from the checkpoint itself when the operand was never read */
+      if (ir_weight_read(w, src[k], o * chunk, (o + 1) * chunk, dst + row, err, errlen))
+        return false;
       row += chunk;
     }
   return true;
@@ -64,6 +67,9 @@ WeightSet *ir_weights_derive(Arena *a, const IrGraph *g, const WeightSet *w, cha
   out->items = arena_alloc(a, (size_t)(have + n_derived) * sizeof *out->items);
   if (have) memcpy(out->items, w->items, (size_t)have * sizeof *out->items);
   out->n = have;
+  /* the same items first, so w's source reads them by the same index */
+  out->src = w ? w->src : NULL;
+  out->nonfinite = NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
     if (n->op != IR_OP_PARAM_CONCAT) continue;

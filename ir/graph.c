@@ -6,6 +6,7 @@
 #include "ir.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const IrOpInfo ir_op_info[IR_OP_COUNT] = {
@@ -522,4 +523,24 @@ const Weight *ir_weights_find(const WeightSet *w, const char *name) {
   for (int i = 0; i < w->n; i++)
     if (strcmp(w->items[i].name, name) == 0) return &w->items[i];
   return NULL;
+}
+
+int ir_weight_read(const WeightSet *w, const Weight *wt, int64_t f0, int64_t f1, float *dst,
+                   char *err, size_t errlen) {
+  if (f1 <= f0) return 0;
+  if (wt->data) {
+    memcpy(dst, wt->data + f0, (size_t)(f1 - f0) * sizeof(float));
+    return 0;
+  }
+  if (!w->src || wt < w->items || wt >= w->items + w->n) {
+    snprintf(err, errlen, "weight '%s' has no data", wt->name);
+    return 1;
+  }
+  return w->src->read(w->src, (int)(wt - w->items), f0, f1, dst, err, errlen);
+}
+
+bool ir_weight_same(const WeightSet *wa, const Weight *a, const WeightSet *wb, const Weight *b) {
+  if (!a || !b || !ir_type_eq(&a->type, &b->type)) return false;
+  if (a->data || b->data) return a->data == b->data;
+  return wa->src && wa->src == wb->src && a - wa->items == b - wb->items;
 }

@@ -48,6 +48,10 @@ char *arena_printf(Arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Grows *arr (element size elem) to hold at least need elements. */
 void arena_grow(Arena *a, void **arr, int *cap, int need, size_t elem);
+/* fn(ctx) when a is destroyed, before its memory is freed (the last one
+ * registered first): what an arena's data holds open (a mapped
+ * checkpoint). */
+void arena_on_destroy(Arena *a, void (*fn)(void *), void *ctx);
 
 /* Internal-bug assertion: prints file:line and aborts. Never for user errors. */
 #define TFMC_ASSERT(cond)                                                     \
@@ -292,8 +296,30 @@ void ir_graph_add_output(IrGraph *g, const char *name, int value);
 typedef struct Weight {
   const char *name; /* canonical param name (the param node's name) */
   IrType type;      /* constant dims */
-  float *data;      /* arena-owned, row-major */
+  float *data;      /* arena-owned, row-major; NULL: read from the set's src as needed */
 } Weight;
+
+/* Where a set's weights without data come from (weights_load_mapped: a
+ * checkpoint kept mapped, read where the packer or a derived param needs
+ * it, never into an f32 copy of the whole model). read writes floats
+ * [f0, f1) of item's row-major data to dst: 0, or 1 with a message. */
+typedef struct WeightSource {
+  int (*read)(const struct WeightSource *s, int item, int64_t f0, int64_t f1, float *dst,
+              char *err, size_t errlen);
+  /* NULL, or a hint that nothing is read for a while (the packer is done):
+   * the checkpoint's pages may leave the process's memory */
+  void (*release)(const struct WeightSource *s);
+  /* NULL, or item's data as stored, where it is one block of f32 values
+   * in the source's memory, seen as a matrix of rows of `cols` floats:
+   * element (i, p) at v[i * *rs + p * *cs] (*cs 1: rows as stored; *rs 1:
+   * the stored tensor's transpose, a Conv1D's [in, out]); NULL otherwise
+   * (other dtypes, pieces of several tensors, a misaligned block) */
+  const float *(*view)(const struct WeightSource *s, int item, int64_t cols, int64_t *rs,
+                       int64_t *cs);
+  /* NULL, or a hint that [p, p + bytes) of a view is done with: its
+   * pages may leave the process (a later read faults them back) */
+  void (*drop)(const struct WeightSource *s, const void *p, size_t bytes);
+} WeightSource;
 
 typedef struct WeightSet {
   Weight *items;
@@ -301,10 +327,19 @@ typedef struct WeightSet {
   /* per item, its NaN and Inf values as read from a checkpoint (counted
    * by weights_load while it reads); NULL for other sets */
   int64_t *nonfinite;
+  const WeightSource *src; /* NULL: every item has data */
 } WeightSet;
 
 /* The weight of that name, or NULL (also for NULL arguments). */
 const Weight *ir_weights_find(const WeightSet *w, const char *name);
+/* Floats [f0, f1) of weight wt (an item of w) into dst, from its data or
+ * w's source: 0, or 1 with a message. */
+int ir_weight_read(const WeightSet *w, const Weight *wt, int64_t f0, int64_t f1, float *dst,
+                   char *err, size_t errlen);
+/* Whether a and b (items of sets wa and wb) are the same weight: the same
+ * data, or, for weights read from a source, the same item of one source
+ * (a derived set shares its base set's items and source). */
+bool ir_weight_same(const WeightSet *wa, const Weight *a, const WeightSet *wb, const Weight *b);
 
 /* ---- derived.c: derived parameters (param.concat) ----
  * ir_param_concat_compute writes the value of param.concat node id of g

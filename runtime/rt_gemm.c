@@ -1779,14 +1779,26 @@ int64_t rt_gemm_packed_floats(int64_t n, int64_t k) {
 }
 
 void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst) {
+  rt_gemm_pack_strided(n, k, 0, k, w, k, 1, dst);
+}
+
+void rt_gemm_pack_strided(int64_t n, int64_t k, int64_t p0, int64_t p1, const float *w,
+                          int64_t rs, int64_t cs, float *dst) {
   for (int64_t q = 0; q < n; q += GEMM_PANEL) {
     float *d = dst + q * k;
     int64_t cols = n - q < GEMM_PANEL ? n - q : GEMM_PANEL;
-    for (int64_t j = 0; j < GEMM_PANEL; j++) {
-      const float *src = w + (q + j) * k;
-      for (int64_t p = 0; p < k; p++)
-        d[p * GEMM_PANEL + j] = j < cols ? src[p] : 0.0f;
-    }
+    if (cs == 1) /* rows as stored: each read in order, written 16 floats apart */
+      for (int64_t j = 0; j < GEMM_PANEL; j++) {
+        const float *src = w + (q + j) * rs;
+        for (int64_t p = p0; p < p1; p++)
+          d[p * GEMM_PANEL + j] = j < cols ? src[p] : 0.0f;
+      }
+    else /* a step's 16 columns lie rs apart (1: one run), as they go in the panel */
+      for (int64_t p = p0; p < p1; p++) {
+        const float *src = w + p * cs + q * rs;
+        for (int64_t j = 0; j < GEMM_PANEL; j++)
+          d[p * GEMM_PANEL + j] = j < cols ? src[j * rs] : 0.0f;
+      }
   }
 }
 

@@ -87,6 +87,13 @@ void rt_linear_packed(RtPool *pool, int64_t m, int64_t n, int64_t k, const float
  * for the bf16 and int8 packings with their own sizes. */
 int64_t rt_gemm_packed_floats(int64_t n, int64_t k);
 void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst);
+/* The same packing of a strided [N, K] matrix, element (i, p) at
+ * w[i * rs + p * cs] (rs = K, cs = 1: rt_gemm_pack's w; rs = 1, cs = N:
+ * w stored transposed, as a Conv1D's [in, out]), steps [p0, p1) only,
+ * written where they lie in dst (the whole matrix's packing): a matrix
+ * can also be packed in pieces of K. */
+void rt_gemm_pack_strided(int64_t n, int64_t k, int64_t p0, int64_t p1, const float *w,
+                          int64_t rs, int64_t cs, float *dst);
 
 /* bf16 weights (--weights-dtype bf16): w packed by rt_gemm_pack_bf16, the
  * same panels of 16 output columns holding bf16 pairs of k-steps

@@ -11,6 +11,7 @@
  *     meta[] by key; every string is valid UTF-8 and owned by the handle.
  * Tensor data is never dereferenced as a wider type: values are assembled
  * from little-endian bytes, so unaligned data and big-endian hosts work. */
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED (rt_st_release, rt_st_drop) */
 #include "rt_safetensors.h"
 
 #include "rt_file.h"
@@ -173,6 +174,29 @@ void rt_st_close(RtSafetensors *st) {
   free(st->meta);
   if (st->map) munmap(st->map, st->map_len);
   free(st);
+}
+
+void rt_st_release(RtSafetensors *st) {
+#ifdef MADV_DONTNEED
+  if (st && st->map) madvise(st->map, st->map_len, MADV_DONTNEED);
+#else
+  (void)st;
+#endif
+}
+
+void rt_st_drop(const RtSafetensors *st, const void *p, size_t bytes) {
+#ifdef MADV_DONTNEED
+  if (!st || !st->map || !p || !bytes) return;
+  uintptr_t base = (uintptr_t)st->map, lo = (uintptr_t)p, hi = lo + bytes;
+  if (lo < base || hi < lo || hi > base + st->map_len) return;
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  lo = (lo + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page; /* whole pages inside */
+  hi = hi / (uintptr_t)page * (uintptr_t)page;
+  if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+  (void)st, (void)p, (void)bytes;
+#endif
 }
 
 static char *dup_bytes(const char *s, size_t n) {

@@ -68,6 +68,14 @@ int rt_st_open(const char *path, RtSafetensors **out, char *err, size_t errlen);
 int rt_st_parse(const void *buf, size_t len, const char *label,
                 RtSafetensors **out, char *err, size_t errlen);
 void rt_st_close(RtSafetensors *st);
+/* A hint that nothing will be read for a while: the mapped file's pages
+ * leave this process (they stay in the page cache, and the next read
+ * faults them back). Nothing for a parsed buffer or where unsupported. */
+void rt_st_release(RtSafetensors *st);
+/* The same for the whole pages of the mapping inside [p, p + bytes) (a
+ * block that was read and will not be for a while; pages it shares with
+ * its neighbours stay). Nothing outside the mapping. */
+void rt_st_drop(const RtSafetensors *st, const void *p, size_t bytes);
 
 int rt_st_count(const RtSafetensors *st);
 const RtStTensor *rt_st_get(const RtSafetensors *st, int i); /* file order by offset */

@@ -407,8 +407,16 @@ static int bind_param(Interp *in, int id) {
   for (int i = 0; i < v->rank; i++) v->dims[i] = nd->type.dims[i].value;
   int64_t n = tensor_numel(v);
   if (n < 0) return node_fail(in, id, "param '%s' is too large", name);
-  if (n > 0 && !wt->data) return node_fail(in, id, "param '%s' has no data", name);
   v->data = wt->data;
+  if (n > 0 && !v->data && in->w->src) { /* a mapped set's: read it whole, once per run */
+    char err[256];
+    float *data = arena_try_alloc(in->a, (size_t)n * sizeof(float));
+    if (!data) return node_fail(in, id, "out of memory reading param '%s'", name);
+    if (ir_weight_read(in->w, wt, 0, n, data, err, sizeof err))
+      return node_fail(in, id, "param '%s': %s", name, err);
+    v->data = data;
+  }
+  if (n > 0 && !v->data) return node_fail(in, id, "param '%s' has no data", name);
   in->owned[id] = false;
   return 0;
 }

@@ -48,7 +48,8 @@ static void build_op(int op, Built *b) {
             d.captured ? d.captured : "");
   b->info = pass_model_info(c->a, c->g, b->p, c->vocab, -1);
   b->packed = arena_alloc(c->a, (size_t)b->info->weights_floats * 4 + 4);
-  backend_pack_weights(b->p, ws, b->packed, 0);
+  char perr[256];
+  cr_assert_eq(backend_pack_weights(b->p, ws, b->packed, 0, perr, sizeof perr), 0, "%s", perr);
 }
 
 /* Emits op's project into dir/NAME, writes its inputs to dir/NAME/in.safetensors. */

@@ -353,7 +353,8 @@ static void check_image_holds(const float *image, int64_t base, const Compiled *
   const LoopProgram *p = c->prog;
   float *own = malloc((size_t)(p->weights_floats + 1) * 4);
   cr_assert(own);
-  backend_pack_weights(p, c->w, own, 0);
+  char err[256];
+  cr_assert_eq(backend_pack_weights(p, c->w, own, 0, err, sizeof err), 0, "%s", err);
   for (int b = 0; b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
     if (lb->kind != LB_WEIGHT) continue;
