@@ -1784,21 +1784,27 @@ void rt_gemm_pack(int64_t n, int64_t k, const float *w, float *dst) {
 
 void rt_gemm_pack_strided(int64_t n, int64_t k, int64_t p0, int64_t p1, const float *w,
                           int64_t rs, int64_t cs, float *dst) {
+  if (cs != 1) { /* a step's columns lie rs apart (1: one run): step by step, every panel
+                  * (panel by panel, every step: 2x as long, a stored row per step) */
+    for (int64_t p = p0; p < p1; p++)
+      for (int64_t q = 0; q < n; q += GEMM_PANEL) {
+        const float *src = w + p * cs + q * rs;
+        float *d = dst + q * k + p * GEMM_PANEL;
+        int64_t cols = n - q < GEMM_PANEL ? n - q : GEMM_PANEL;
+        for (int64_t j = 0; j < GEMM_PANEL; j++) d[j] = j < cols ? src[j * rs] : 0.0f;
+      }
+    return;
+  }
+  /* rows as stored: a panel's 16 rows side by side, step by step, so that
+   * each step's 16 floats are written at once (a row's whole K at a time,
+   * written 64 bytes apart, took 1.8x as long: 3072 x 768, 3.4 -> 1.9 ms) */
   for (int64_t q = 0; q < n; q += GEMM_PANEL) {
     float *d = dst + q * k;
     int64_t cols = n - q < GEMM_PANEL ? n - q : GEMM_PANEL;
-    if (cs == 1) /* rows as stored: each read in order, written 16 floats apart */
-      for (int64_t j = 0; j < GEMM_PANEL; j++) {
-        const float *src = w + (q + j) * rs;
-        for (int64_t p = p0; p < p1; p++)
-          d[p * GEMM_PANEL + j] = j < cols ? src[p] : 0.0f;
-      }
-    else /* a step's 16 columns lie rs apart (1: one run), as they go in the panel */
-      for (int64_t p = p0; p < p1; p++) {
-        const float *src = w + p * cs + q * rs;
-        for (int64_t j = 0; j < GEMM_PANEL; j++)
-          d[p * GEMM_PANEL + j] = j < cols ? src[j * rs] : 0.0f;
-      }
+    const float *src[GEMM_PANEL];
+    for (int64_t j = 0; j < GEMM_PANEL; j++) src[j] = w + (j < cols ? q + j : q) * rs;
+    for (int64_t p = p0; p < p1; p++)
+      for (int64_t j = 0; j < GEMM_PANEL; j++) d[p * GEMM_PANEL + j] = j < cols ? src[j][p] : 0.0f;
   }
 }
 
