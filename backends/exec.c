@@ -17,6 +17,7 @@
 #include "runtime/rt_pool.h"
 #include "runtime/rt_profile.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -185,9 +186,18 @@ typedef struct PackPiece {
   int64_t rs, cs;   /* the view's strides */
   float *dst;       /* the buffer's start */
   int64_t q0, q1, p0, p1;
+  struct PackViewed *viewed; /* a viewed weight's pieces left, shared by them */
   int failed;
   char err[200];
 } PackPiece;
+
+/* A viewed weight: its pieces not yet done, and the floats of the view
+ * they read, dropped when the last is (whatever the pieces did not drop
+ * themselves: a transposed view read whole rows into a scratch) */
+typedef struct PackViewed {
+  atomic_int left;
+  const float *lo, *hi;
+} PackViewed;
 
 /* a view's floats [a, b) done with (WeightSource.drop) */
 static void view_drop(const PackPiece *pc, const float *a, const float *b) {
@@ -204,7 +214,17 @@ static bool scratch_reserve(float **scratch, int64_t *cap, int64_t n) {
   return *scratch != NULL;
 }
 
-static void pack_piece(PackPiece *pc, float **scratch, int64_t *cap) {
+/* rows [q0, q1) of a view not in one run into dst ([rows, k]), 16 at a
+ * time (a transposed view's 16 floats per stored row in one line) */
+static void view_rows(const PackPiece *pc, int64_t k, float *dst) {
+  for (int64_t i0 = pc->q0; i0 < pc->q1; i0 += 16) {
+    int64_t i1 = pc->q1 - i0 < 16 ? pc->q1 : i0 + 16;
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t i = i0; i < i1; i++) dst[(i - pc->q0) * k + p] = pc->v[i * pc->rs + p * pc->cs];
+  }
+}
+
+static void pack_piece_body(PackPiece *pc, float **scratch, int64_t *cap) {
   const LBuffer *lb = pc->lb;
   int64_t k = lb->cols, rows = pc->q1 - pc->q0;
   const float *w = pc->wt->data ? pc->wt->data + pc->q0 * k : NULL;
@@ -224,7 +244,16 @@ static void pack_piece(PackPiece *pc, float **scratch, int64_t *cap) {
     return;
   }
   const float *viewed = NULL; /* rows in one run: the bf16 and int8 packers read them in place */
-  if (!w && pc->v) w = viewed = pc->v + pc->q0 * k;
+  if (!w && pc->v && pc->cs == 1 && pc->rs == k) w = viewed = pc->v + pc->q0 * k;
+  if (!w && pc->v) { /* rows of a view not in one run, through a scratch */
+    if (!scratch_reserve(scratch, cap, rows * k)) {
+      pc->failed = 1;
+      snprintf(pc->err, sizeof pc->err, "out of memory");
+      return;
+    }
+    view_rows(pc, k, *scratch);
+    w = *scratch;
+  }
   if (!w && lb->layout == LW_PLAIN) { /* straight from the checkpoint into place */
     pc->failed = ir_weight_read(pc->set, pc->wt, pc->q0, pc->q1, pc->dst + pc->q0, pc->err,
                                 sizeof pc->err);
@@ -259,6 +288,12 @@ static void pack_piece(PackPiece *pc, float **scratch, int64_t *cap) {
   if (viewed) view_drop(pc, viewed, viewed + rows * k);
 }
 
+static void pack_piece(PackPiece *pc, float **scratch, int64_t *cap) {
+  pack_piece_body(pc, scratch, cap);
+  if (pc->viewed && atomic_fetch_sub(&pc->viewed->left, 1) == 1)
+    view_drop(pc, pc->viewed->lo, pc->viewed->hi);
+}
+
 /* pieces [lo, hi) (an RtTaskFn) */
 static void pack_pieces(void *ctx, int64_t lo, int64_t hi) {
   PackPiece *pieces = ctx;
@@ -279,7 +314,9 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
   enum { PIECE_FLOATS = 1 << 20 };
   size_t n = 0, cap = 64;
   PackPiece *pieces = malloc(cap * sizeof *pieces);
-  TFMC_ASSERT(pieces);
+  PackViewed *viewed_bufs = malloc((size_t)(p->n_bufs + 1) * sizeof *viewed_bufs);
+  TFMC_ASSERT(pieces && viewed_bufs);
+  for (int b = 0; b < p->n_bufs; b++) atomic_init(&viewed_bufs[b].left, 0);
   for (int b = 0; b < p->n_bufs; b++) {
     const LBuffer *lb = &p->bufs[b];
     if (lb->kind != LB_WEIGHT || lb->offset < from) continue;
@@ -303,7 +340,7 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
                      : wt->type.rank        ? wt->type.dims[wt->type.rank - 1].value
                                             : 1;
       v = w->src->view(w->src, (int)(wt - w->items), cols, &rs, &cs);
-      if (v && lb->layout != LW_PANELS && !(cs == 1 && rs == cols)) v = NULL;
+      if (v && lb->layout == LW_PLAIN && !(cs == 1 && rs == cols)) v = NULL;
     }
     /* pieces of rows with all of K; viewed transposed, pieces of K with
      * every row instead, so that each piece reads, and drops, stored rows
@@ -311,6 +348,13 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
     int by_k = v && lb->layout == LW_PANELS && cs != 1;
     int64_t kstep = by_k && lb->rows > 0 ? PIECE_FLOATS / lb->rows : kk;
     if (kstep < 1) kstep = 1;
+    PackViewed *viewed = v ? &viewed_bufs[b] : NULL;
+    if (viewed) {
+      int64_t rows = lb->layout == LW_PLAIN ? 1 : lb->rows;
+      int64_t cols = lb->layout == LW_PLAIN ? numel : kk;
+      viewed->lo = v;
+      viewed->hi = v + (rows - 1) * rs + (cols - 1) * cs + 1;
+    }
     for (int64_t q0 = 0, p0 = 0; q0 < total;) {
       if (n == cap) {
         cap *= 2;
@@ -319,8 +363,9 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
       }
       int64_t q1 = by_k || total - q0 < step ? total : q0 + step;
       int64_t p1 = by_k && kk - p0 > kstep ? p0 + kstep : kk;
-      pieces[n++] =
-          (PackPiece){lb, w, wt, v, rs, cs, dst + (lb->offset - from), q0, q1, p0, p1, 0, ""};
+      if (viewed) atomic_fetch_add(&viewed->left, 1);
+      pieces[n++] = (PackPiece){lb,     w,  wt, v,  rs, cs, dst + (lb->offset - from),
+                                q0,     q1, p0, p1, viewed, 0, ""};
       if (p1 < kk) {
         p0 = p1;
       } else {
@@ -340,6 +385,7 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
       rc = 1;
     }
   free(pieces);
+  free(viewed_bufs);
   return rc;
 }
 

@@ -106,10 +106,11 @@ int backend_run_tensors(const char *backend, const IrGraph *g, const WeightSet *
  * the weight buffers at offset >= from, dst holding floats [from,
  * weights_floats) (the rest another program packed: driver.c). Weights
  * without data are read from w's source piece by piece: an f32 block
- * the source lends as it lies (WeightSource.view) packed from there and
- * dropped behind (WeightSource.drop), others read (plain ones into
- * place, panels through a scratch per thread). Returns 0, or 1 with a
- * message when a read fails. */
+ * the source lends as it lies (WeightSource.view) packed from there (or
+ * its rows gathered into a scratch per thread, for bf16 and int8 panels
+ * of a transposed one) and dropped behind (WeightSource.drop), others
+ * read (plain ones into place, panels through the scratch). Returns 0,
+ * or 1 with a message when a read fails. */
 struct LoopProgram;
 int backend_pack_weights(const struct LoopProgram *p, const WeightSet *w, float *dst,
                          int64_t from, char *err, size_t errlen);
