@@ -205,13 +205,19 @@ static void view_drop(const PackPiece *pc, const float *a, const float *b) {
   if (src->drop && b > a) src->drop(src, a, (size_t)(b - a) * sizeof(float));
 }
 
-/* *scratch (*cap floats) grown to n floats; false when out of memory */
-static bool scratch_reserve(float **scratch, int64_t *cap, int64_t n) {
-  if (n <= *cap) return true;
-  free(*scratch);
-  *scratch = malloc((size_t)n * sizeof(float));
-  *cap = *scratch ? n : 0;
-  return *scratch != NULL;
+/* *scratch (*cap floats) grown to n floats; NULL (the piece failed) when
+ * out of memory */
+static float *scratch_reserve(PackPiece *pc, float **scratch, int64_t *cap, int64_t n) {
+  if (n > *cap) {
+    free(*scratch);
+    *scratch = malloc((size_t)n * sizeof(float));
+    *cap = *scratch ? n : 0;
+  }
+  if (!*scratch) {
+    pc->failed = 1;
+    snprintf(pc->err, sizeof pc->err, "out of memory");
+  }
+  return *scratch;
 }
 
 /* rows [q0, q1) of a view not in one run into dst ([rows, k]), 16 at a
@@ -246,11 +252,7 @@ static void pack_piece_body(PackPiece *pc, float **scratch, int64_t *cap) {
   const float *viewed = NULL; /* rows in one run: the bf16 and int8 packers read them in place */
   if (!w && pc->v && pc->cs == 1 && pc->rs == k) w = viewed = pc->v + pc->q0 * k;
   if (!w && pc->v) { /* rows of a view not in one run, through a scratch */
-    if (!scratch_reserve(scratch, cap, rows * k)) {
-      pc->failed = 1;
-      snprintf(pc->err, sizeof pc->err, "out of memory");
-      return;
-    }
+    if (!scratch_reserve(pc, scratch, cap, rows * k)) return;
     view_rows(pc, k, *scratch);
     w = *scratch;
   }
@@ -260,11 +262,7 @@ static void pack_piece_body(PackPiece *pc, float **scratch, int64_t *cap) {
     return;
   }
   if (!w) { /* the piece's rows from the checkpoint into a scratch kept in cache */
-    if (!scratch_reserve(scratch, cap, rows * k)) {
-      pc->failed = 1;
-      snprintf(pc->err, sizeof pc->err, "out of memory");
-      return;
-    }
+    if (!scratch_reserve(pc, scratch, cap, rows * k)) return;
     pc->failed = ir_weight_read(pc->set, pc->wt, pc->q0 * k, pc->q1 * k, *scratch, pc->err,
                                 sizeof pc->err);
     if (pc->failed) return;
@@ -335,12 +333,12 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
      * source has one in the layout the packer reads (plain: one run) */
     const float *v = NULL;
     int64_t rs = 0, cs = 0, kk = lb->layout == LW_PLAIN ? 1 : lb->cols;
-    if (!wt->data && w->src && w->src->view && numel > 0) {
-      int64_t cols = lb->layout != LW_PLAIN ? lb->cols
-                     : wt->type.rank        ? wt->type.dims[wt->type.rank - 1].value
-                                            : 1;
-      v = w->src->view(w->src, (int)(wt - w->items), cols, &rs, &cs);
-      if (v && lb->layout == LW_PLAIN && !(cs == 1 && rs == cols)) v = NULL;
+    int64_t vcols = lb->layout != LW_PLAIN ? lb->cols /* the view's matrix: numel / vcols rows */
+                    : wt->type.rank        ? wt->type.dims[wt->type.rank - 1].value
+                                           : 1;
+    if (!wt->data && w->src && w->src->view && numel > 0 && vcols > 0) {
+      v = w->src->view(w->src, (int)(wt - w->items), vcols, &rs, &cs);
+      if (v && lb->layout == LW_PLAIN && !(cs == 1 && rs == vcols)) v = NULL;
     }
     /* pieces of rows with all of K; viewed transposed, pieces of K with
      * every row instead, so that each piece reads, and drops, stored rows
@@ -349,11 +347,9 @@ int backend_pack_weights(const LoopProgram *p, const WeightSet *w, float *dst, i
     int64_t kstep = by_k && lb->rows > 0 ? PIECE_FLOATS / lb->rows : kk;
     if (kstep < 1) kstep = 1;
     PackViewed *viewed = v ? &viewed_bufs[b] : NULL;
-    if (viewed) {
-      int64_t rows = lb->layout == LW_PLAIN ? 1 : lb->rows;
-      int64_t cols = lb->layout == LW_PLAIN ? numel : kk;
+    if (viewed) { /* the view's first and past its last element */
       viewed->lo = v;
-      viewed->hi = v + (rows - 1) * rs + (cols - 1) * cs + 1;
+      viewed->hi = v + (numel / vcols - 1) * rs + (vcols - 1) * cs + 1;
     }
     for (int64_t q0 = 0, p0 = 0; q0 < total;) {
       if (n == cap) {

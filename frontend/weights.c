@@ -541,68 +541,37 @@ static int64_t count_nonfinite(const float *x, int64_t n) {
 
 /* NaN and Inf among a stored block's values (rows r0.., columns c0.. of
  * the tensor seen as [shape[0], rest]), counted on the stored bits where
- * the dtype allows (f32, f16, bf16: the exponent all ones; the file is
- * little-endian, so byte by byte on any host); -1 for other dtypes. */
+ * the dtype allows (f32, f16, bf16: the exponent all ones); -1 for other
+ * dtypes. Each value is read as a host word and tested against the
+ * exponent's bits as the file's little-endian bytes hold them, read the
+ * same way: one test on either byte order, in whole-word loops (byte by
+ * byte, this count took 15% of a gpt2-small run). */
 static int64_t count_nonfinite_stored(const RtStTensor *t, int64_t r0, int64_t nr, int64_t c0,
                                       int64_t nc) {
+  static const unsigned char f32[4] = {0, 0, 0x80, 0x7f}, f16[2] = {0, 0x7c},
+                             bf16[2] = {0x80, 0x7f};
+  const unsigned char *half = t->dtype == RT_F16 ? f16 : t->dtype == RT_BF16 ? bf16 : NULL;
+  if (t->dtype != RT_F32 && !half) return -1;
+  uint32_t m32;
+  uint16_t m16 = 0;
+  memcpy(&m32, f32, 4);
+  if (half) memcpy(&m16, half, 2);
   int64_t rows = t->rank ? t->shape[0] : 1, rest = rows ? rt_st_numel(t) / rows : 0;
-  const unsigned char *base = t->data;
   int64_t c = 0;
   for (int64_t r = r0; r < r0 + nr; r++) {
-    int64_t at = r * rest + c0;
-    switch (t->dtype) {
-    /* whole words on a little-endian host (the loops vectorise: byte by
-     * byte this count took 15% of a gpt2-small run), bytes elsewhere */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    case RT_F32: {
-      const unsigned char *b = base + at * 4;
-      for (int64_t k = 0; k < nc; k++) {
-        uint32_t u;
-        memcpy(&u, b + 4 * k, 4);
-        c += (u & 0x7f800000u) == 0x7f800000u;
-      }
-      break;
-    }
-    case RT_F16:
-    case RT_BF16: {
-      const uint16_t mask = t->dtype == RT_F16 ? 0x7c00u : 0x7f80u;
-      const unsigned char *b = base + at * 2;
+    const unsigned char *b = (const unsigned char *)t->data + (r * rest + c0) * (half ? 2 : 4);
+    if (half)
       for (int64_t k = 0; k < nc; k++) {
         uint16_t u;
         memcpy(&u, b + 2 * k, 2);
-        c += (u & mask) == mask;
+        c += (u & m16) == m16;
       }
-      break;
-    }
-#else
-    case RT_F32: {
-      const unsigned char *b = base + at * 4;
-      for (int64_t k = 0; k < nc; k++)
-        c += ((b[4 * k + 3] & 0x7f) == 0x7f) & ((b[4 * k + 2] & 0x80) != 0);
-      break;
-    }
-    case RT_F16: {
-      const unsigned char *b = base + at * 2;
-      for (int64_t k = 0; k < nc; k++) c += (b[2 * k + 1] & 0x7c) == 0x7c;
-      break;
-    }
-    case RT_BF16: {
-      const unsigned char *b = base + at * 2;
-      for (int64_t k = 0; k < nc; k++)
-        c += ((b[2 * k + 1] & 0x7f) == 0x7f) & ((b[2 * k] & 0x80) != 0);
-      break;
-    }
-#endif
-    case RT_F64:
-    case RT_I64:
-    case RT_I32:
-    case RT_I16:
-    case RT_I8:
-    case RT_U8:
-    case RT_BOOL:
-    case RT_DTYPE_COUNT:
-      return -1;
-    }
+    else
+      for (int64_t k = 0; k < nc; k++) {
+        uint32_t u;
+        memcpy(&u, b + 4 * k, 4);
+        c += (u & m32) == m32;
+      }
   }
   return c;
 }
