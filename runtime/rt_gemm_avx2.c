@@ -129,15 +129,23 @@ AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const fl
       _Pragma("GCC unroll 8") for (int v = 0; v < (V); v++)                                        \
           _mm256_maskstore_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v), acc[r][v])
 
-/* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them). */
+/* y[r, 16q + l] for R rows of x over P panels (columns: ncols of them).
+ * With add, the sums start from y instead of 0 (a product over K in
+ * pieces: the same fma chain per element). With pfo, every other step
+ * also prefetches into L2 the line pfo + 32 p bytes past wp: over the pass
+ * the bytes of half as many steps of one panel, on their way from memory
+ * for a later pass while this one computes (rt_gemm_rows_p_avx2). */
 #define ROWS_P(R, P)                                                                               \
   AVX2 static void rows_p_##R##x##P(int64_t k, const float *x, int64_t ldx, const float *wp,       \
-                                    float *y, int64_t ldy, int ncols) {                            \
+                                    float *y, int64_t ldy, int ncols, int64_t pfo, int add) {      \
     __m256 acc[R][2 * P];                                                                          \
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                            \
-        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) acc[r][v] = _mm256_setzero_ps();   \
+        _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) acc[r][v] =                        \
+        add ? _mm256_maskload_ps(y + r * ldy + 8 * v, lanes8(ncols - 8 * v)) : _mm256_setzero_ps(); \
     const int64_t ps = k * 16;                                                                     \
     for (int64_t p = 0; p < k; p++) {                                                              \
+      if (pfo && (p & 1) == 0)                                                                     \
+        GEMM_PREFETCH_L2(wp, pfo + 32 * p);                                                        \
       __m256 wv[2 * P];                                                                            \
       _Pragma("GCC unroll 4") for (int v = 0; v < 2 * P; v++) wv[v] =                              \
           _mm256_load_ps(wp + (v / 2) * ps + p * 16 + 8 * (v % 2));                                \
@@ -158,23 +166,29 @@ ROWS_P(3, 1)
 ROWS_P(4, 1)
 
 typedef void (*RowsP)(int64_t k, const float *x, int64_t ldx, const float *wp, float *y,
-                      int64_t ldy, int ncols);
+                      int64_t ldy, int ncols, int64_t pfo, int add);
 static const RowsP rows_p_one[4] = {rows_p_1x1, rows_p_2x1, rows_p_3x1, rows_p_4x1};
 
-/* m rows (1..4) over columns [0, n) of the panels at wp */
+/* How far ahead the decode kernel of 7-8 rows prefetches: about this many
+ * bytes of panels, at least one panel. */
+#define DECODE_PF_BYTES (96 * 1024)
+/* The k steps of one panel the two passes of 7-8 rows share: 24 KiB, so
+ * that the second pass finds them in L1. */
+#define DECODE_KC 384
+
+/* m rows (1..4) over columns [0, n) of the panels at wp: 1-4 rows stream
+ * at 85-100% of the DRAM bandwidth without a prefetch (3-4 rows with the
+ * 7-8 rows' prefetch: -9% to +14%, 2 threads, 4 x N x K at the bench's
+ * shapes, within this guest's noise) */
 AVX2 static void rows_p_group(int m, int64_t n, int64_t k, const float *x, int64_t ldx,
                               const float *wp, float *y, int64_t ldy) {
   int64_t j = 0;
   if (m <= 2)
     for (; j + 32 <= n; j += 32)
-      (m == 1 ? rows_p_1x2 : rows_p_2x2)(k, x, ldx, wp + j * k, y + j, ldy, 32);
+      (m == 1 ? rows_p_1x2 : rows_p_2x2)(k, x, ldx, wp + j * k, y + j, ldy, 32, 0, 0);
   for (; j < n; j += 16)
-    rows_p_one[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)(n - j < 16 ? n - j : 16));
+    rows_p_one[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)(n - j < 16 ? n - j : 16), 0, 0);
 }
-
-/* Column blocks of at most this many floats of panels, so that the second
- * group of rows (m > 4) reads them from L2, not memory. */
-#define ROWS_P_BLOCK (256 * 1024 / 4)
 
 AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                               const float *wp, float *y, int64_t ldy) {
@@ -187,9 +201,7 @@ AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, i
   /* 5-6 rows: the GEMM micro-kernel on x in place, y set to its sums
    * (the same fma chain per element as rows_p's), one pass over w: from
    * cache, one thread, 5 x 768 x 768 341K -> 234K cycles, 6 rows 362K ->
-   * 273K. 7-8 rows: two groups of rows_p, the second reading the block
-   * from L2 (6 rows by the micro-kernel and the rest by rows_p measured
-   * no faster: K = 768 panels, 48 KB, do not stay in L1 between them). */
+   * 273K; from memory it streams at 83-90% of the DRAM bandwidth. */
   if (m <= MR) {
     const GemmTileExtra set = {NULL, 1, NULL, 0, NULL, 0};
     for (int64_t j = 0; j < n; j += 16)
@@ -197,13 +209,27 @@ AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, i
                          &set);
     return;
   }
-  int64_t jb = ROWS_P_BLOCK / (k > 0 ? k : 1) & ~(int64_t)15;
-  if (jb < 16)
-    jb = 16;
-  for (int64_t j0 = 0; j0 < n; j0 += jb) {
-    int64_t cols = n - j0 < jb ? n - j0 : jb;
-    rows_p_group(4, cols, k, x, ldx, wp + j0 * k, y + j0, ldy);
-    rows_p_group((int)m - 4, cols, k, x + 4 * ldx, ldx, wp + j0 * k, y + 4 * ldy + j0, ldy);
+  /* 7-8 rows: per panel and DECODE_KC steps, rows 0-3 and then the rest,
+   * the second pass reading the steps from L1; meanwhile the panel d
+   * ahead comes into L2, half of its steps in each pass. Before, rows 0-3
+   * passed over 256 KiB of panels from memory and rows 4-7 over the same
+   * from L2: the first waited on memory, the second on the FMAs, one after
+   * the other. 2 threads, from memory, bench/gemm's gemm_bench, 7
+   * alternating runs, medians: 8 x 768 x 768 135 -> 111 us (17.5 -> 21.3
+   * GB/s), 8 x 2304 x 768 408 -> 316 us, 8 x 50257 x 768 8.9 -> 6.7 ms
+   * (17.3 -> 22.9 GB/s). Whole panels per pass: 5-9% slower; the prefetch
+   * one panel or 4 ahead, or 64-128 KiB blocks of panels: less; the 6-row
+   * micro-kernel, then 1-2 rows prefetching: slower than before. */
+  const int64_t panel = 16 * k, d = (DECODE_PF_BYTES / 4 + panel - 1) / panel;
+  for (int64_t j = 0; j < n; j += 16) {
+    const int cols = (int)(n - j < 16 ? n - j : 16);
+    for (int64_t c = 0; c == 0 || c < k; c += DECODE_KC) { /* K = 0: y = 0 */
+      const int64_t kc = k - c < DECODE_KC ? k - c : DECODE_KC;
+      const float *w = wp + j * k + 16 * c; /* step c of panel j */
+      rows_p_4x1(kc, x + c, ldx, w, y + j, ldy, cols, 4 * d * panel, c > 0);
+      rows_p_one[m - 5](kc, x + 4 * ldx + c, ldx, w, y + 4 * ldy + j, ldy, cols,
+                        4 * (d * panel + 8 * kc), c > 0);
+    }
   }
 }
 

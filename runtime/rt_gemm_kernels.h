@@ -133,6 +133,12 @@ void rt_gemm_rows_i8_base(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 /* rt_gemm_avx2.c: built with target("avx2,fma"); call only when the CPU
  * and the OS support AVX2 and FMA. A 6x16 tile. */
 #define GEMM_AVX2 1
+/* The decode kernels' prefetch of the next tile's weight panels: the line
+ * `bytes` past p into L2 (the address formed as an integer: past the last
+ * panel it points at nothing, and a prefetch never faults). Expands in
+ * the kernel files, which include <immintrin.h>. */
+#define GEMM_PREFETCH_L2(p, bytes)                                                                 \
+  _mm_prefetch((const char *)((uintptr_t)(p) + (uintptr_t)(bytes)), _MM_HINT_T1)
 #define GEMM_AVX2_MR 6
 #define GEMM_AVX2_NR 16
 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
@@ -153,12 +159,6 @@ void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 /* rt_gemm_avx512.c: built with target("avx512f"); call only when the CPU
  * and the OS support AVX-512F (rt_gemm.c checks cpuid and xgetbv). */
 #define GEMM_AVX512 1
-/* The decode kernels' prefetch of the next tile's weight panels: the line
- * `bytes` past p into L2 (the address formed as an integer: past the last
- * panel it points at nothing, and a prefetch never faults). Expands in
- * the kernel files, which include <immintrin.h>. */
-#define GEMM_PREFETCH_L2(p, bytes)                                                                 \
-  _mm_prefetch((const char *)((uintptr_t)(p) + (uintptr_t)(bytes)), _MM_HINT_T1)
 #ifndef GEMM_AVX512_MR /* the tile; -D overrides are for measuring others */
 #define GEMM_AVX512_MR 6
 #define GEMM_AVX512_NR 64

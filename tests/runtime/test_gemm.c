@@ -759,7 +759,7 @@ Test(gemm, i8_weights_match_reference, .timeout = 240) {
   i8_sweep();
 }
 
-/* ---- the decode path (M <= 8) on bf16 and int8 weights, tightly ---- */
+/* ---- the decode path (M <= 8) on prepacked f32, bf16 and int8 weights, tightly ---- */
 
 /* Shapes for the decode kernels: every M of the path, N ragged against
  * their 16-, 32- and 64-column tiles, K odd (the padding half of the last
@@ -791,6 +791,49 @@ static void same_bits_any_split(PackedLinearFn fn, const char *what, int64_t m, 
     }
     rt_pool_destroy(pool);
   }
+}
+
+/* y = x w^T on prepacked f32 weights (rt_linear_packed), M = 1..8 rows,
+ * against a double-precision sum: each product and addition rounded once
+ * by an FMA, so within k 2^-23 of sum |x w| (a term dropped or counted
+ * twice, ~|x w|, is far outside it; K = 769 takes 7-8 rows over K in
+ * pieces). The same bits on 1-3 threads under every split policy. */
+static void check_decode_f32(int64_t m, int64_t n, int64_t k, int64_t pad) {
+  int64_t ldx = k + pad, ldy = n + pad;
+  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *y = rand_buf(m * ldy);
+  float *y0 = malloc(sizeof(float) * (size_t)(m * ldy)),
+        *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
+  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
+  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_floats(n, k) * 4 + 63) & ~(size_t)63);
+  cr_assert(wp);
+  rt_gemm_pack(n, k, w, wp);
+  rt_linear_packed(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100,
+                   64, DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
+  for (int64_t i = 0; i < m; i++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double t = (double)x[i * ldx + p] * w[j * k + p];
+        s += t;
+        mag += fabs(t);
+      }
+      double got = y[i * ldy + j], tol = (double)k * ldexp(mag, -23) + 1e-30;
+      cr_assert(fabs(got - s) <= tol,
+                "f32 decode %s m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, reference %.9g "
+                "(tolerance %.3g)",
+                rt_gemm_backend(), (long long)m, (long long)n, (long long)k, (long long)i,
+                (long long)j, got, s, tol);
+    }
+    for (int64_t j = n; j < ldy; j++)
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "f32 decode wrote into padding");
+  }
+  same_bits_any_split(rt_linear_packed, "f32", m, n, k, x, ldx, wp, y, y0, y1, ldy);
+  free(x);
+  free(w);
+  free(wp);
+  free(y);
+  free(y0);
+  free(y1);
 }
 
 /* y = x bf16(w)^T on M = 1..8 rows (no bias or epilogue, so only the
@@ -903,12 +946,13 @@ static void decode_sweep(void) {
     for (int a = 0; a < nn; a++)
       for (int b = 0; b < nk; b++) {
         int64_t pad = (a + b) % 2 ? 3 : 0;
+        check_decode_f32(m, decode_ns[a], decode_ks[b], pad);
         check_decode_bf16(m, decode_ns[a], decode_ks[b], pad);
         check_decode_i8(m, decode_ns[a], decode_ks[b], pad);
       }
 }
 
-Test(gemm, decode_bf16_i8_match_reference, .timeout = 240) {
+Test(gemm, decode_f32_bf16_i8_match_reference, .timeout = 240) {
   decode_sweep();
 }
 
