@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,19 @@ double rt_sample_exp(double x) {
                                1.0 / 87178291200.0};
   double p = c[14];
   for (int i = 13; i >= 0; i--) p = c[i] + r * p;
-  /* 2^k in two halves so neither overflows nor loses the subnormal range */
+  /* p in [0.70, 1.42]: for k in [-1021, 1022], p 2^k is a normal number,
+   * and multiplying by 2^k built from its exponent bits is exact, the same
+   * bits as the two ldexp below without their calls (beam search takes
+   * V exps per beam and step: gpt2-small, 8 beams, 15% of the CPU went to
+   * them). Elsewhere 2^k in two halves so neither overflows nor loses the
+   * subnormal range. */
   int ki = (int)k;
+  if (ki >= -1021 && ki <= 1022) {
+    uint64_t bits = (uint64_t)(ki + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+  }
   return ldexp(ldexp(p, ki / 2), ki - ki / 2);
 }
 
