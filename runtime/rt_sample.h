@@ -79,6 +79,11 @@ float rt_rng_uniform(RtRng *rng);
  * x < 0 or NaN, -inf for 0, +inf for +inf). */
 double rt_sample_exp(double x);
 double rt_sample_log(double x);
+/* sum over v < n of rt_sample_exp(row[v] - mx), NaN entries left out,
+ * added in order of v (beam search's softmax normaliser; mx finite). With
+ * portable 0, four exps at a time where the CPU has AVX2: the same bits
+ * (tests compare the two). */
+double rt_sample_sum_exp(const float *row, int64_t n, double mx, int portable);
 
 /* ---- sampling one token ------------------------------------------------- */
 
