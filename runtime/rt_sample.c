@@ -71,6 +71,23 @@ float rt_rng_uniform(RtRng *rng) {
 #define LN2_LO 1.90821492927058770002e-10
 #define INV_LN2 1.44269504088896338700e+00
 
+/* 1/i!, the Taylor coefficients of rt_sample_exp (and sum_exp_avx2) */
+static const double EXP_C[15] = {1.0,
+                                 1.0,
+                                 1.0 / 2,
+                                 1.0 / 6,
+                                 1.0 / 24,
+                                 1.0 / 120,
+                                 1.0 / 720,
+                                 1.0 / 5040,
+                                 1.0 / 40320,
+                                 1.0 / 362880,
+                                 1.0 / 3628800,
+                                 1.0 / 39916800,
+                                 1.0 / 479001600,
+                                 1.0 / 6227020800.0,
+                                 1.0 / 87178291200.0};
+
 /* exp(x) = 2^k e^r, k = round(x / ln 2), |r| <= ~0.347; e^r by its Taylor
  * series to r^14 (the next term is below 2^-60 relative). */
 double rt_sample_exp(double x) {
@@ -79,23 +96,8 @@ double rt_sample_exp(double x) {
   if (x < -745.2) return 0.0;
   double k = floor(x * INV_LN2 + 0.5);
   double r = (x - k * LN2_HI) - k * LN2_LO;
-  static const double c[15] = {1.0,
-                               1.0,
-                               1.0 / 2,
-                               1.0 / 6,
-                               1.0 / 24,
-                               1.0 / 120,
-                               1.0 / 720,
-                               1.0 / 5040,
-                               1.0 / 40320,
-                               1.0 / 362880,
-                               1.0 / 3628800,
-                               1.0 / 39916800,
-                               1.0 / 479001600,
-                               1.0 / 6227020800.0,
-                               1.0 / 87178291200.0};
-  double p = c[14];
-  for (int i = 13; i >= 0; i--) p = c[i] + r * p;
+  double p = EXP_C[14];
+  for (int i = 13; i >= 0; i--) p = EXP_C[i] + r * p;
   /* p in [0.70, 1.42]: for k in [-1021, 1022], p 2^k is a normal number,
    * and multiplying by 2^k built from its exponent bits is exact, the same
    * bits as the two ldexp below without their calls (beam search takes
@@ -135,21 +137,6 @@ static double sum_exp_scalar(const float *row, int64_t n, double mx) {
  * gpt2-small, 8 beams: 4 x 50257 exps per beam and step. */
 __attribute__((target("avx2"))) static double sum_exp_avx2(const float *row, int64_t n,
                                                             double mx) {
-  static const double c[15] = {1.0,
-                               1.0,
-                               1.0 / 2,
-                               1.0 / 6,
-                               1.0 / 24,
-                               1.0 / 120,
-                               1.0 / 720,
-                               1.0 / 5040,
-                               1.0 / 40320,
-                               1.0 / 362880,
-                               1.0 / 3628800,
-                               1.0 / 39916800,
-                               1.0 / 479001600,
-                               1.0 / 6227020800.0,
-                               1.0 / 87178291200.0};
   const __m256d m = _mm256_set1_pd(mx), lim = _mm256_set1_pd(-707.0);
   double z = 0;
   int64_t v = 0;
@@ -166,9 +153,9 @@ __attribute__((target("avx2"))) static double sum_exp_avx2(const float *row, int
         _mm256_add_pd(_mm256_mul_pd(x, _mm256_set1_pd(INV_LN2)), _mm256_set1_pd(0.5)));
     __m256d r = _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(k, _mm256_set1_pd(LN2_HI))),
                               _mm256_mul_pd(k, _mm256_set1_pd(LN2_LO)));
-    __m256d p = _mm256_set1_pd(c[14]);
+    __m256d p = _mm256_set1_pd(EXP_C[14]);
     for (int i = 13; i >= 0; i--)
-      p = _mm256_add_pd(_mm256_set1_pd(c[i]), _mm256_mul_pd(r, p));
+      p = _mm256_add_pd(_mm256_set1_pd(EXP_C[i]), _mm256_mul_pd(r, p));
     __m256i ki = _mm256_cvtepi32_epi64(_mm_add_epi32(_mm256_cvtpd_epi32(k), _mm_set1_epi32(1023)));
     __m256d e = _mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(ki, 52)));
     double t[4];

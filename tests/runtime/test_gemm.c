@@ -793,92 +793,57 @@ static void same_bits_any_split(PackedLinearFn fn, const char *what, int64_t m, 
   }
 }
 
-/* y = x w^T on prepacked f32 weights (rt_linear_packed), M = 1..8 rows,
- * against a double-precision sum: each product and addition rounded once
- * by an FMA, so within k 2^-23 of sum |x w| (a term dropped or counted
- * twice, ~|x w|, is far outside it; K = 769 takes 7-8 rows over K in
- * pieces). The same bits on 1-3 threads under every split policy. */
-static void check_decode_f32(int64_t m, int64_t n, int64_t k, int64_t pad) {
+/* y = x w^T on M = 1..8 rows of prepacked f32 weights (rt_linear_packed)
+ * or bf16 ones (rt_linear_packed_bf16), no bias or epilogue, so only the
+ * kernel's sums are seen, against a double-precision sum over the x the
+ * set multiplies: for bf16 rounded to bf16 (the avx512f+bf16 set:
+ * vdpbf16ps, x rounded once per product) or as it is (sets that widen the
+ * weights). Tolerance: each product is rounded at most by the FMA that
+ * adds it (bf16 x bf16 fits f32's 24 bits; f32 x bf16 and f32 x f32 are
+ * rounded only by the FMA), so the error is the f32 rounding of the k
+ * additions, each at most 2^-24 of a partial sum bounded by sum |x w| =
+ * mag: k 2^-24 mag, doubled for the order in which vdpbf16ps adds a pair's
+ * two products. A term dropped or counted twice (~|x w|, mean 0.25) is far
+ * outside it (f32 at K = 769 takes 7-8 rows over K in pieces). The same
+ * bits on 1-3 threads under every split policy. */
+static void check_decode_float(int bf16, int64_t m, int64_t n, int64_t k, int64_t pad) {
+  const int x_rounded = bf16 && strstr(rt_gemm_backend(), "+bf16") != NULL;
+  const char *what = bf16 ? "bf16" : "f32";
+  PackedLinearFn fn = bf16 ? rt_linear_packed_bf16 : rt_linear_packed;
   int64_t ldx = k + pad, ldy = n + pad;
   float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *y = rand_buf(m * ldy);
   float *y0 = malloc(sizeof(float) * (size_t)(m * ldy)),
         *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
   memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
-  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_floats(n, k) * 4 + 63) & ~(size_t)63);
+  int64_t floats = bf16 ? rt_gemm_packed_bf16_floats(n, k) : rt_gemm_packed_floats(n, k);
+  float *wp = aligned_alloc(64, ((size_t)floats * 4 + 63) & ~(size_t)63);
   cr_assert(wp);
-  rt_gemm_pack(n, k, w, wp);
-  rt_linear_packed(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100,
-                   64, DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
-  for (int64_t i = 0; i < m; i++) {
-    for (int64_t j = 0; j < n; j++) {
-      double s = 0, mag = 0;
-      for (int64_t p = 0; p < k; p++) {
-        double t = (double)x[i * ldx + p] * w[j * k + p];
-        s += t;
-        mag += fabs(t);
-      }
-      double got = y[i * ldy + j], tol = (double)k * ldexp(mag, -23) + 1e-30;
-      cr_assert(fabs(got - s) <= tol,
-                "f32 decode %s m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, reference %.9g "
-                "(tolerance %.3g)",
-                rt_gemm_backend(), (long long)m, (long long)n, (long long)k, (long long)i,
-                (long long)j, got, s, tol);
-    }
-    for (int64_t j = n; j < ldy; j++)
-      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "f32 decode wrote into padding");
-  }
-  same_bits_any_split(rt_linear_packed, "f32", m, n, k, x, ldx, wp, y, y0, y1, ldy);
-  free(x);
-  free(w);
-  free(wp);
-  free(y);
-  free(y0);
-  free(y1);
-}
-
-/* y = x bf16(w)^T on M = 1..8 rows (no bias or epilogue, so only the
- * kernel's sums are seen) against a double-precision sum over the x the
- * set multiplies: rounded to bf16 (the avx512f+bf16 set: vdpbf16ps, x
- * rounded once per product) or as it is (sets that widen the weights).
- * Tolerance: both products are exact in f32 (bf16 x bf16 fits f32's 24
- * bits; f32 x bf16 is rounded only by the FMA that adds it), so the error
- * is the f32 rounding of the k additions, each at most 2^-24 of a partial
- * sum bounded by sum |x w| = mag: k 2^-24 mag, doubled for the order in
- * which vdpbf16ps adds a pair's two products. A term dropped or counted
- * twice (~|x w|, mean 0.25) is far outside it. The same bits on 1-3
- * threads under every split policy. */
-static void check_decode_bf16(int64_t m, int64_t n, int64_t k, int64_t pad) {
-  const int x_rounded = strstr(rt_gemm_backend(), "+bf16") != NULL;
-  int64_t ldx = k + pad, ldy = n + pad;
-  float *x = rand_buf(m * ldx), *w = rand_buf(n * k), *y = rand_buf(m * ldy);
-  float *y0 = malloc(sizeof(float) * (size_t)(m * ldy)),
-        *y1 = malloc(sizeof(float) * (size_t)(m * ldy));
-  memcpy(y0, y, sizeof(float) * (size_t)(m * ldy));
-  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_bf16_floats(n, k) * 4 + 63) & ~(size_t)63);
-  cr_assert(wp);
-  rt_gemm_pack_bf16(n, k, w, wp);
-  rt_linear_packed_bf16(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40,
-                        100, 64, DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
+  if (bf16)
+    rt_gemm_pack_bf16(n, k, w, wp);
+  else
+    rt_gemm_pack(n, k, w, wp);
+  fn(NULL, m, n, k, x, ldx, wp, NULL, y, ldy, RT_ACT_NONE, 1.0f, NULL, 0, 40, 100, 64,
+     DEFAULT_POLICY.task_macs, DEFAULT_POLICY.split_macs);
   for (int64_t i = 0; i < m; i++) {
     for (int64_t j = 0; j < n; j++) {
       double s = 0, mag = 0;
       for (int64_t p = 0; p < k; p++) {
         double xv = x_rounded ? bf16_round(x[i * ldx + p]) : x[i * ldx + p];
-        double t = xv * bf16_round(w[j * k + p]);
+        double t = xv * (bf16 ? bf16_round(w[j * k + p]) : w[j * k + p]);
         s += t;
         mag += fabs(t);
       }
       double got = y[i * ldy + j], tol = (double)k * ldexp(mag, -23) + 1e-30;
       cr_assert(fabs(got - s) <= tol,
-                "bf16 decode %s (x %s) m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, reference "
+                "%s decode %s (x %s) m=%lld n=%lld k=%lld: y[%lld,%lld] = %.9g, reference "
                 "%.9g (tolerance %.3g)",
-                rt_gemm_backend(), x_rounded ? "rounded" : "as is", (long long)m, (long long)n,
-                (long long)k, (long long)i, (long long)j, got, s, tol);
+                what, rt_gemm_backend(), x_rounded ? "rounded" : "as is", (long long)m,
+                (long long)n, (long long)k, (long long)i, (long long)j, got, s, tol);
     }
     for (int64_t j = n; j < ldy; j++)
-      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "bf16 decode wrote into padding");
+      cr_assert_eq(y[i * ldy + j], y0[i * ldy + j], "%s decode wrote into padding", what);
   }
-  same_bits_any_split(rt_linear_packed_bf16, "bf16", m, n, k, x, ldx, wp, y, y0, y1, ldy);
+  same_bits_any_split(fn, what, m, n, k, x, ldx, wp, y, y0, y1, ldy);
   free(x);
   free(w);
   free(wp);
@@ -946,8 +911,8 @@ static void decode_sweep(void) {
     for (int a = 0; a < nn; a++)
       for (int b = 0; b < nk; b++) {
         int64_t pad = (a + b) % 2 ? 3 : 0;
-        check_decode_f32(m, decode_ns[a], decode_ks[b], pad);
-        check_decode_bf16(m, decode_ns[a], decode_ks[b], pad);
+        check_decode_float(0, m, decode_ns[a], decode_ks[b], pad);
+        check_decode_float(1, m, decode_ns[a], decode_ks[b], pad);
         check_decode_i8(m, decode_ns[a], decode_ks[b], pad);
       }
 }
