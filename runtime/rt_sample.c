@@ -114,11 +114,10 @@ double rt_sample_exp(double x) {
   return ldexp(ldexp(p, ki / 2), ki - ki / 2);
 }
 
-/* sum over v of rt_sample_exp(row[v] - mx), NaN entries left out, added
- * in order of v (the beam search's softmax normaliser, mx the row's
- * largest entry). */
-static double sum_exp_scalar(const float *row, int64_t n, double mx) {
-  double z = 0;
+/* z plus rt_sample_exp(row[v] - mx) for v < n, NaN entries left out,
+ * added one by one in order of v (from z = 0: the beam search's softmax
+ * normaliser, mx the row's largest entry). */
+static double sum_exp_scalar(double z, const float *row, int64_t n, double mx) {
   for (int64_t v = 0; v < n; v++) {
     double x = row[v];
     if (x == x) z += rt_sample_exp(x - mx);
@@ -133,7 +132,7 @@ static double sum_exp_scalar(const float *row, int64_t n, double mx) {
  * the target has no FMA, so nothing can be contracted; floor is exact),
  * and the sums added to z one by one in order of v, so z has the scalar
  * loop's bits. A group with a NaN or an x - mx below -707 (where 2^k
- * leaves the normal range or the result is 0) takes the scalar loop.
+ * leaves the normal range or the result is 0) takes the scalar steps.
  * gpt2-small, 8 beams: 4 x 50257 exps per beam and step. */
 __attribute__((target("avx2"))) static double sum_exp_avx2(const float *row, int64_t n,
                                                             double mx) {
@@ -143,10 +142,7 @@ __attribute__((target("avx2"))) static double sum_exp_avx2(const float *row, int
   for (; v + 4 <= n; v += 4) {
     __m256d x = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + v)), m);
     if (_mm256_movemask_pd(_mm256_cmp_pd(x, lim, _CMP_GE_OQ)) != 15) { /* NaN or small */
-      for (int64_t i = v; i < v + 4; i++) { /* each into z, as the scalar loop */
-        double xi = row[i];
-        if (xi == xi) z += rt_sample_exp(xi - mx);
-      }
+      z = sum_exp_scalar(z, row + v, 4, mx);
       continue;
     }
     __m256d k = _mm256_floor_pd(
@@ -165,25 +161,24 @@ __attribute__((target("avx2"))) static double sum_exp_avx2(const float *row, int
     z += t[2];
     z += t[3];
   }
-  for (; v < n; v++) { /* the last 0-3 entries, as the scalar loop */
-    double x = row[v];
-    if (x == x) z += rt_sample_exp(x - mx);
-  }
-  return z;
+  return sum_exp_scalar(z, row + v, n - v, mx); /* the last 0-3 entries */
 }
 #endif
 
-/* sum_exp_scalar, on AVX2 where the CPU has it (the same bits) */
+/* sum_exp_scalar from 0, on AVX2 where the CPU has it (the same bits).
+ * The compiler's cpu check, not rt_gemm_lanes(): this file stands alone
+ * (test_sample_cross builds it without the rest of the runtime), and the
+ * choice never changes a result, so TFMC_GEMM_ISA has nothing to cap. */
 static double sum_exp(const float *row, int64_t n, double mx) {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(TFMC_STATIC)
   if (__builtin_cpu_supports("avx2"))
     return sum_exp_avx2(row, n, mx);
 #endif
-  return sum_exp_scalar(row, n, mx);
+  return sum_exp_scalar(0, row, n, mx);
 }
 
 double rt_sample_sum_exp(const float *row, int64_t n, double mx, int portable) {
-  return portable ? sum_exp_scalar(row, n, mx) : sum_exp(row, n, mx);
+  return portable ? sum_exp_scalar(0, row, n, mx) : sum_exp(row, n, mx);
 }
 
 /* log(x) = e ln 2 + log m, m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(t),
