@@ -6,21 +6,30 @@
  * defaults measured on one machine (LowerLoopsOptions). This pass sizes
  * them for the target instead, in the GotoBLAS model of what lives where:
  *
- *   kc  the depth of a block: the micro-kernel's B panels (kc x nr) stream
- *       from L2 while the A panels of a row block pass over them: the
- *       AVX-512 6x64 tile's four panels (kc x 64 floats) fill a quarter of
- *       L2, kc = L2 / 1024 (1M: 1024; K is cut into equal blocks of at
- *       most kc, so bert/gpt2's K = 768 runs as one block and 3072 as
- *       three). Every K block but the first re-reads the C tile, which for
- *       a wide product (gpt2's LM head: 128 x 50257) has left L2. The
- *       GotoBLAS rule, A and B panels in L1 (kc = L1 / 128 = 256 at 32K),
- *       measured slower here for both tiles (one thread, 128 x 50257 x 768:
- *       AVX-512 97.6 -> 105.6 GFLOP/s at kc 768, AVX2 77 -> 94; the
- *       bert-base shapes the same within the noise for AVX-512 and 2-5%
- *       faster for AVX2).
+ *   kc  the depth of a block: kc = L2 / 512, at most 1024 (K is cut into
+ *       equal blocks of at most kc, so from 512K of L2 up bert/gpt2's
+ *       K = 768 runs as one block and 3072 as three). Every K block but
+ *       the first re-reads the C tile, which for a wide or tall product
+ *       (gpt2's LM head 128 x 50257, bert-base b8's 1024 x 3072) has left
+ *       L2, so deeper is better as long as the micro-kernel's B panels
+ *       (kc x nr) stream from L2 while the A panels of a row block pass
+ *       over them: at 1024 the AVX-512 6x64 tile's four panels (kc x 64
+ *       floats) fill a quarter of 1M, the AVX2 6x16 tile's one an eighth
+ *       of 512K. It was L2 / 1024, which on a 512K L2 (Zen 3) ran K = 768
+ *       as two blocks of 384: kc 1024 there (mc 60) measured +4 to +11%
+ *       on 6 of 7 bert/gpt2 shapes at M = 128 and 1024 (2 threads,
+ *       interleaved, medians of 5; -4% on the seventh, within the
+ *       noise); bert-base b8 1314 -> 1228 ms (0.93x, medians of 9
+ *       interleaved runs), b1 the same within the noise. The GotoBLAS
+ *       rule, A and B panels in L1 (kc = L1 / 128 = 256 at 32K), measured
+ *       slower for both tiles (one thread, 128 x 50257 x 768: AVX-512
+ *       97.6 -> 105.6 GFLOP/s at kc 768, AVX2 77 -> 94; the bert-base
+ *       shapes the same within the noise for AVX-512 and 2-5% faster for
+ *       AVX2).
  *   mc  the rows of the packed block of x (mc x kc), which stays in L2
  *       while the B panels pass: half of L2, mc = L2 / (8 kc)
- *       (1M, kc 1024: 120), a multiple of 12 (both tiles' mr divide it).
+ *       (1M, kc 1024: 120; 512K: 60), a multiple of 12 (both tiles' mr
+ *       divide it).
  *   nc  the columns of the packed block of w (kc x nc), which each thread
  *       keeps in its share of L3: half of it, nc = L3 / (8 kc threads)
  *       (32M, kc 1024, 2 threads: 2048 -> 1920), a multiple of 192 (both
@@ -272,7 +281,7 @@ static void tile_choose(const PassTarget *t, int64_t *v) {
   int64_t threads = t->threads >= 1 ? t->threads : 1;
   for (int k = 0; k < TILE_KEY_COUNT; k++) {
     switch ((TileKey)k) {
-    case TILE_GEMM_KC: v[k] = clamp_down(t->l2 / 1024, 64, 1024, 8); break;
+    case TILE_GEMM_KC: v[k] = clamp_down(t->l2 / 512, 64, 1024, 8); break;
     case TILE_GEMM_MC: break; /* from kc, below */
     case TILE_GEMM_NC: break;
     case TILE_GEMM_TASK_MACS: v[k] = (int64_t)1 << 17; break;

@@ -355,6 +355,16 @@ Test(cli, tile_options) {
                              " L3 "),
             "%s", err_text);
   cr_expect(strstr(err_text, "--tile gemm.mc,gemm.nc,gemm.task_macs)"), "%s", err_text);
+  /* a 512K L2 (Zen 3): kc = 512K / 512 = 1024, so K = 768 is one block;
+   * mc = 512K / (8 * 1024) = 64 -> 60; nc = 32M / (8 * 1024 * 2) = 2048
+   * -> 1920 */
+  cr_assert_eq(tfmc("ir " GOLDEN "/loop/tile.tfloop --passes=tile --target-cache L1=32K,L2=512K,"
+                    "L3=32M --target-threads 2 --pass-stats"),
+               0, "%s", err_text);
+  cr_expect(strstr(out_text, ", 60, 1920, 1024, 131072, 8388608)"), "%s", out_text);
+  cr_expect(strstr(err_text, "mc=60 nc=1920 kc=1024 task_macs=131072 split_macs=8388608 (L1 32K,"
+                             " L2 512K, L3 32M, 2 threads: --target-cache"),
+            "%s", err_text);
   /* the attention keys: per call from the head dims (L1 48K, L2 2M: dh = dv
    * = 16 -> block_q 48K / 128 = 384 -> 256, block_k 2M / (8 (32 + 256)) =
    * 910 -> 896; dh = dv = 64 -> block_q 48K / 512 = 96), or as given */
