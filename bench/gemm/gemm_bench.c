@@ -16,6 +16,12 @@
  *       for M = 1) from libopenblas.so.0, its own T threads, the core type
  *       its OPENBLAS_CORETYPE and CPU detection give (printed)
  *
+ * --blocks MC,NC,KC (tfmc, packed, bf16, int8): rt_linear's cache blocks,
+ * as the tile pass writes them into a model's calls (bench/gemm/run.sh
+ * passes the pass's choice for this machine); default 128,2016,384, the
+ * lowering's (what a call gets without the tile pass). The backend field
+ * names them.
+ *
  * Shapes: M in {1, 8, 128, 1024} x (N, K) in {(768, 768) attention out,
  * (2304, 768) gpt2 QKV, (3072, 768) FFN up, (768, 3072) FFN down, (50257,
  * 768) gpt2 LM head}; --quick drops M = 1024 and the LM head at M >= 128.
@@ -128,6 +134,7 @@ static float *filled(size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
+  long long mc = 128, nc = 2016, kc = 384; /* the lowering's defaults */
   int threads = 2, quick = 0, use_blas = 0, use_packed = 0;
   int64_t only_m = 0, only_n = 0, only_k = 0;
   const char *label = argc > 1 ? argv[1] : "";
@@ -135,7 +142,7 @@ int main(int argc, char **argv) {
                    strcmp(argv[1], "packed") != 0 && strcmp(argv[1], "bf16") != 0 &&
                    strcmp(argv[1], "int8") != 0)) {
     fprintf(stderr, "usage: gemm_bench tfmc|packed|bf16|int8|openblas [--threads T] [--quick] [--label L] "
-                    "[--shape MxNxK]\n");
+                    "[--shape MxNxK] [--blocks MC,NC,KC]\n");
     return 2;
   }
   use_blas = strcmp(argv[1], "openblas") == 0;
@@ -148,7 +155,14 @@ int main(int argc, char **argv) {
       threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--label") == 0 && i + 1 < argc)
       label = argv[++i];
-    else if (strcmp(argv[i], "--quick") == 0)
+    else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
+      char tail;
+      if (sscanf(argv[++i], "%lld,%lld,%lld%c", &mc, &nc, &kc, &tail) != 3 || mc < 1 || nc < 1 ||
+          kc < 1) {
+        fprintf(stderr, "gemm_bench: --blocks wants MC,NC,KC (positive integers)\n");
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
     else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
       long long a, b, c;
@@ -173,7 +187,8 @@ int main(int argc, char **argv) {
       return 1;
     snprintf(backend, sizeof backend, "openblas core %s", blas.core);
   } else {
-    snprintf(backend, sizeof backend, "%s", rt_gemm_backend()); /* before any thread */
+    snprintf(backend, sizeof backend, "%s; blocks mc=%lld nc=%lld kc=%lld", rt_gemm_backend(), mc,
+             nc, kc); /* before any thread */
     pool = rt_pool_create(threads);
   }
   static const int64_t ms[] = {1, 8, 128, 1024};
@@ -230,16 +245,16 @@ int main(int argc, char **argv) {
         const float *wc = w[(it + copies) % copies];
         double t0 = now();
         if (use_packed == 3) {
-          rt_linear_packed_i8(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+          rt_linear_packed_i8(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, mc, nc, kc,
                               (int64_t)1 << 17, (int64_t)1 << 23);
         } else if (use_packed == 2) {
-          rt_linear_packed_bf16(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016,
-                                384, (int64_t)1 << 17, (int64_t)1 << 23);
+          rt_linear_packed_bf16(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, mc, nc, kc,
+                                (int64_t)1 << 17, (int64_t)1 << 23);
         } else if (use_packed) {
-          rt_linear_packed(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+          rt_linear_packed(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, mc, nc, kc,
                            (int64_t)1 << 17, (int64_t)1 << 23);
         } else if (!use_blas) {
-          rt_linear(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, 128, 2016, 384,
+          rt_linear(pool, m, n, k, x, k, wc, bias, y, n, 0, 1.0f, NULL, 0, mc, nc, kc,
                     (int64_t)1 << 17, (int64_t)1 << 23);
         } else {
           memcpy(y, bias, sizeof(float) * (size_t)n); /* y = bias, then y += x w^T */
