@@ -351,6 +351,7 @@ static const GemmKernels kernels_avx2 = {
     .micro = rt_gemm_micro_avx2, .micro_a = rt_gemm_micro_a_avx2, .gemv_t = gemv_t_avx2,
     .gemv_n = gemv_n_avx2,
     .rows = gemm_rows_avx2, .rows_p = rt_gemm_rows_p_avx2, .micro_bf16 = rt_gemm_micro_bf16w_avx2,
+    .widen_bf16 = rt_gemm_widen_bf16_avx2,
     .rows_p_bf16 = rt_gemm_rows_p_bf16_avx2, .rows_p_bf16x = NULL,
     .rows_i8 = rt_gemm_rows_i8_avx2};
 #endif
@@ -1129,6 +1130,9 @@ static int64_t gemm_kc_step(int64_t k, const GemmBlocks *bl) {
   return kc_step > bl->kc ? bl->kc : kc_step;
 }
 
+/* the row tiles from which a row block widens bf16 panels once (widen_bf16) */
+enum { WIDEN_TILES = 3 };
+
 /* One K block (steps pc..pc+kc) of the product on bf16 pair panels: for
  * every row block, A packed (f32, or bf16 pairs for a_bf16 kernels) over
  * kc rounded up to even, then the bf16 micro-kernel per tile (start: the
@@ -1155,9 +1159,17 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
                         : (const void *)((const float *)apre + gemm_round_up(m, MR) * pc + ic * kc2);
     else
       gemm_pack_a_even(a, lda, ic, pc, mc, kc, gk->mr, gk->a_bf16, pb->a);
+    /* WIDEN_TILES or more row tiles: each tile column's panels widened
+     * once into pb->b, the f32 micro-kernel on them (the same bits) */
+    const int64_t panels = (NR + GEMM_PANEL - 1) / GEMM_PANEL;
+    const int widen = gk->widen_bf16 && !gk->a_bf16 && mc >= WIDEN_TILES * MR &&
+                      pb->b_cap >= panels * kc2 * GEMM_PANEL;
     for (int64_t jr = 0; jr < nc; jr += NR) {
       int nr = (int)(nc - jr < NR ? nc - jr : NR);
       const uint32_t *bp = bblk + jr / GEMM_PANEL * bs;
+      if (widen)
+        for (int64_t t = 0; t < panels && jr + t * GEMM_PANEL < nc; t++)
+          gk->widen_bf16(kc2, bp + t * bs, pb->b + t * kc2 * GEMM_PANEL);
       for (int64_t ir = 0; ir < mc; ir += MR) {
         int mr = (int)(mc - ir < MR ? mc - ir : MR);
         float *ct = c + (ic + ir) * ldc + jr;
@@ -1165,7 +1177,10 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
                                     : (const void *)((const float *)ablk + ir * kc2);
         if (start)
           gemm_tile_start(ct, ldc, mr, nr, bias ? bias + jr : NULL);
-        gk->micro_bf16(kc2, ap, bp, bs, ct, ldc, mr, nr);
+        if (widen)
+          gk->micro(kc2, (const float *)ap, pb->b, kc2 * GEMM_PANEL, ct, ldc, mr, nr);
+        else
+          gk->micro_bf16(kc2, ap, bp, bs, ct, ldc, mr, nr);
         if (epi)
           epi_apply(epi, ct, ldc, ic + ir, j0 + jr, mr, nr);
       }
@@ -1190,7 +1205,13 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
   int with_epi = epi_active(epi);
   PackBufs *pb = k > 0 && alpha != 0 ? pack_bufs() : NULL;
   const int64_t a_rows = gemm_round_up(gemm_block_rows_cap(bl->mc), gemm.k->mr);
-  if (pb && !pack_reserve(pb, a_rows * (bl->kc + 1), bp_all ? 0 : bl->kc * bl->nc))
+  /* B: packed now, or (bf16 panels on a set that widens them) one tile
+   * column's panels widened */
+  int64_t b_floats = !bp_all ? bl->kc * bl->nc
+                     : b_bf16 && gemm.k->widen_bf16
+                         ? (bl->kc + 1) * gemm_round_up(gemm.k->nr, GEMM_PANEL)
+                         : 0;
+  if (pb && !pack_reserve(pb, a_rows * (bl->kc + 1), b_floats))
     pb = NULL;
   const int tile_start = beta == 0 && pb; /* else C is set (scaled) here */
   if (!tile_start) {

@@ -283,6 +283,19 @@ AVX2 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *av, const uint32_t *b
   }
 }
 
+/* B_h panel -> B_p panel: step 2q (the words' low halves) and 2q + 1 (their
+ * high halves) of 16 columns each */
+AVX2 void rt_gemm_widen_bf16_avx2(int64_t kc, const uint32_t *b, float *f) {
+  for (int64_t q = 0; q < kc / 2; q++) {
+    __m256i v0 = _mm256_load_si256((const __m256i *)(b + q * 16));
+    __m256i v1 = _mm256_load_si256((const __m256i *)(b + q * 16 + 8));
+    _mm256_store_ps(f + 32 * q, bf16_lo(v0));
+    _mm256_store_ps(f + 32 * q + 8, bf16_lo(v1));
+    _mm256_store_ps(f + 32 * q + 16, bf16_hi(v0));
+    _mm256_store_ps(f + 32 * q + 24, bf16_hi(v1));
+  }
+}
+
 /* Decode on bf16 pair panels: R rows (1..4) over P panels, one fma chain
  * per element over p in order. A chain waits for its previous FMA (4
  * cycles on Zen 3, two per pair), so a pass needs about 8 chains to keep

@@ -110,6 +110,12 @@ typedef struct GemmKernels {
   void (*micro_bf16)(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
                      int64_t ldc, int mr, int nr);
   int a_bf16;
+  /* one B_h panel of kc (even) k-steps widened to a B_p panel (kc x 16
+   * floats), on which micro gives micro_bf16's bits (the same fma chain
+   * per element); NULL where the set's micro_bf16 is not that. A row
+   * block of many tiles then widens each panel once instead of once per
+   * tile (gemm_blocked_bf16). */
+  void (*widen_bf16)(int64_t kc, const uint32_t *b, float *f);
   /* decode on B_h over all of k (panels ceil(k/2) * 16 words apart) */
   void (*rows_p_bf16)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                       const uint32_t *wp, float *y, int64_t ldy);
@@ -149,6 +155,7 @@ void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_
                          const float *wp, float *y, int64_t ldy);
 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
                               int64_t ldc, int mr, int nr);
+void rt_gemm_widen_bf16_avx2(int64_t kc, const uint32_t *b, float *f);
 void rt_gemm_rows_p_bf16_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                               const uint32_t *wp, float *y, int64_t ldy);
 void rt_gemm_rows_i8_avx2(int64_t m, int64_t n, int64_t k, const int8_t *xq, int64_t ldq,

@@ -623,10 +623,39 @@ static void check_bf16(RtPool *pool, int64_t m, int64_t n, int64_t k, int act, f
   free(y0);
 }
 
+/* A row block of at least 3 tiles widens each bf16 panel once and runs
+ * the f32 micro-kernel on it (sets with widen_bf16); fewer rows take the
+ * bf16 micro-kernel. Both must give the same bits: m rows at once (one
+ * row block of mc 40) against the same rows in two pieces of m/2 < 18
+ * (the widening threshold for 6-row tiles), K odd and over two K blocks
+ * (kc 64), both activations with a slope, bias and residual. */
+static void bf16_widened_same_bits(int64_t m, int64_t n, int64_t k, int act) {
+  int64_t ldr = n + 1;
+  float *x = rand_buf(m * k), *w = rand_buf(n * k), *bias = rand_buf(n), *r = rand_buf(m * ldr);
+  float *y = rand_buf(m * n), *y2 = malloc(sizeof(float) * (size_t)(m * n));
+  float *wp = aligned_alloc(64, ((size_t)rt_gemm_packed_bf16_floats(n, k) * 4 + 63) & ~(size_t)63);
+  cr_assert(wp && y2);
+  rt_gemm_pack_bf16(n, k, w, wp);
+  rt_linear_packed_bf16(NULL, m, n, k, x, k, wp, bias, y, n, act, 1.0f, r, ldr, 40, 100, 64,
+                        (int64_t)1 << 17, (int64_t)1 << 23);
+  for (int64_t h = 0; h < 2; h++) {
+    int64_t r0 = h * (m / 2), rows = h ? m - m / 2 : m / 2;
+    rt_linear_packed_bf16(NULL, rows, n, k, x + r0 * k, k, wp, bias, y2 + r0 * n, n, act, 1.0f,
+                          r + r0 * ldr, ldr, 40, 100, 64, (int64_t)1 << 17, (int64_t)1 << 23);
+  }
+  cr_assert(memcmp(y, y2, sizeof(float) * (size_t)(m * n)) == 0,
+            "bf16 %s m=%lld n=%lld k=%lld: widened panels and the bf16 kernel differ",
+            rt_gemm_backend(), (long long)m, (long long)n, (long long)k);
+  free(x), free(w), free(bias), free(r), free(y), free(y2), free(wp);
+}
+
 /* Odd shapes around the decode path, the tiles and odd K (the padding
  * step of the last pair), each activation, with and without bias and
  * residual, on the calling thread and pools. */
 static void bf16_sweep(void) {
+  bf16_widened_same_bits(34, 65, 97, RT_ACT_GELU);
+  bf16_widened_same_bits(30, 16, 130, RT_ACT_NONE);
+  bf16_widened_same_bits(24, 47, 17, RT_ACT_RELU);
   static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 13, 33, 130};
   static const int64_t nks[] = {1, 3, 15, 16, 17, 47, 64, 65, 97, 130};
   RtPool *pools[3] = {NULL, rt_pool_create(1), rt_pool_create(2)};
