@@ -1133,6 +1133,11 @@ static int64_t gemm_kc_step(int64_t k, const GemmBlocks *bl) {
 /* the row tiles from which a row block widens bf16 panels once (widen_bf16) */
 enum { WIDEN_TILES = 3 };
 
+/* floats of one tile column's bf16 panels widened, K block kc */
+static int64_t widened_floats(const GemmKernels *gk, int64_t kc) {
+  return gemm_round_up(kc, 2) * gemm_round_up(gk->nr, GEMM_PANEL);
+}
+
 /* One K block (steps pc..pc+kc) of the product on bf16 pair panels: for
  * every row block, A packed (f32, or bf16 pairs for a_bf16 kernels) over
  * kc rounded up to even, then the bf16 micro-kernel per tile (start: the
@@ -1163,7 +1168,7 @@ static void gemm_blocked_bf16(const GemmKernels *gk, int64_t m, int64_t nc, int6
      * once into pb->b, the f32 micro-kernel on them (the same bits) */
     const int64_t panels = (NR + GEMM_PANEL - 1) / GEMM_PANEL;
     const int widen = gk->widen_bf16 && !gk->a_bf16 && mc >= WIDEN_TILES * MR &&
-                      pb->b_cap >= panels * kc2 * GEMM_PANEL;
+                      pb->b_cap >= widened_floats(gk, kc);
     for (int64_t jr = 0; jr < nc; jr += NR) {
       int nr = (int)(nc - jr < NR ? nc - jr : NR);
       const uint32_t *bp = bblk + jr / GEMM_PANEL * bs;
@@ -1207,10 +1212,9 @@ static void gemm_blocked_with(int trans_a, int trans_b, int64_t m, int64_t n, in
   const int64_t a_rows = gemm_round_up(gemm_block_rows_cap(bl->mc), gemm.k->mr);
   /* B: packed now, or (bf16 panels on a set that widens them) one tile
    * column's panels widened */
-  int64_t b_floats = !bp_all ? bl->kc * bl->nc
-                     : b_bf16 && gemm.k->widen_bf16
-                         ? (bl->kc + 1) * gemm_round_up(gemm.k->nr, GEMM_PANEL)
-                         : 0;
+  int64_t b_floats = !bp_all                        ? bl->kc * bl->nc
+                     : b_bf16 && gemm.k->widen_bf16 ? widened_floats(gemm.k, bl->kc)
+                                                    : 0;
   if (pb && !pack_reserve(pb, a_rows * (bl->kc + 1), b_floats))
     pb = NULL;
   const int tile_start = beta == 0 && pb; /* else C is set (scaled) here */

@@ -18,8 +18,8 @@
  *
  * --blocks MC,NC,KC (tfmc, packed, bf16, int8): rt_linear's cache blocks,
  * as the tile pass writes them into a model's calls (bench/gemm/run.sh
- * passes the pass's choice for this machine); default 128,2016,384, the
- * lowering's (what a call gets without the tile pass). The backend field
+ * passes the pass's choice for this machine); without it, rt_linear's
+ * defaults (rt_gemm.h; the lowering writes the same). The backend field
  * names them.
  *
  * Shapes: M in {1, 8, 128, 1024} x (N, K) in {(768, 768) attention out,
@@ -134,7 +134,7 @@ static float *filled(size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-  long long mc = 128, nc = 2016, kc = 384; /* the lowering's defaults */
+  long long mc = 0, nc = 0, kc = 0; /* below 1: rt_linear's defaults */
   int threads = 2, quick = 0, use_blas = 0, use_packed = 0;
   int64_t only_m = 0, only_n = 0, only_k = 0;
   const char *label = argc > 1 ? argv[1] : "";
@@ -187,8 +187,11 @@ int main(int argc, char **argv) {
       return 1;
     snprintf(backend, sizeof backend, "openblas core %s", blas.core);
   } else {
-    snprintf(backend, sizeof backend, "%s; blocks mc=%lld nc=%lld kc=%lld", rt_gemm_backend(), mc,
-             nc, kc); /* before any thread */
+    if (mc > 0) /* --blocks gives all three */
+      snprintf(backend, sizeof backend, "%s; blocks mc=%lld nc=%lld kc=%lld", rt_gemm_backend(), mc,
+               nc, kc); /* before any thread */
+    else
+      snprintf(backend, sizeof backend, "%s; rt_linear's default blocks", rt_gemm_backend());
     pool = rt_pool_create(threads);
   }
   static const int64_t ms[] = {1, 8, 128, 1024};

@@ -23,8 +23,8 @@
 # bench/package-lock.json, as bench/run.sh installs it); --no-ort skips it.
 # tfmc's rows use the cache blocks the tile pass chooses for this machine
 # and T threads, asked of build/tfmc (`tfmc ir ... --pass-stats`), as a
-# model compiled here gets them; without build/tfmc, the lowering's
-# defaults (gemm_bench.c). The backend column names them.
+# model compiled here gets them; without build/tfmc, rt_linear's
+# defaults. The backend column names them.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -87,15 +87,15 @@ if [ -n "$ort" ]; then
   fi
 fi
 
-blocks=128,2016,384
+blocks= # gemm_bench's --blocks argument, or nothing: rt_linear's defaults
 if [ -x "$root/build/tfmc" ]; then
   b=$("$root/build/tfmc" ir "$root/tests/passes/loop/tile.tfloop" --passes=tile \
     --target-threads "$threads" --pass-stats 2>&1 >/dev/null |
     sed -n 's/.* mc=\([0-9]*\) nc=\([0-9]*\) kc=\([0-9]*\) .*/\1,\2,\3/p' | head -n 1)
-  [ -n "$b" ] && blocks=$b
-else
-  echo "bench/gemm/run.sh: no build/tfmc: tfmc's rows use the lowering's blocks $blocks" >&2
+  [ -n "$b" ] && blocks="--blocks $b"
 fi
+[ -n "$blocks" ] ||
+  echo "bench/gemm/run.sh: no tile pass choice from build/tfmc: tfmc's rows use rt_linear's default blocks" >&2
 
 out="$work/results.jsonl"
 : >"$out"
@@ -103,8 +103,8 @@ clean="env -u TFMC_GEMM -u TFMC_GEMM_ISA -u OPENBLAS_CORETYPE -u OPENBLAS_NUM_TH
 run() { # label mode [VAR=value...]
   label=$1 mode=$2
   shift 2
-  $clean "$@" "$work/gemm_bench" "$mode" --threads "$threads" --label "$label" --blocks "$blocks" \
-    $quick >>"$out"
+  $clean "$@" "$work/gemm_bench" "$mode" --threads "$threads" --label "$label" $blocks $quick \
+    >>"$out"
 }
 echo "{\"loadavg_before\": \"$(cat /proc/loadavg)\"}" >>"$out"
 "$work/peak_fma" 1 "$threads" | sed 's/^{/{"probe": "fma", /' >>"$out"

@@ -646,7 +646,13 @@ static void bf16_widened_same_bits(int64_t m, int64_t n, int64_t k, int act) {
   cr_assert(memcmp(y, y2, sizeof(float) * (size_t)(m * n)) == 0,
             "bf16 %s m=%lld n=%lld k=%lld: widened panels and the bf16 kernel differ",
             rt_gemm_backend(), (long long)m, (long long)n, (long long)k);
-  free(x), free(w), free(bias), free(r), free(y), free(y2), free(wp);
+  free(x);
+  free(w);
+  free(bias);
+  free(r);
+  free(y);
+  free(y2);
+  free(wp);
 }
 
 /* Odd shapes around the decode path, the tiles and odd K (the padding
