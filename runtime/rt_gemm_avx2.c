@@ -3,8 +3,9 @@
  *
  *   micro   C[6,16] += A_p^T B_p: 12 ymm accumulators (6 rows x 2 vectors
  *           of 8 columns: one panel), 2 loads of B and 6 broadcasts of A
- *           per step of k, 12 FMAs; 15 of the 16 ymm registers. Each
- *           tile also on A itself (micro_a: rows lda apart, x unpacked).
+ *           per step of k, 12 FMAs; 15 of the 16 ymm registers. The
+ *           same tile on A itself (microa: rows lda apart) serves the
+ *           decode path's 5-6 rows; the GEMM packs A (rt_gemm.c says why).
  *   rows_p  decode on prepacked panels: each lane one output column; up to
  *           4 rows of x pass over 2 panels (2 rows) or 1 panel (3-4 rows)
  *           at a time, 8 accumulators; 5-6 rows run the micro-kernel on
@@ -114,12 +115,6 @@ AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t
                              int64_t ldc, int mr, int nr) {
   (void)bs; /* one panel */
   micro_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, MR, b, c, ldc, mr, nr, &no_extra);
-}
-
-AVX2 void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
-                               float *c, int64_t ldc, int mr, int nr, const GemmTileExtra *x) {
-  (void)bs; /* one panel; no prefetch (x->pf) */
-  microa_rows[(mr < 1 ? 1 : mr > MR ? MR : mr) - 1](kc, a, lda, b, c, ldc, mr, nr, x);
 }
 
 /* acc[r][v] (R rows x V vectors of 8) to y[r, 8v ..], columns past ncols

@@ -149,8 +149,6 @@ void rt_gemm_rows_i8_base(int64_t m, int64_t n, int64_t k, const int8_t *xq, int
 #define GEMM_AVX2_NR 16
 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                         int64_t ldc, int mr, int nr);
-void rt_gemm_micro_a_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t bs,
-                          float *c, int64_t ldc, int mr, int nr, const GemmTileExtra *x);
 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                          const float *wp, float *y, int64_t ldy);
 void rt_gemm_micro_bf16w_avx2(int64_t kc, const void *a, const uint32_t *b, int64_t bs, float *c,
