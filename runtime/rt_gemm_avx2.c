@@ -94,13 +94,15 @@ AVX2 static inline __m256i lanes8(int n) {
     }                                                                                              \
   }
 
-#define MICRO(R) MICRO_AT(micro, A_PANEL, R) MICRO_AT(microa, A_ROWS, R)
-MICRO(1)
-MICRO(2)
-MICRO(3)
-MICRO(4)
-MICRO(5)
-MICRO(6)
+MICRO_AT(micro, A_PANEL, 1)
+MICRO_AT(micro, A_PANEL, 2)
+MICRO_AT(micro, A_PANEL, 3)
+MICRO_AT(micro, A_PANEL, 4)
+MICRO_AT(micro, A_PANEL, 5)
+MICRO_AT(micro, A_PANEL, 6)
+/* on x in place: only the decode path's 5 and 6 rows (rt_gemm_rows_p_avx2) */
+MICRO_AT(microa, A_ROWS, 5)
+MICRO_AT(microa, A_ROWS, 6)
 
 _Static_assert(MR == 6, "the tables below cover tiles of 1-6 rows");
 
@@ -108,8 +110,6 @@ typedef void (*MicroFn)(int64_t, const float *, int64_t, const float *, float *,
                         const GemmTileExtra *);
 static const GemmTileExtra no_extra; /* C += A B, nothing else */
 static const MicroFn micro_rows[MR] = {micro_1, micro_2, micro_3, micro_4, micro_5, micro_6};
-static const MicroFn microa_rows[MR] = {microa_1, microa_2, microa_3,
-                                        microa_4, microa_5, microa_6};
 
 AVX2 void rt_gemm_micro_avx2(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                              int64_t ldc, int mr, int nr) {
@@ -200,8 +200,8 @@ AVX2 void rt_gemm_rows_p_avx2(int64_t m, int64_t n, int64_t k, const float *x, i
   if (m <= MR) {
     const GemmTileExtra set = {NULL, 1, NULL, 0, NULL, 0};
     for (int64_t j = 0; j < n; j += 16)
-      microa_rows[m - 1](k, x, ldx, wp + j * k, y + j, ldy, (int)m, (int)(n - j < 16 ? n - j : 16),
-                         &set);
+      (m == 5 ? microa_5 : microa_6)(k, x, ldx, wp + j * k, y + j, ldy, (int)m,
+                                     (int)(n - j < 16 ? n - j : 16), &set);
     return;
   }
   /* 7-8 rows: per panel and DECODE_KC steps, rows 0-3 and then the rest,
